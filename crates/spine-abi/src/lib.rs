@@ -1,0 +1,220 @@
+//! The numbers of the kernel's eBPF ABI (`include/uapi/linux/bpf.h`) that spine matches
+//! exactly: map types, helper ids, XDP actions, program types, map and update flags,
+//! the `xdp_md` layout and errno values. One place, so every layer agrees.
+//!
+//! Constants only: no code that could disagree with the kernel.
+#![deny(unsafe_code)]
+
+/// `enum bpf_map_type`.
+pub mod map_type {
+    pub const HASH: u32 = 1;
+    pub const ARRAY: u32 = 2;
+    pub const PROG_ARRAY: u32 = 3;
+    pub const PERF_EVENT_ARRAY: u32 = 4;
+    pub const PERCPU_HASH: u32 = 5;
+    pub const PERCPU_ARRAY: u32 = 6;
+    pub const LRU_HASH: u32 = 9;
+    pub const LRU_PERCPU_HASH: u32 = 10;
+    pub const LPM_TRIE: u32 = 11;
+    pub const ARRAY_OF_MAPS: u32 = 12;
+    pub const HASH_OF_MAPS: u32 = 13;
+    pub const DEVMAP: u32 = 14;
+    pub const CPUMAP: u32 = 16;
+    pub const XSKMAP: u32 = 17;
+    pub const DEVMAP_HASH: u32 = 25;
+    pub const RINGBUF: u32 = 27;
+
+    /// Kernel name of a map type, for messages.
+    pub fn name(t: u32) -> &'static str {
+        match t {
+            HASH => "hash",
+            ARRAY => "array",
+            PROG_ARRAY => "prog_array",
+            PERF_EVENT_ARRAY => "perf_event_array",
+            PERCPU_HASH => "percpu_hash",
+            PERCPU_ARRAY => "percpu_array",
+            LRU_HASH => "lru_hash",
+            LRU_PERCPU_HASH => "lru_percpu_hash",
+            LPM_TRIE => "lpm_trie",
+            ARRAY_OF_MAPS => "array_of_maps",
+            HASH_OF_MAPS => "hash_of_maps",
+            DEVMAP => "devmap",
+            CPUMAP => "cpumap",
+            XSKMAP => "xskmap",
+            DEVMAP_HASH => "devmap_hash",
+            RINGBUF => "ringbuf",
+            _ => "unknown",
+        }
+    }
+
+    /// True for the per-CPU map types, whose user-space value is one slot per CPU.
+    pub fn is_percpu(t: u32) -> bool {
+        matches!(t, PERCPU_HASH | PERCPU_ARRAY | LRU_PERCPU_HASH)
+    }
+}
+
+/// `enum bpf_prog_type` values spine uses.
+pub mod prog_type {
+    pub const SCHED_CLS: u32 = 3;
+    pub const XDP: u32 = 6;
+}
+
+/// `enum xdp_action`.
+pub mod xdp_action {
+    pub const ABORTED: u32 = 0;
+    pub const DROP: u32 = 1;
+    pub const PASS: u32 = 2;
+    pub const TX: u32 = 3;
+    pub const REDIRECT: u32 = 4;
+
+    /// Kernel name of a verdict (`XDP_PASS`), or `None` for an unknown value.
+    pub fn name(v: u64) -> Option<&'static str> {
+        Some(match v {
+            0 => "XDP_ABORTED",
+            1 => "XDP_DROP",
+            2 => "XDP_PASS",
+            3 => "XDP_TX",
+            4 => "XDP_REDIRECT",
+            _ => return None,
+        })
+    }
+}
+
+/// `struct xdp_md`: six `__u32` fields at these byte offsets.
+pub mod xdp_md {
+    pub const DATA: i16 = 0;
+    pub const DATA_END: i16 = 4;
+    pub const DATA_META: i16 = 8;
+    pub const INGRESS_IFINDEX: i16 = 12;
+    pub const RX_QUEUE_INDEX: i16 = 16;
+    pub const EGRESS_IFINDEX: i16 = 20;
+    /// `sizeof(struct xdp_md)`.
+    pub const SIZE: usize = 24;
+}
+
+/// Frame geometry of an XDP buffer as the kernel lays it out.
+pub mod xdp_frame {
+    /// `XDP_PACKET_HEADROOM`: bytes before the packet for `xdp_adjust_head`/`meta`.
+    pub const HEADROOM: usize = 256;
+    /// `sizeof(struct xdp_frame)`: the start of the headroom the kernel keeps for itself.
+    pub const FRAME_STRUCT: usize = 40;
+    /// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` on x86-64: the tail reserve.
+    pub const TAILROOM: usize = 320;
+    /// Largest `data_meta` area (`xdp_adjust_meta` refuses more than 32 bytes).
+    pub const MAX_META: usize = 32;
+}
+
+/// `enum bpf_func_id`: helper numbers.
+pub mod helper {
+    pub const MAP_LOOKUP_ELEM: u32 = 1;
+    pub const MAP_UPDATE_ELEM: u32 = 2;
+    pub const MAP_DELETE_ELEM: u32 = 3;
+    pub const KTIME_GET_NS: u32 = 5;
+    pub const TRACE_PRINTK: u32 = 6;
+    pub const GET_PRANDOM_U32: u32 = 7;
+    pub const GET_SMP_PROCESSOR_ID: u32 = 8;
+    pub const TAIL_CALL: u32 = 12;
+    pub const REDIRECT: u32 = 23;
+    pub const CSUM_DIFF: u32 = 28;
+    pub const XDP_ADJUST_HEAD: u32 = 44;
+    pub const REDIRECT_MAP: u32 = 51;
+    pub const XDP_ADJUST_META: u32 = 54;
+    pub const XDP_ADJUST_TAIL: u32 = 65;
+    pub const FIB_LOOKUP: u32 = 69;
+    pub const SPIN_LOCK: u32 = 93;
+    pub const SPIN_UNLOCK: u32 = 94;
+    pub const JIFFIES64: u32 = 118;
+    pub const KTIME_GET_BOOT_NS: u32 = 125;
+    pub const RINGBUF_OUTPUT: u32 = 130;
+    pub const RINGBUF_RESERVE: u32 = 131;
+    pub const RINGBUF_SUBMIT: u32 = 132;
+    pub const RINGBUF_DISCARD: u32 = 133;
+    pub const RINGBUF_QUERY: u32 = 134;
+    pub const KTIME_GET_COARSE_NS: u32 = 160;
+    pub const CHECK_MTU: u32 = 163;
+    pub const FOR_EACH_MAP_ELEM: u32 = 164;
+    pub const LOOP: u32 = 181;
+    pub const XDP_GET_BUFF_LEN: u32 = 188;
+    pub const XDP_LOAD_BYTES: u32 = 189;
+    pub const XDP_STORE_BYTES: u32 = 190;
+    pub const MAP_LOOKUP_PERCPU_ELEM: u32 = 195;
+    pub const KTIME_GET_TAI_NS: u32 = 208;
+
+    /// Kernel name of a helper (`bpf_map_lookup_elem`), for messages; `None` if spine
+    /// does not know it.
+    pub fn name(id: u32) -> Option<&'static str> {
+        Some(match id {
+            MAP_LOOKUP_ELEM => "bpf_map_lookup_elem",
+            MAP_UPDATE_ELEM => "bpf_map_update_elem",
+            MAP_DELETE_ELEM => "bpf_map_delete_elem",
+            KTIME_GET_NS => "bpf_ktime_get_ns",
+            TRACE_PRINTK => "bpf_trace_printk",
+            GET_PRANDOM_U32 => "bpf_get_prandom_u32",
+            GET_SMP_PROCESSOR_ID => "bpf_get_smp_processor_id",
+            TAIL_CALL => "bpf_tail_call",
+            REDIRECT => "bpf_redirect",
+            CSUM_DIFF => "bpf_csum_diff",
+            XDP_ADJUST_HEAD => "bpf_xdp_adjust_head",
+            REDIRECT_MAP => "bpf_redirect_map",
+            XDP_ADJUST_META => "bpf_xdp_adjust_meta",
+            XDP_ADJUST_TAIL => "bpf_xdp_adjust_tail",
+            FIB_LOOKUP => "bpf_fib_lookup",
+            SPIN_LOCK => "bpf_spin_lock",
+            SPIN_UNLOCK => "bpf_spin_unlock",
+            JIFFIES64 => "bpf_jiffies64",
+            KTIME_GET_BOOT_NS => "bpf_ktime_get_boot_ns",
+            RINGBUF_OUTPUT => "bpf_ringbuf_output",
+            RINGBUF_RESERVE => "bpf_ringbuf_reserve",
+            RINGBUF_SUBMIT => "bpf_ringbuf_submit",
+            RINGBUF_DISCARD => "bpf_ringbuf_discard",
+            RINGBUF_QUERY => "bpf_ringbuf_query",
+            KTIME_GET_COARSE_NS => "bpf_ktime_get_coarse_ns",
+            CHECK_MTU => "bpf_check_mtu",
+            FOR_EACH_MAP_ELEM => "bpf_for_each_map_elem",
+            LOOP => "bpf_loop",
+            XDP_GET_BUFF_LEN => "bpf_xdp_get_buff_len",
+            XDP_LOAD_BYTES => "bpf_xdp_load_bytes",
+            XDP_STORE_BYTES => "bpf_xdp_store_bytes",
+            MAP_LOOKUP_PERCPU_ELEM => "bpf_map_lookup_percpu_elem",
+            KTIME_GET_TAI_NS => "bpf_ktime_get_tai_ns",
+            _ => return None,
+        })
+    }
+}
+
+/// Map creation flags (`map_flags`).
+pub mod map_flags {
+    pub const NO_PREALLOC: u32 = 1 << 0;
+    pub const NO_COMMON_LRU: u32 = 1 << 1;
+    pub const NUMA_NODE: u32 = 1 << 2;
+    pub const RDONLY: u32 = 1 << 3;
+    pub const WRONLY: u32 = 1 << 4;
+    pub const ZERO_SEED: u32 = 1 << 6;
+    pub const RDONLY_PROG: u32 = 1 << 7;
+    pub const WRONLY_PROG: u32 = 1 << 8;
+    pub const MMAPABLE: u32 = 1 << 10;
+    pub const INNER_MAP: u32 = 1 << 12;
+}
+
+/// `flags` of `bpf_map_update_elem`.
+pub mod update_flags {
+    pub const ANY: u64 = 0;
+    pub const NOEXIST: u64 = 1;
+    pub const EXIST: u64 = 2;
+    pub const LOCK: u64 = 4;
+}
+
+/// Kernel errno values that helpers and map operations return (negated).
+pub mod errno {
+    pub const EPERM: i64 = 1;
+    pub const ENOENT: i64 = 2;
+    pub const E2BIG: i64 = 7;
+    pub const EBUSY: i64 = 16;
+    pub const ENOMEM: i64 = 12;
+    pub const EFAULT: i64 = 14;
+    pub const EEXIST: i64 = 17;
+    pub const EINVAL: i64 = 22;
+    pub const ENOSPC: i64 = 28;
+    pub const ERANGE: i64 = 34;
+    pub const EOPNOTSUPP: i64 = 95;
+}

@@ -1,0 +1,3 @@
+//! eBPF maps with kernel semantics. (being written)
+mod error;
+pub use error::{errno, MapError};

@@ -1,0 +1,119 @@
+//! What a loaded object is: programs whose instructions are self-contained (every
+//! bpf-to-bpf callee appended, every call and map reference resolved), and the map
+//! specifications they refer to by index. This mirrors what libbpf hands to bpf(2),
+//! with map indices where libbpf would put file descriptors.
+
+use spine_isa::Insn;
+
+pub use spine_abi::map_type;
+
+/// Where a map definition came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MapOrigin {
+    /// A BTF-defined map in `.maps`.
+    Btf,
+    /// A `struct bpf_map_def` in the legacy `maps` section.
+    Legacy,
+    /// A global-data section (`.data`, `.rodata`, `.bss`, `.rodata.str1.1`, `.data.foo`, ...)
+    /// exposed as a one-element array map whose value is the section.
+    GlobalData { section: String, read_only: bool },
+}
+
+/// A map as declared by the object. Sizes are taken from the object unchecked beyond
+/// what loading needs; the map layer validates them against its own limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapSpec {
+    /// Symbol name (`counters`), or the section name for global data (`.bss`).
+    pub name: String,
+    pub map_type: u32,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub flags: u32,
+    /// libbpf `pinning` attribute (0 = none, 1 = by name).
+    pub pinning: u32,
+    /// Initial bytes of the single value of a global-data map (`.bss`: zeros).
+    pub initial: Option<Vec<u8>>,
+    pub origin: MapOrigin,
+    /// Template of the inner maps of an `array_of_maps`/`hash_of_maps`, from
+    /// `__array(values, struct { ... })`; `None` for every other map.
+    pub inner: Option<Box<MapSpec>>,
+    /// Slots filled at load time, from `.values = { [i] = &x }` in a BTF map-in-map or
+    /// program array, in slot order.
+    pub init_slots: Vec<(u32, SlotTarget)>,
+}
+
+/// What an initial slot of a map-in-map or program array refers to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotTarget {
+    /// Index into [`Object::maps`].
+    Map(usize),
+    /// Name of a program in [`Object::programs`] (its entry function).
+    Program(String),
+}
+
+/// Program type implied by the section name (libbpf's `SEC()` conventions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgType {
+    Xdp,
+    /// `xdp.frags`: XDP with multi-buffer support.
+    XdpFrags,
+    /// `tc`, `classifier`, `tcx/ingress`, `tcx/egress`: scheduler classifier.
+    SchedCls,
+    /// spine's own hook sections (`spine/...`); the suffix names the hook.
+    Spine,
+}
+
+impl ProgType {
+    /// The kernel's `enum bpf_prog_type` value, where the kernel has one.
+    pub fn kernel_type(self) -> Option<u32> {
+        match self {
+            ProgType::Xdp | ProgType::XdpFrags => Some(6),
+            ProgType::SchedCls => Some(3),
+            ProgType::Spine => None,
+        }
+    }
+}
+
+/// One program, ready to hand to an engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Program {
+    /// Function symbol name (`xdp_prog`).
+    pub name: String,
+    /// ELF section it came from (`xdp`, `xdp.frags`, `spine/msg`).
+    pub section: String,
+    pub prog_type: ProgType,
+    /// The entry function followed by every bpf-to-bpf callee it reaches, with call
+    /// offsets fixed for this layout. Map references are `lddw` with
+    /// `src == PSEUDO_MAP_FD` and `imm` the index into [`Object::maps`], or
+    /// `src == PSEUDO_MAP_VALUE`, `imm` the map index and the second slot's `imm`
+    /// the byte offset into the value.
+    pub insns: Vec<Insn>,
+    /// Entry slots of each function in `insns` (0 first), with their names, for
+    /// disassembly and the verifier's call graph.
+    pub functions: Vec<(usize, String)>,
+}
+
+/// A parsed object file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// Contents of the `license` section up to its NUL; empty when the object has none.
+    pub license: String,
+    pub programs: Vec<Program>,
+    pub maps: Vec<MapSpec>,
+}
+
+impl Object {
+    /// The program in `section` (exact section name), or the only program when `None`
+    /// and there is exactly one; otherwise the first program.
+    pub fn program(&self, section: Option<&str>) -> Option<&Program> {
+        match section {
+            Some(s) => self
+                .programs
+                .iter()
+                .find(|p| p.section == s)
+                .or_else(|| self.programs.iter().find(|p| p.name == s)),
+            None => self.programs.first(),
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The eBPF execution core: checked memory regions, the helper environment, and the
+//! interpreter. Engines (this interpreter now, the JIT later) share [`Memory`],
+//! [`Env`] and [`Fault`], so a program behaves the same on each.
+//!
+//! No I/O, no threads, no clock: helpers that need the world get it through [`Env`].
+
+mod interp;
+mod memory;
+
+pub use interp::{Interpreter, LoadError, RunLimits};
+pub use memory::{Memory, Region, MAX_REGIONS};
+
+/// Why an invocation stopped before `exit`. Every variant names the instruction.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    #[error("instruction {pc}: {kind} access of {len} bytes at {addr:#x} outside every region")]
+    OutOfBounds { pc: usize, addr: u64, len: usize, kind: AccessKind },
+    #[error("instruction {pc}: budget of {budget} instructions exhausted")]
+    Budget { pc: usize, budget: u64 },
+    #[error("instruction {pc}: call depth exceeds {max} frames")]
+    CallDepth { pc: usize, max: usize },
+    #[error("instruction {pc}: unknown helper {id}")]
+    UnknownHelper { pc: usize, id: u32 },
+    #[error("instruction {pc}: helper {id} failed: {reason}")]
+    Helper { pc: usize, id: u32, reason: &'static str },
+    #[error("instruction {pc}: legacy packet load (ld_abs/ld_ind) is not supported")]
+    Unsupported { pc: usize },
+    #[error("instruction {pc}: execution left the program")]
+    PcOutOfRange { pc: usize },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessKind {
+    Read,
+    Write,
+}
+
+impl std::fmt::Display for AccessKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AccessKind::Read => "read",
+            AccessKind::Write => "write",
+        })
+    }
+}
+
+/// How a helper call ended, when it did not simply return a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallAbort {
+    /// End the whole invocation now with this r0 (the conformance suite's `unwind`).
+    Exit(u64),
+    /// No helper with this id exists in the environment.
+    Unknown,
+    /// The helper refused its arguments (a pointer outside every region, ...).
+    Fault(&'static str),
+}
+
+/// What a program can reach beyond its registers: helpers by number.
+///
+/// `mem` holds the regions of this invocation; a helper must check every pointer it
+/// is given against it (`Memory::slice` / `Memory::slice_mut`) and may change regions
+/// (the packet region after `xdp_adjust_head`).
+pub trait Env {
+    fn call(&mut self, id: u32, args: [u64; 5], mem: &mut Memory) -> Result<u64, CallAbort>;
+}
+
+/// An environment with no helpers at all.
+#[derive(Debug, Default)]
+pub struct NoHelpers;
+
+impl Env for NoHelpers {
+    fn call(&mut self, _id: u32, _args: [u64; 5], _mem: &mut Memory) -> Result<u64, CallAbort> {
+        Err(CallAbort::Unknown)
+    }
+}
