@@ -2,7 +2,7 @@
 //! instruction, every memory access checked against [`Memory`]. It allocates nothing
 //! per run: the caller owns the [`Stack`] and the regions.
 
-use crate::{AccessKind, CallAbort, Env, Fault, Memory, Region};
+use crate::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Memory, Region};
 use spine_isa::{op, validate, Insn, IsaError, MAX_CALL_FRAMES, STACK_SIZE};
 
 /// Why a program cannot be prepared for the interpreter.
@@ -16,18 +16,23 @@ pub enum LoadError {
     LegacyPacketLoad { pc: usize },
 }
 
-/// Per-invocation limits.
+/// How long one invocation may run, counted in *progress points*: every taken backward
+/// jump and every bpf-to-bpf call. Straight-line code between two points is at most the
+/// program's length, so counting points bounds the run without a per-instruction cost.
+///
+/// When `points` are spent the engine asks [`Env::budget_expired`], which owns the clock
+/// (the runtime's watchdog compares against a deadline there), whether to go on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunLimits {
-    /// Instructions one invocation may execute before it is stopped with [`Fault::Budget`].
-    pub max_insns: u64,
+    /// Progress points before the first [`Env::budget_expired`] call.
+    pub points: u32,
 }
 
 impl Default for RunLimits {
-    /// 16 M instructions: far above any sane packet program, low enough to stop a loop
-    /// in well under a second.
+    /// 64 points between clock checks: a check costs a clock read, 64 loop iterations
+    /// of a typical body take well under a microsecond.
     fn default() -> Self {
-        RunLimits { max_insns: 1 << 24 }
+        RunLimits { points: 64 }
     }
 }
 
@@ -133,16 +138,26 @@ impl Interpreter {
         let mut frames = [Frame::default(); MAX_CALL_FRAMES];
         let mut depth = 0usize;
         let mut pc = 0usize;
-        let mut budget = limits.max_insns;
+        let mut points = limits.points;
+        let mut spent: u64 = 0;
+        // Called at every progress point; `cur` names the instruction for the fault.
+        macro_rules! progress {
+            ($cur:expr) => {
+                if points == 0 {
+                    spent += u64::from(limits.points);
+                    match env.budget_expired() {
+                        BudgetVerdict::Continue(n) if n > 0 => points = n,
+                        _ => return Err(Fault::Budget { pc: $cur, points: spent }),
+                    }
+                }
+                points -= 1;
+            };
+        }
 
         loop {
             let Some(&i) = insns.get(pc) else {
                 return Err(Fault::PcOutOfRange { pc });
             };
-            if budget == 0 {
-                return Err(Fault::Budget { pc, budget: limits.max_insns });
-            }
-            budget -= 1;
             let cur = pc;
             pc += 1;
             let dst = i.dst as usize;
@@ -160,6 +175,9 @@ impl Interpreter {
                 class @ (op::JMP | op::JMP32) => match i.code & 0xf0 {
                     op::JA => {
                         let off = if class == op::JMP32 { i.imm as i64 } else { i.off as i64 };
+                        if off < 0 {
+                            progress!(cur);
+                        }
                         pc = (pc as i64 + off) as usize;
                     }
                     op::EXIT if class == op::JMP => {
@@ -174,6 +192,7 @@ impl Interpreter {
                     }
                     op::CALL if class == op::JMP => {
                         if i.code & op::X == 0 && i.src == op::PSEUDO_CALL {
+                            progress!(cur);
                             if depth + 1 >= MAX_CALL_FRAMES {
                                 return Err(Fault::CallDepth { pc: cur, max: MAX_CALL_FRAMES });
                             }
@@ -213,6 +232,9 @@ impl Interpreter {
                             cond64(i.code, a, b)
                         };
                         if taken {
+                            if i.off < 0 {
+                                progress!(cur);
+                            }
                             pc = (pc as i64 + i.off as i64) as usize;
                         }
                     }

@@ -7,7 +7,7 @@
 mod interp;
 mod memory;
 
-pub use interp::{Interpreter, LoadError, RunLimits};
+pub use interp::{Interpreter, LoadError, RunLimits, Stack};
 pub use memory::{Memory, Region, MAX_REGIONS};
 
 /// Why an invocation stopped before `exit`. Every variant names the instruction.
@@ -15,8 +15,8 @@ pub use memory::{Memory, Region, MAX_REGIONS};
 pub enum Fault {
     #[error("instruction {pc}: {kind} access of {len} bytes at {addr:#x} outside every region")]
     OutOfBounds { pc: usize, addr: u64, len: usize, kind: AccessKind },
-    #[error("instruction {pc}: budget of {budget} instructions exhausted")]
-    Budget { pc: usize, budget: u64 },
+    #[error("instruction {pc}: run-time budget exhausted after {points} progress points")]
+    Budget { pc: usize, points: u64 },
     #[error("instruction {pc}: call depth exceeds {max} frames")]
     CallDepth { pc: usize, max: usize },
     #[error("instruction {pc}: unknown helper {id}")]
@@ -62,6 +62,20 @@ pub enum CallAbort {
 /// (the packet region after `xdp_adjust_head`).
 pub trait Env {
     fn call(&mut self, id: u32, args: [u64; 5], mem: &mut Memory) -> Result<u64, CallAbort>;
+
+    /// The invocation spent its [`RunLimits::points`]: return `Continue(n)` to grant `n`
+    /// more, `Abort` to stop it with [`Fault::Budget`]. The default aborts, so an
+    /// environment without a clock bounds every run by its points alone.
+    fn budget_expired(&mut self) -> BudgetVerdict {
+        BudgetVerdict::Abort
+    }
+}
+
+/// Answer of [`Env::budget_expired`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetVerdict {
+    Continue(u32),
+    Abort,
 }
 
 /// An environment with no helpers at all.

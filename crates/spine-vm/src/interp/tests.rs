@@ -68,9 +68,73 @@ fn stack_round_trip_and_region_is_removed_after_run() {
 fn infinite_loop_stops_at_budget() {
     let p = vec![Insn::new(op::JMP | op::JA, 0, 0, -1, 0), exit()];
     assert_eq!(
-        run_limited(p, RunLimits { max_insns: 1000 }),
-        Err(Fault::Budget { pc: 0, budget: 1000 })
+        run_limited(p, RunLimits { points: 1000 }),
+        Err(Fault::Budget { pc: 0, points: 1000 })
     );
+}
+
+/// An environment that grants `refills` more countdowns of `n` points, then aborts.
+struct Refill {
+    n: u32,
+    refills: u32,
+    asked: u32,
+}
+
+impl Env for Refill {
+    fn call(&mut self, _: u32, _: [u64; 5], _: &mut Memory) -> Result<u64, CallAbort> {
+        Err(CallAbort::Unknown)
+    }
+    fn budget_expired(&mut self) -> BudgetVerdict {
+        self.asked += 1;
+        if self.refills == 0 {
+            return BudgetVerdict::Abort;
+        }
+        self.refills -= 1;
+        BudgetVerdict::Continue(self.n)
+    }
+}
+
+#[test]
+fn budget_counts_back_edges_and_calls_and_asks_the_env() {
+    // r0 = 0; loop: r0 += 1; if r0 < 10 goto loop; exit  -> 9 taken back-edges.
+    let counted = vec![
+        mov64(0, 0),
+        Insn::new(op::ALU64 | op::ADD | op::K, 0, 0, 0, 1),
+        Insn::new(op::JMP | op::JLT | op::K, 0, 0, -2, 10),
+        exit(),
+    ];
+    let vm = Interpreter::new(counted.clone()).unwrap();
+    let mut env = Refill { n: 0, refills: 0, asked: 0 };
+    let run = |vm: &Interpreter, env: &mut Refill, points| {
+        vm.run([0; 5], &mut Memory::new(), &mut Stack::new(), env, RunLimits { points })
+    };
+    assert_eq!(run(&vm, &mut env, 9), Ok(10), "9 back-edges fit in 9 points");
+    assert_eq!(env.asked, 0);
+    assert_eq!(run(&vm, &mut env, 8), Err(Fault::Budget { pc: 2, points: 8 }));
+    assert_eq!(env.asked, 1);
+    // Refills: 4 + 4 + 4 points cover the 9 back-edges.
+    let mut env = Refill { n: 4, refills: 2, asked: 0 };
+    assert_eq!(run(&vm, &mut env, 4), Ok(10));
+    assert_eq!(env.asked, 2);
+    // Forward jumps cost nothing: 1,000 of them with a budget of 1 point.
+    let mut fwd: Vec<Insn> = (0..1000).map(|_| Insn::new(op::JMP | op::JA, 0, 0, 0, 0)).collect();
+    fwd.push(exit());
+    let vm = Interpreter::new(fwd).unwrap();
+    assert_eq!(run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 1), Ok(0));
+    // Each call is a point: main calls f twice.
+    let calls = vec![
+        Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 2),
+        Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 1),
+        exit(),
+        mov64(0, 3),
+        exit(),
+    ];
+    let vm = Interpreter::new(calls).unwrap();
+    assert_eq!(run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 2), Ok(3));
+    assert!(matches!(
+        run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 1),
+        Err(Fault::Budget { pc: 1, .. })
+    ));
 }
 
 #[test]
