@@ -11,7 +11,7 @@ mod insn;
 pub mod op;
 mod validate;
 
-pub use asm::{assemble, AsmError};
+pub use asm::{assemble, AsmError, AsmErrorKind};
 pub use disasm::{disassemble, disassemble_one};
 pub use insn::{Insn, INSN_SIZE};
 pub use validate::{validate, IsaError, IsaErrorKind};

@@ -33,6 +33,10 @@ pub enum IsaErrorKind {
     JumpOutOfRange(i64),
     #[error("jump into the middle of lddw at {0}")]
     JumpIntoLddw(usize),
+    #[error("function address {0} (lddw with the pseudo-function source) is outside the program")]
+    FuncAddrOutOfRange(i64),
+    #[error("function address points into the middle of lddw at {0}")]
+    FuncAddrIntoLddw(usize),
     #[error("invalid byte-swap width {0}")]
     BadSwapWidth(i32),
     #[error("invalid atomic operation {0:#x}")]
@@ -70,10 +74,20 @@ pub fn validate(insns: &[Insn]) -> Result<(), IsaError> {
             pc += 1;
         }
     }
-    // Pass 2: branch targets.
+    // Pass 2: branch targets, and the callbacks that `lddw` with `PSEUDO_FUNC` names
+    // (relative like a local call: target = pc + imm + 1).
     for (pc, i) in insns.iter().enumerate() {
         if second_slot[pc] {
             continue;
+        }
+        if i.is_lddw() && i.src == op::PSEUDO_FUNC {
+            let t = pc as i64 + 1 + i64::from(i.imm);
+            if t < 0 || t as usize >= insns.len() {
+                return err(pc, IsaErrorKind::FuncAddrOutOfRange(t));
+            }
+            if second_slot[t as usize] {
+                return err(pc, IsaErrorKind::FuncAddrIntoLddw(t as usize));
+            }
         }
         if let Some(t) = i.branch_target(pc) {
             if t < 0 || t as usize >= insns.len() {
@@ -226,7 +240,10 @@ fn check_one(i: Insn) -> Result<(), IsaErrorKind> {
             if i.code == op::LD | op::IMM | op::DW {
                 dst_writable(i.dst)?;
                 match i.src {
-                    op::PSEUDO_NONE | op::PSEUDO_MAP_FD | op::PSEUDO_MAP_VALUE => Ok(()),
+                    op::PSEUDO_NONE
+                    | op::PSEUDO_MAP_FD
+                    | op::PSEUDO_MAP_VALUE
+                    | op::PSEUDO_FUNC => Ok(()),
                     s => Err(BadPseudo(s)),
                 }
             } else if matches!(i.code & 0xe0, op::ABS | op::IND) && i.code & 0x18 != op::DW {
@@ -301,6 +318,29 @@ mod tests {
         let [a, b] = Insn::lddw(0, 0, 7);
         let p = [Insn::new(op::JMP | op::JA, 0, 0, 1, 0), a, b, exit()];
         assert_eq!(validate(&p).unwrap_err().kind, IsaErrorKind::JumpIntoLddw(2));
+    }
+
+    #[test]
+    fn checks_pseudo_func_targets() {
+        let [a, b] = Insn::lddw(1, op::PSEUDO_FUNC, 1);
+        let p = [a, b, exit(), exit()];
+        assert_eq!(validate(&p), Ok(()));
+        let [a, b] = Insn::lddw(1, op::PSEUDO_FUNC, 3);
+        let p = [a, b, exit(), exit()];
+        assert_eq!(validate(&p).unwrap_err().kind, IsaErrorKind::FuncAddrOutOfRange(4));
+        let [a, b] = Insn::lddw(1, op::PSEUDO_FUNC, -2i64 as u32 as u64);
+        let p = [exit(), a, b, exit()];
+        assert_eq!(validate(&p), Ok(()), "backwards to slot 0");
+        let [a, b] = Insn::lddw(1, op::PSEUDO_FUNC, -3i64 as u32 as u64);
+        let p = [exit(), a, b, exit()];
+        assert_eq!(validate(&p).unwrap_err().kind, IsaErrorKind::FuncAddrOutOfRange(-1));
+        let [a, b] = Insn::lddw(1, op::PSEUDO_FUNC, 1);
+        let [c, d] = Insn::lddw(1, 0, 0);
+        let p = [a, b, c, d, exit()];
+        assert_eq!(validate(&p), Ok(()));
+        let [a, b] = Insn::lddw(1, op::PSEUDO_FUNC, 2);
+        let p = [a, b, c, d, exit()];
+        assert_eq!(validate(&p).unwrap_err().kind, IsaErrorKind::FuncAddrIntoLddw(3));
     }
 
     #[test]
