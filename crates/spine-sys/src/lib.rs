@@ -1,1 +1,51 @@
-//! (being written)
+//! Every bpf(2) call spine makes (and the thread placement its tests and workers need), behind a small typed interface (the counterpart of
+//! aya's `sys` module). spine uses the Linux kernel as the reference for eBPF behaviour:
+//! differential tests and benchmarks load the same program into spine and into the
+//! kernel and compare `BPF_PROG_TEST_RUN` results. Nothing here is on spine's own data
+//! path, and nothing else in the project calls bpf(2).
+//!
+//! - [`probe`]: can this process use bpf(2) at all? Tests that need the kernel skip
+//!   loudly when it fails.
+//! - [`KernelMap`]: create maps and read, write, iterate and freeze them.
+//! - [`load_program`] / [`ProgLoad`]: the verifier, with its log in the error.
+//! - [`KernelProg::test_run`]: run an XDP program on one packet ([`TestRun`]).
+//! - [`load_object_program`]: one program of a parsed `spine_obj::Object` with kernel
+//!   maps for all of the object's maps, as libbpf would load it.
+//!
+//! Errors are [`SysError`]: the command and the kernel's errno, never a string.
+//!
+//! Requires root (or `CAP_BPF` + `CAP_NET_ADMIN`) on Linux with BPF enabled.
+#![deny(unsafe_code)]
+
+mod cpus;
+mod error;
+#[expect(unsafe_code, reason = "element commands: the kernel reads and writes key/value buffers")]
+mod map;
+mod object;
+#[expect(unsafe_code, reason = "BPF_PROG_LOAD reads the code and writes the log buffer")]
+mod prog;
+#[expect(unsafe_code, reason = "the bpf(2) syscall, the fds it returns and union reads")]
+mod sys;
+#[expect(unsafe_code, reason = "BPF_PROG_TEST_RUN reads and writes the packet and context")]
+mod test_run;
+#[expect(unsafe_code, reason = "sched_setaffinity takes a cpu_set_t")]
+mod thread;
+
+pub use cpus::{parse_cpu_list, possible_cpus, possible_cpus_exact};
+pub use error::SysError;
+pub use map::{is_percpu, Entry, KernelMap, MapDef, MapInfo};
+pub use object::{load_object_program, KernelObject, LoadError};
+pub use prog::{
+    load_program, KernelProg, ProgInfo, ProgLoad, ATTACH_XDP, LOG_BUF_MAX, LOG_BUF_START,
+    PROG_F_XDP_HAS_FRAGS,
+};
+pub use sys::sanitize_name;
+pub use test_run::{TestRun, TestRunOut, XdpMd, DATA_OUT_SLACK};
+pub use thread::pin_current_thread;
+
+/// Checks that this process can use bpf(2) by creating (and closing) a one-element array
+/// map. Fails with `EPERM` without privileges, `ENOSYS` without BPF.
+pub fn probe() -> Result<(), SysError> {
+    let def = MapDef::new(spine_abi::map_type::ARRAY, 4, 4, 1);
+    KernelMap::create("spine_probe", def, None).map(drop)
+}

@@ -1,0 +1,192 @@
+//! Loading one program of a parsed object into the kernel, as libbpf does: create every
+//! map of the object, write global data and freeze `.rodata`, fill map-in-map slots,
+//! point each map reference of the program at the kernel map's fd, and load.
+
+use std::os::fd::AsRawFd;
+
+use spine_abi::{map_flags, map_type, update_flags};
+use spine_isa::op;
+use spine_obj::{MapOrigin, MapSpec, Object, Program, SlotTarget};
+
+use crate::prog::{ProgLoad, ATTACH_XDP, PROG_F_XDP_HAS_FRAGS};
+use crate::{KernelMap, KernelProg, MapDef, SysError};
+
+/// An object's program loaded into the kernel, with the maps it was linked against.
+#[derive(Debug)]
+pub struct KernelObject {
+    /// One kernel map per `Object::maps`, same indices.
+    pub maps: Vec<KernelMap>,
+    pub prog: KernelProg,
+}
+
+/// Why an object's program could not be loaded into the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    #[error("map '{map}': {error}")]
+    Map { map: String, error: SysError },
+    #[error("map '{map}': {what} is not supported yet")]
+    Unsupported { map: String, what: &'static str },
+    #[error("map '{map}': a map-in-map needs an inner map template")]
+    NoInnerTemplate { map: String },
+    #[error("map '{map}': initial data of {len} bytes is longer than value_size {value_size}")]
+    InitialTooLong { map: String, len: usize, value_size: u32 },
+    #[error(
+        "map '{map}': slot {slot} refers to map index {index}, but the object has {count} maps"
+    )]
+    BadSlot { map: String, slot: u32, index: usize, count: usize },
+    #[error(
+        "program '{program}': instruction {insn} refers to map index {index}, \
+         but the object has {count} maps"
+    )]
+    BadMapRef { program: String, insn: usize, index: i32, count: usize },
+    #[error("program '{program}': lddw at instruction {insn} has no second slot")]
+    TruncatedLddw { program: String, insn: usize },
+    #[error("program '{program}' (section '{section}') has no kernel program type")]
+    NoKernelType { program: String, section: String },
+    #[error("program '{program}': {error}")]
+    Prog { program: String, error: SysError },
+}
+
+/// Loads `prog` of `obj` into the kernel with kernel maps for all of `obj.maps`.
+///
+/// Global-data maps get their initial bytes at key 0 and are frozen when read-only, after
+/// being created with `BPF_F_RDONLY_PROG` (libbpf's flags for `.rodata`), so the verifier
+/// may treat their contents as constants exactly as it does for libbpf. Program-array
+/// slots and pinning are not supported; BTF is not loaded, so maps whose values need it
+/// (spin locks, timers) are refused by the kernel.
+pub fn load_object_program(obj: &Object, prog: &Program) -> Result<KernelObject, LoadError> {
+    let maps = obj.maps.iter().map(create_map).collect::<Result<Vec<_>, _>>()?;
+    for (spec, map) in obj.maps.iter().zip(&maps) {
+        fill_slots(spec, map, &maps)?;
+    }
+
+    let prog_type = prog.prog_type.kernel_type().ok_or_else(|| LoadError::NoKernelType {
+        program: prog.name.clone(),
+        section: prog.section.clone(),
+    })?;
+    let insns = link_maps(prog, &maps)?;
+    let (prog_flags, expected_attach_type) = match prog.prog_type {
+        spine_obj::ProgType::Xdp => (0, ATTACH_XDP),
+        spine_obj::ProgType::XdpFrags => (PROG_F_XDP_HAS_FRAGS, ATTACH_XDP),
+        spine_obj::ProgType::SchedCls | spine_obj::ProgType::Spine => (0, 0),
+    };
+    let kprog = ProgLoad {
+        prog_type,
+        insns: &insns,
+        license: &obj.license,
+        name: &prog.name,
+        prog_flags,
+        expected_attach_type,
+        log_level: 0,
+    }
+    .load()
+    .map_err(|error| LoadError::Prog { program: prog.name.clone(), error })?;
+    Ok(KernelObject { maps, prog: kprog })
+}
+
+fn map_err(spec: &MapSpec) -> impl Fn(SysError) -> LoadError + '_ {
+    move |error| LoadError::Map { map: spec.name.clone(), error }
+}
+
+/// Creates one map (and, for a map-in-map, its temporary inner template) and writes its
+/// global data.
+fn create_map(spec: &MapSpec) -> Result<KernelMap, LoadError> {
+    let mut flags = spec.flags;
+    if let MapOrigin::GlobalData { read_only: true, .. } = spec.origin {
+        flags |= map_flags::RDONLY_PROG;
+    }
+    let def = MapDef {
+        map_type: spec.map_type,
+        key_size: spec.key_size,
+        value_size: spec.value_size,
+        max_entries: spec.max_entries,
+        flags,
+        numa_node: spec.numa_node,
+        map_extra: spec.map_extra,
+    };
+    let is_map_in_map = matches!(spec.map_type, map_type::ARRAY_OF_MAPS | map_type::HASH_OF_MAPS);
+    // libbpf creates the inner template, creates the outer map from it, then closes it.
+    let inner = match (&spec.inner, is_map_in_map) {
+        (Some(inner), true) => Some(create_map(inner)?),
+        (None, true) => return Err(LoadError::NoInnerTemplate { map: spec.name.clone() }),
+        (_, false) => None,
+    };
+    let map = KernelMap::create(&spec.name, def, inner.as_ref().map(KernelMap::fd))
+        .map_err(map_err(spec))?;
+    drop(inner);
+
+    if let MapOrigin::GlobalData { read_only, .. } = spec.origin {
+        if let Some(initial) = &spec.initial {
+            if initial.len() > spec.value_size as usize {
+                return Err(LoadError::InitialTooLong {
+                    map: spec.name.clone(),
+                    len: initial.len(),
+                    value_size: spec.value_size,
+                });
+            }
+            let mut value = vec![0u8; spec.value_size as usize];
+            value[..initial.len()].copy_from_slice(initial);
+            map.update(&0u32.to_ne_bytes(), &value, update_flags::ANY).map_err(map_err(spec))?;
+        }
+        if read_only {
+            map.freeze().map_err(map_err(spec))?;
+        }
+    }
+    Ok(map)
+}
+
+/// Puts the fds of the maps a map-in-map's initial slots name into it.
+fn fill_slots(spec: &MapSpec, map: &KernelMap, maps: &[KernelMap]) -> Result<(), LoadError> {
+    for (slot, target) in &spec.init_slots {
+        let index = match target {
+            SlotTarget::Map(index) => *index,
+            SlotTarget::Program(_) => {
+                return Err(LoadError::Unsupported {
+                    map: spec.name.clone(),
+                    what: "a program-array slot filled at load time",
+                })
+            }
+        };
+        let inner = maps.get(index).ok_or_else(|| LoadError::BadSlot {
+            map: spec.name.clone(),
+            slot: *slot,
+            index,
+            count: maps.len(),
+        })?;
+        let fd = inner.fd().as_raw_fd() as u32;
+        map.update(&slot.to_ne_bytes(), &fd.to_ne_bytes(), update_flags::ANY)
+            .map_err(map_err(spec))?;
+    }
+    Ok(())
+}
+
+/// A copy of the program's code with each map reference's `imm` (a map index) replaced by
+/// the kernel map's fd; `src` and a map-value offset in the second slot stay as they are.
+fn link_maps(prog: &Program, maps: &[KernelMap]) -> Result<Vec<spine_isa::Insn>, LoadError> {
+    let mut insns = prog.insns.clone();
+    let mut pc = 0;
+    while pc < insns.len() {
+        let insn = insns[pc];
+        if !insn.is_lddw() {
+            pc += 1;
+            continue;
+        }
+        if pc + 1 >= insns.len() {
+            return Err(LoadError::TruncatedLddw { program: prog.name.clone(), insn: pc });
+        }
+        if matches!(insn.src, op::PSEUDO_MAP_FD | op::PSEUDO_MAP_VALUE) {
+            let map =
+                usize::try_from(insn.imm).ok().and_then(|i| maps.get(i)).ok_or_else(|| {
+                    LoadError::BadMapRef {
+                        program: prog.name.clone(),
+                        insn: pc,
+                        index: insn.imm,
+                        count: maps.len(),
+                    }
+                })?;
+            insns[pc].imm = map.fd().as_raw_fd();
+        }
+        pc += 2;
+    }
+    Ok(insns)
+}

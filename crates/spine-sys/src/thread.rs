@@ -1,0 +1,41 @@
+//! Thread placement: pinning the calling thread to one CPU. Workers pin themselves to
+//! their cores, and differential tests pin themselves because the kernel runs
+//! `BPF_PROG_TEST_RUN` on the calling CPU, whose per-CPU map slots spine must mirror.
+
+use crate::SysError;
+
+/// Pins the calling thread to `cpu` (`sched_setaffinity`).
+pub fn pin_current_thread(cpu: usize) -> Result<(), SysError> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(SysError::new("sched_setaffinity", libc::EINVAL));
+    }
+    // SAFETY: `cpu_set_t` is plain data for which all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above), so CPU_SET stays inside `set`.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL);
+        Err(SysError::new("sched_setaffinity", errno))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_to_an_allowed_cpu_and_refuses_an_absurd_one() {
+        std::thread::spawn(|| {
+            pin_current_thread(0).expect("CPU 0 exists");
+            // SAFETY: sched_getcpu has no preconditions.
+            assert_eq!(unsafe { libc::sched_getcpu() }, 0);
+            assert_eq!(pin_current_thread(1 << 20).unwrap_err().errno, libc::EINVAL);
+        })
+        .join()
+        .unwrap();
+    }
+}
