@@ -1,0 +1,113 @@
+/* spine_helpers.h: spine's header for extension authors, used next to libbpf's
+ * <bpf/bpf_helpers.h>.
+ *
+ * An extension for spine is an XDP program as the Linux kernel defines it, so everything
+ * here is plain eBPF C that the kernel's verifier accepts as well: bounds-checked packet
+ * access and the one's-complement checksum arithmetic that header rewriting needs. The
+ * bundled programs in bpf/ use these helpers and run unchanged in spine and in the kernel.
+ *
+ * spine-specific hooks (message handlers, endpoint applets) and helpers will be declared
+ * here as they land; until then this header declares none, and a program that includes it
+ * stays portable to kernel XDP.
+ */
+#ifndef SPINE_HELPERS_H
+#define SPINE_HELPERS_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+/* ---- Bounds-checked packet access ------------------------------------------------ */
+
+/* A read position in a packet. `pos` only ever moves forward, and never past `end`, so
+ * every header handed out by spine_pull() lies wholly inside the packet. */
+struct spine_cursor {
+	void *pos;
+	void *end;
+};
+
+/* Starts a cursor at the first byte of the packet. */
+static __always_inline struct spine_cursor spine_cursor_init(const struct xdp_md *ctx)
+{
+	struct spine_cursor cur = {
+		.pos = (void *)(long)ctx->data,
+		.end = (void *)(long)ctx->data_end,
+	};
+	return cur;
+}
+
+/* No frame is longer than this; a longer pull fails without looking at the packet. */
+#define SPINE_MAX_PULL 0xffff
+
+/* Returns the `len` bytes at the cursor and moves past them, or NULL (cursor unchanged)
+ * if fewer than `len` bytes remain. The comparison against `end` is what lets the
+ * verifier accept accesses through the returned pointer; the SPINE_MAX_PULL bound is
+ * what lets it accept a `len` computed from packet fields (an IHL, an extension header
+ * length), whose range it could not otherwise tell. */
+static __always_inline void *spine_pull(struct spine_cursor *cur, __u32 len)
+{
+	void *p = cur->pos;
+
+	if (len > SPINE_MAX_PULL || p + len > cur->end)
+		return NULL;
+	cur->pos = p + len;
+	return p;
+}
+
+/* Typed spine_pull(): `SPINE_PULL(&cur, struct iphdr)` is a `struct iphdr *` or NULL. */
+#define SPINE_PULL(cur, type) ((type *)spine_pull((cur), sizeof(type)))
+
+/* Bytes left between the cursor and the end of the packet. */
+static __always_inline __u32 spine_remaining(const struct spine_cursor *cur)
+{
+	return (__u32)(cur->end - cur->pos);
+}
+
+/* True for the EtherTypes of an 802.1Q (C-tag) or 802.1ad (S-tag) VLAN header. */
+static __always_inline int spine_eth_is_vlan(__be16 proto)
+{
+	return proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD);
+}
+
+/* ---- Internet checksum (RFC 1071, RFC 1624) ------------------------------------------ */
+
+/* Folds a one's-complement sum of up to 64 bits to 16 bits and inverts it: the value that
+ * goes into a checksum field. Like the kernel's csum_fold(), but wide enough to take a
+ * bpf_csum_diff() result added to a 16-bit field without overflowing first. */
+static __always_inline __u16 spine_csum_fold(__u64 sum)
+{
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
+/* RFC 1624, eqn. 3: the checksum field after one 16-bit word it covers changed from
+ * `from` to `to`, HC' = ~(~HC + ~m + m'). All three in the same byte order (the sum
+ * does not care which, as long as it is one). */
+static __always_inline __u16 spine_csum_replace16(__u16 check, __u16 from, __u16 to)
+{
+	return spine_csum_fold((__u64)(__u16)~check + (__u16)~from + to);
+}
+
+/* spine_csum_replace16() for a 32-bit field, such as an IPv4 address. */
+static __always_inline __u16 spine_csum_replace32(__u16 check, __u32 from, __u32 to)
+{
+	__u64 sum = (__u16)~check;
+
+	sum += (__u16)~(from >> 16) + (__u16)~(from & 0xffff);
+	sum += (to >> 16) + (to & 0xffff);
+	return spine_csum_fold(sum);
+}
+
+/* Applies a 32-bit checksum difference, as bpf_csum_diff() returns it with a zero seed,
+ * to a checksum field. */
+static __always_inline __u16 spine_csum_apply(__u16 check, __u32 diff)
+{
+	return spine_csum_fold((__u64)(__u16)~check + diff);
+}
+
+#endif /* SPINE_HELPERS_H */
