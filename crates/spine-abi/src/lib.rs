@@ -100,8 +100,10 @@ pub mod xdp_frame {
     pub const FRAME_STRUCT: usize = 40;
     /// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` on x86-64: the tail reserve.
     pub const TAILROOM: usize = 320;
-    /// Largest `data_meta` area (`xdp_adjust_meta` refuses more than 32 bytes).
-    pub const MAX_META: usize = 32;
+    /// Largest `data_meta` area by its length field: the kernel keeps the length in a
+    /// `u8` and requires 4-byte multiples (`xdp_metalen_invalid`). The headroom limits it
+    /// further: 216 bytes in a fresh 256-byte headroom after `struct xdp_frame`.
+    pub const MAX_META: usize = 252;
 }
 
 /// `enum bpf_func_id`: helper numbers.
