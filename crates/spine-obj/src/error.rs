@@ -14,6 +14,8 @@ pub enum ObjError {
     WrongMachine(u16),
     #[error("ELF type {0} is not a relocatable object (ET_REL = 1)")]
     NotRelocatable(u16),
+    #[error("malformed ELF header: {0}")]
+    BadHeader(&'static str),
     #[error("truncated: {what} needs bytes {start}..{end} but the file has {len}")]
     Truncated { what: String, start: u64, end: u64, len: u64 },
     #[error("malformed section header {index}: {reason}")]
@@ -22,7 +24,9 @@ pub enum ObjError {
     BadSection { section: String, reason: &'static str },
     #[error("malformed symbol {index}: {reason}")]
     BadSymbol { index: usize, reason: &'static str },
-    #[error("string offset {offset} outside string table '{table}' or not NUL-terminated")]
+    #[error(
+        "string offset {offset} outside string table '{table}', not NUL-terminated or not UTF-8"
+    )]
     BadString { table: String, offset: u64 },
     #[error("object has code but no symbol table")]
     NoSymbolTable,
@@ -30,12 +34,19 @@ pub enum ObjError {
     MultipleSymbolTables,
     #[error("section '{section}' has RELA relocations; BPF objects use REL")]
     RelaUnsupported { section: String },
+    #[error(
+        "code section '{section}' has no known program type \
+         (xdp, xdp.frags, xdp/..., tc, classifier, tcx/ingress, tcx/egress, spine/...)"
+    )]
+    UnknownSection { section: String },
     #[error("malformed BTF: {0}")]
     Btf(#[from] BtfError),
     #[error("map '{map}': {kind}")]
     Map { map: String, kind: MapErrorKind },
     #[error("relocation at {section}+{offset:#x} against '{symbol}': {kind}")]
     Reloc { section: String, offset: u64, symbol: String, kind: RelocErrorKind },
+    /// `insn` counts instruction slots from the start of `section`, as `llvm-objdump -d`
+    /// numbers them.
     #[error(
         "program '{program}': function '{function}' in '{section}', instruction {insn}: {kind}"
     )]
@@ -79,6 +90,14 @@ pub enum MapErrorKind {
     SlotOutOfRange { slot: u64, max_entries: u32 },
     #[error("initial value at offset {offset:#x}: {reason}")]
     BadSlot { offset: u64, reason: &'static str },
+    #[error("field '{field}': {error}")]
+    Btf { field: String, error: BtfError },
+    #[error("definition at offset {offset} needs {size} bytes but its section has {section_size}")]
+    DefinitionOutOfBounds { offset: u64, size: u64, section_size: u64 },
+    #[error("definition has non-zero bytes beyond struct bpf_map_def (unsupported options)")]
+    UnsupportedOptions,
+    #[error("global data sections together exceed {limit} bytes")]
+    GlobalDataTooLarge { limit: u64 },
 }
 
 /// Problems with one relocation entry of a code section.
@@ -110,6 +129,10 @@ pub enum RelocErrorKind {
     ValueOffset { offset: i64, size: u64 },
     #[error("function address {0} is not on an instruction boundary")]
     FunctionMisaligned(i64),
+    #[error("call target lives in program section '{0}'; callees must be in .text or the caller's own section")]
+    CallIntoOtherSection(String),
+    #[error("a second relocation for the same instruction")]
+    Duplicate,
 }
 
 /// Problems assembling a program from its functions.
@@ -125,6 +148,12 @@ pub enum LinkErrorKind {
     UnexpectedPseudo(u8),
     #[error("program exceeds {0} instructions")]
     TooLarge(usize),
+    #[error("the object's programs together exceed {0} instructions")]
+    ObjectTooLarge(usize),
+    #[error("jump to instruction {0} of its section leaves the function")]
+    JumpOutsideFunction(i64),
+    #[error("call with source {0} is not produced by the compiler without a relocation")]
+    UnexpectedCallSource(u8),
 }
 
 /// Problems with the `.BTF` section.

@@ -32,6 +32,12 @@ pub struct MapSpec {
     pub flags: u32,
     /// libbpf `pinning` attribute (0 = none, 1 = by name).
     pub pinning: u32,
+    /// `numa_node` attribute of a BTF-defined map (0 when absent), passed to the kernel
+    /// as is; spine itself has no NUMA placement.
+    pub numa_node: u32,
+    /// `map_extra` attribute of a BTF-defined map (0 when absent), e.g. the hash count
+    /// of a bloom filter.
+    pub map_extra: u64,
     /// Initial bytes of the single value of a global-data map (`.bss`: zeros).
     pub initial: Option<Vec<u8>>,
     pub origin: MapOrigin,
