@@ -48,7 +48,7 @@ impl Insn {
 
     /// Decodes a byte stream whose length is a multiple of 8; returns `None` otherwise.
     pub fn decode_all(bytes: &[u8]) -> Option<Vec<Insn>> {
-        if bytes.len() % INSN_SIZE != 0 {
+        if !bytes.len().is_multiple_of(INSN_SIZE) {
             return None;
         }
         Some(

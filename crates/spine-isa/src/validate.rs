@@ -280,6 +280,10 @@ fn check_one(i: Insn) -> Result<(), IsaErrorKind> {
                     if !matches!(i.code & 0x18, op::W | op::DW) {
                         return unknown;
                     }
+                    // Fetching forms (and xchg/cmpxchg) write their result back to `src`.
+                    if i.imm & op::FETCH != 0 && i.src == FP {
+                        return Err(WriteToFp);
+                    }
                     match i.imm {
                         op::ATOMIC_ADD | op::ATOMIC_OR | op::ATOMIC_AND | op::ATOMIC_XOR => Ok(()),
                         v if v & !op::FETCH == op::ATOMIC_ADD
@@ -357,6 +361,14 @@ mod tests {
         assert_eq!(validate(&p).unwrap_err().kind, IsaErrorKind::FallsOffEnd);
         let p = [Insn::new(op::JMP | op::JA, 0, 0, 5, 0), exit()];
         assert_eq!(validate(&p).unwrap_err().kind, IsaErrorKind::JumpOutOfRange(6));
+    }
+
+    #[test]
+    fn rejects_atomic_fetch_into_fp() {
+        let fetch = Insn::new(op::STX | op::ATOMIC | op::DW, 1, 10, 0, op::ATOMIC_ADD | op::FETCH);
+        assert_eq!(validate(&[fetch, exit()]).unwrap_err().kind, IsaErrorKind::WriteToFp);
+        let plain = Insn::new(op::STX | op::ATOMIC | op::DW, 1, 10, 0, op::ATOMIC_ADD);
+        assert_eq!(validate(&[plain, exit()]), Ok(()));
     }
 
     #[test]

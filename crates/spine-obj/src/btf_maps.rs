@@ -356,7 +356,7 @@ pub(crate) fn init_slots(
         if rel_in_def < values {
             return Err(slot_err("pointer lies before the 'values' member"));
         }
-        if (rel_in_def - values) % 8 != 0 {
+        if !(rel_in_def - values).is_multiple_of(8) {
             return Err(slot_err("pointer is not 8-byte aligned within 'values'"));
         }
         let slot = (rel_in_def - values) / 8;

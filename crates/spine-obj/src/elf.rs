@@ -301,7 +301,7 @@ impl<'a> Elf<'a> {
 
     /// The entries of a `SHT_REL` section.
     pub fn rels(&self, sec: &Section<'a>) -> Result<impl Iterator<Item = Rel> + 'a, ObjError> {
-        if sec.entsize != REL_SIZE as u64 || sec.data.len() % REL_SIZE != 0 {
+        if sec.entsize != REL_SIZE as u64 || !sec.data.len().is_multiple_of(REL_SIZE) {
             return Err(ObjError::BadSection {
                 section: sec.name.to_string(),
                 reason: "entry size is not 16 (Elf64_Rel)",
@@ -340,7 +340,7 @@ fn read_symbols<'a>(
     symtab: &Section<'a>,
 ) -> Result<Vec<Symbol<'a>>, ObjError> {
     let bad = |reason| ObjError::BadSection { section: symtab.name.to_string(), reason };
-    if symtab.entsize != SYM_SIZE as u64 || symtab.data.len() % SYM_SIZE != 0 {
+    if symtab.entsize != SYM_SIZE as u64 || !symtab.data.len().is_multiple_of(SYM_SIZE) {
         return Err(bad("entry size is not 24 (Elf64_Sym)"));
     }
     let strtab = sections

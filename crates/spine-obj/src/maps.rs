@@ -68,7 +68,7 @@ pub(crate) fn data_kind(sec: &Section<'_>) -> Option<DataKind> {
 /// libbpf's `adjust_ringbuf_sz`: the smallest power-of-two multiple of the page size
 /// that holds `sz`; 0 stays 0 so that the error is reported.
 pub(crate) fn adjust_ringbuf_size(sz: u32) -> u32 {
-    if sz == 0 || (sz % PAGE_SIZE == 0 && (sz / PAGE_SIZE).is_power_of_two()) {
+    if sz == 0 || (sz.is_multiple_of(PAGE_SIZE) && (sz / PAGE_SIZE).is_power_of_two()) {
         return sz;
     }
     let mut mul: u32 = 1;
@@ -146,7 +146,7 @@ pub(crate) fn legacy_maps(elf: &Elf<'_>, sec: &Section<'_>) -> Result<Vec<MapDef
         .filter(|s| s.shndx as usize == sec.index && s.kind() != STT_SECTION)
         .collect();
     let size = sec.data.len() as u64;
-    if size == 0 || syms.is_empty() || size % syms.len() as u64 != 0 {
+    if size == 0 || syms.is_empty() || !size.is_multiple_of(syms.len() as u64) {
         return Err(ObjError::BadSection {
             section: sec.name.to_string(),
             reason: "cannot split into equally sized map definitions, one per symbol",

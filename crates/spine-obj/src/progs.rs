@@ -163,7 +163,7 @@ impl<'a> Code<'a> {
     pub fn entry_at(&self, index: usize, value: u64) -> Option<&'a str> {
         let s = &self.sections[self.position(index)?];
         s.prog_type?;
-        if value % INSN_SIZE as u64 != 0 {
+        if !value.is_multiple_of(INSN_SIZE as u64) {
             return None;
         }
         let start = usize::try_from(value / INSN_SIZE as u64).ok()?;

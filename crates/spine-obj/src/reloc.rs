@@ -84,7 +84,7 @@ fn record(
         )
     })?;
     let name = elf.symbol_display(sym);
-    if rel.offset % INSN_SIZE as u64 != 0 {
+    if !rel.offset.is_multiple_of(INSN_SIZE as u64) {
         return Err(err(name, RelocErrorKind::Misaligned));
     }
     let size = (cs.insns.len() * INSN_SIZE) as u64;
@@ -171,7 +171,7 @@ fn call_target(
         let name = elf.section(sym.shndx as usize).map_or("", |s| s.name);
         return Err(RelocErrorKind::CallIntoData(name.to_string()));
     };
-    if sym.value % INSN_SIZE as u64 != 0 {
+    if !sym.value.is_multiple_of(INSN_SIZE as u64) {
         return Err(RelocErrorKind::FunctionMisaligned(sym.value as i64));
     }
     let insn = (sym.value / INSN_SIZE as u64) as i64 + imm + 1;

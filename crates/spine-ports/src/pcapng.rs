@@ -352,7 +352,7 @@ fn read<R: Read>(src: &mut Source<R>, buf: &mut [u8]) -> Result<usize, CaptureEr
 }
 
 fn check_len(len: u32, min: u32) -> Result<(), CaptureErrorKind> {
-    if len < min || len % 4 != 0 {
+    if len < min || !len.is_multiple_of(4) {
         return Err(CaptureErrorKind::BadBlockLength { len, min });
     }
     Ok(())

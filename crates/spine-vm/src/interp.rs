@@ -55,8 +55,13 @@ impl Stack {
         Stack { words: vec![0u64; Self::BYTES / 8].into_boxed_slice() }
     }
 
+    /// Lowest address of the stack memory; frames grow down from `as_mut_ptr() + BYTES`.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.words.as_mut_ptr().cast()
+    }
+
     fn base(&mut self) -> u64 {
-        self.words.as_mut_ptr() as u64
+        self.as_mut_ptr() as u64
     }
 }
 
@@ -138,15 +143,21 @@ impl Interpreter {
         let mut frames = [Frame::default(); MAX_CALL_FRAMES];
         let mut depth = 0usize;
         let mut pc = 0usize;
-        let mut points = limits.points;
+        // `grant` is the size of the current countdown, `points` what is left of it and
+        // `spent` the points of every countdown used up.
+        let mut grant = limits.points;
+        let mut points = grant;
         let mut spent: u64 = 0;
         // Called at every progress point; `cur` names the instruction for the fault.
         macro_rules! progress {
             ($cur:expr) => {
                 if points == 0 {
-                    spent += u64::from(limits.points);
+                    spent += u64::from(grant);
                     match env.budget_expired() {
-                        BudgetVerdict::Continue(n) if n > 0 => points = n,
+                        BudgetVerdict::Continue(n) if n > 0 => {
+                            grant = n;
+                            points = n;
+                        }
                         _ => return Err(Fault::Budget { pc: $cur, points: spent }),
                     }
                 }
@@ -202,7 +213,7 @@ impl Interpreter {
                                 fp: reg[10],
                             };
                             depth += 1;
-                            reg[10] -= STACK_SIZE as u64;
+                            reg[10] = reg[10].wrapping_sub(STACK_SIZE as u64);
                             pc = (pc as i64 + i.imm as i64) as usize;
                         } else {
                             let id =

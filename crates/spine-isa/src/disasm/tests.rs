@@ -195,6 +195,8 @@ fn piece() -> impl Strategy<Value = Piece> {
         (any::<bool>(), prop::sample::select(atomics.to_vec()), r.clone(), r, any::<i16>())
             .prop_map(move |(wide, imm, d, s, off)| {
                 let sz = if wide { op::DW } else { op::W };
+                // Fetching forms write `src`, which must then not be the frame pointer.
+                let s = if imm & op::FETCH != 0 && s == crate::FP { 0 } else { s };
                 plain(Insn::new(op::STX | op::ATOMIC | sz, d, s, off, imm))
             }),
     ]

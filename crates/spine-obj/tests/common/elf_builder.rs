@@ -144,7 +144,7 @@ impl ElfBuilder {
     pub fn build(&self) -> Vec<u8> {
         let mut out = vec![0u8; 64];
         let align = |out: &mut Vec<u8>| {
-            while out.len() % 8 != 0 {
+            while !out.len().is_multiple_of(8) {
                 out.push(0);
             }
         };

@@ -183,7 +183,7 @@ impl Generator {
                 o.put(&[2, 4, mss[0], mss[1], 0]);
             }
         }
-        while o.len % 4 != 0 {
+        while !o.len.is_multiple_of(4) {
             o.put(&[0]);
         }
         o.len
@@ -212,7 +212,7 @@ impl Generator {
                 _ => o.put(&[1]),
             }
         }
-        while o.len % 4 != 0 {
+        while !o.len.is_multiple_of(4) {
             o.put(&[0]);
         }
         o.len

@@ -56,7 +56,7 @@ fn ones_sum(parts: &[&[u8]]) -> u16 {
     let mut index = 0usize;
     for part in parts {
         for &b in *part {
-            total += if index % 2 == 0 { u64::from(b) << 8 } else { u64::from(b) };
+            total += if index.is_multiple_of(2) { u64::from(b) << 8 } else { u64::from(b) };
             index += 1;
         }
     }
@@ -168,7 +168,7 @@ fn ipv4(f: &[u8], l3: usize, r: &mut Report) {
     }
     let seg = &f[l3 + ihl..l3 + total];
     if more || offset > 0 {
-        if more && seg.len() % 8 != 0 {
+        if more && !seg.len().is_multiple_of(8) {
             r.defects.push(Defect::BadField("non-last fragment not a multiple of 8"));
         }
         if offset == 0 {
@@ -258,7 +258,7 @@ fn ipv6(f: &[u8], l3: usize, r: &mut Report) {
     r.ipv6 = Some(v6);
     let seg = &f[at..end];
     if let Some((offset, more)) = frag {
-        if more && seg.len() % 8 != 0 {
+        if more && !seg.len().is_multiple_of(8) {
             r.defects.push(Defect::BadField("non-last fragment not a multiple of 8"));
         }
         if offset == 0 {

@@ -116,6 +116,9 @@ fn budget_counts_back_edges_and_calls_and_asks_the_env() {
     let mut env = Refill { n: 4, refills: 2, asked: 0 };
     assert_eq!(run(&vm, &mut env, 4), Ok(10));
     assert_eq!(env.asked, 2);
+    // The fault counts every countdown used up: the first 5 points, then a refill of 3.
+    let mut env = Refill { n: 3, refills: 1, asked: 0 };
+    assert_eq!(run(&vm, &mut env, 5), Err(Fault::Budget { pc: 2, points: 8 }));
     // Forward jumps cost nothing: 1,000 of them with a budget of 1 point.
     let mut fwd: Vec<Insn> = (0..1000).map(|_| Insn::new(op::JMP | op::JA, 0, 0, 0, 0)).collect();
     fwd.push(exit());
