@@ -1,0 +1,200 @@
+//! `BPF_MAP_TYPE_ARRAY` and `BPF_MAP_TYPE_PERCPU_ARRAY` (`kernel/bpf/arraymap.c`): every
+//! element exists from creation, zero-initialised; elements are `round_up(value_size, 8)`
+//! apart. A per-CPU array keeps each CPU's elements contiguous (`cpu_stride` apart, on
+//! separate cache lines), so a worker only touches its own memory.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use spine_abi::update_flags::{EXIST, LOCK, NOEXIST};
+
+use crate::def::{round8, MapDef};
+use crate::storage::{Arena, ARENA_ALIGN};
+use crate::MapError;
+
+#[derive(Debug)]
+pub(crate) struct ArrayMap {
+    name: Arc<str>,
+    max_entries: u32,
+    value_size: usize,
+    stride: usize,
+    percpu: bool,
+    ncpus: usize,
+    cpu_stride: usize,
+    values: Arena,
+}
+
+impl ArrayMap {
+    /// Bytes of value memory the map needs.
+    pub(crate) fn bytes(def: &MapDef, percpu: bool, ncpus: usize) -> u128 {
+        let per_cpu = def.max_entries as u128 * round8(def.value_size as u64) as u128;
+        if percpu {
+            per_cpu.next_multiple_of(ARENA_ALIGN as u128) * ncpus as u128
+        } else {
+            per_cpu
+        }
+    }
+
+    /// Allocates the elements; `def` has passed the creation checks and the byte budget.
+    pub(crate) fn new(def: &MapDef, percpu: bool, ncpus: usize) -> Result<ArrayMap, MapError> {
+        let stride = round8(def.value_size as u64) as usize;
+        let per_cpu = def.max_entries as usize * stride;
+        let (cpu_stride, len) = if percpu {
+            let cs = per_cpu.next_multiple_of(ARENA_ALIGN);
+            (cs, cs * ncpus)
+        } else {
+            (0, per_cpu)
+        };
+        let values = Arena::new(len, def.value_size as usize, true)
+            .ok_or_else(|| MapError::OutOfMemory { map: def.name.clone(), bytes: len as u64 })?;
+        Ok(ArrayMap {
+            name: def.name.clone(),
+            max_entries: def.max_entries,
+            value_size: def.value_size as usize,
+            stride,
+            percpu,
+            ncpus,
+            cpu_stride,
+            values,
+        })
+    }
+
+    pub(crate) fn values(&self) -> &Arena {
+        &self.values
+    }
+
+    pub(crate) fn stride(&self) -> usize {
+        self.stride
+    }
+
+    pub(crate) fn cpu_stride(&self) -> Option<usize> {
+        self.percpu.then_some(self.cpu_stride)
+    }
+
+    /// The index a 4-byte key names (the caller checked the length).
+    fn index(key: &[u8]) -> u32 {
+        u32::from_ne_bytes([key[0], key[1], key[2], key[3]])
+    }
+
+    fn off(&self, index: u32, cpu: usize) -> usize {
+        cpu * self.cpu_stride + index as usize * self.stride
+    }
+
+    pub(crate) fn lookup(&self, key: &[u8], cpu: usize) -> Option<NonNull<u8>> {
+        let i = Self::index(key);
+        (i < self.max_entries).then(|| self.values.ptr_at(self.off(i, cpu)))
+    }
+
+    /// `array_map_update_elem`, the checks in the kernel's order.
+    fn check_update(&self, i: u32, flags: u64) -> Result<(), MapError> {
+        let map = || self.name.clone();
+        if flags & !LOCK > EXIST {
+            return Err(MapError::InvalidFlags { map: map(), flags });
+        }
+        if i >= self.max_entries {
+            return Err(MapError::IndexOutOfRange {
+                map: map(),
+                index: i,
+                max_entries: self.max_entries,
+            });
+        }
+        if flags & NOEXIST != 0 {
+            return Err(MapError::Exists { map: map() });
+        }
+        if flags & LOCK != 0 {
+            return Err(MapError::NoSpinLock { map: map() });
+        }
+        Ok(())
+    }
+
+    /// Program-side update: writes this CPU's copy for a per-CPU array.
+    pub(crate) fn update(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+        cpu: usize,
+    ) -> Result<(), MapError> {
+        let i = Self::index(key);
+        self.check_update(i, flags)?;
+        self.values.write(self.off(i, if self.percpu { cpu } else { 0 }), value);
+        Ok(())
+    }
+
+    /// User-side update: `value` is one padded slot per CPU for a per-CPU array
+    /// (`bpf_percpu_array_update`, which takes no `BPF_F_LOCK`).
+    pub(crate) fn update_user(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        if !self.percpu {
+            return self.update(key, value, flags, 0);
+        }
+        let i = Self::index(key);
+        let map = || self.name.clone();
+        if flags > EXIST {
+            return Err(MapError::InvalidFlags { map: map(), flags });
+        }
+        if i >= self.max_entries {
+            let max_entries = self.max_entries;
+            return Err(MapError::IndexOutOfRange { map: map(), index: i, max_entries });
+        }
+        if flags == NOEXIST {
+            return Err(MapError::Exists { map: map() });
+        }
+        for (cpu, slot) in value.chunks_exact(self.stride).enumerate() {
+            self.values.write(self.off(i, cpu), slot);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn delete(&self) -> Result<(), MapError> {
+        Err(MapError::DeleteFromArray { map: self.name.clone() })
+    }
+
+    /// User-side lookup: the value, or every CPU's padded slot for a per-CPU array.
+    pub(crate) fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
+        let i = Self::index(key);
+        if i >= self.max_entries {
+            return Err(MapError::NotFound { map: self.name.clone() });
+        }
+        if self.percpu {
+            for cpu in 0..self.ncpus {
+                let slot = &mut out[cpu * self.stride..(cpu + 1) * self.stride];
+                self.values.read(self.off(i, cpu), slot);
+            }
+        } else {
+            self.values.read(self.off(i, 0), &mut out[..self.value_size]);
+        }
+        Ok(())
+    }
+
+    /// `array_map_get_next_key`: index 0 for no key or an out-of-range one.
+    pub(crate) fn next_key(&self, key: Option<&[u8]>, out: &mut [u8]) -> Result<(), MapError> {
+        let i = key.map_or(u32::MAX, Self::index);
+        let next = if i >= self.max_entries {
+            0
+        } else if i == self.max_entries - 1 {
+            return Err(MapError::NotFound { map: self.name.clone() });
+        } else {
+            i + 1
+        };
+        out[..4].copy_from_slice(&next.to_ne_bytes());
+        Ok(())
+    }
+
+    /// Sets element 0 to `bytes` followed by zeros (global-data initial contents).
+    pub(crate) fn write_initial(&self, bytes: &[u8]) -> Result<(), MapError> {
+        if self.percpu || self.max_entries != 1 {
+            return Err(MapError::InitialNotArray { map: self.name.clone() });
+        }
+        if bytes.len() > self.value_size {
+            return Err(MapError::InitialTooLong {
+                map: self.name.clone(),
+                len: bytes.len(),
+                value_size: self.value_size as u32,
+            });
+        }
+        let mut v = vec![0u8; self.value_size];
+        v[..bytes.len()].copy_from_slice(bytes);
+        self.values.write(0, &v);
+        Ok(())
+    }
+}
