@@ -1,0 +1,254 @@
+//! eBPF to x86-64 JIT on Cranelift: a second engine with exactly the interpreter's
+//! semantics (same results, same faults with the same instruction numbers, same
+//! progress-point budget), several times faster.
+//!
+//! # Design
+//!
+//! - **One Cranelift function per program.** BPF registers r0-r10 are Cranelift
+//!   variables. bpf-to-bpf calls keep the interpreter's model: a call saves r6-r9, r10
+//!   and a return-site index in a frame array of the run context and jumps; `exit` at
+//!   depth > 0 pops and dispatches through a jump table. The depth limit (8 frames),
+//!   r10 moving down 512 bytes per frame and every fault pc follow by construction.
+//! - **Memory.** An access the verifier proved ([`JitOptions::proven`]) is a plain
+//!   machine load/store, and so is `r10 + off` inside the current frame while r10 can
+//!   only be a frame pointer (checked statically). Any other access is checked: inline
+//!   when it falls inside the stack, else through `Memory::check` in an `extern "C"` slow
+//!   path, which records [`Fault::OutOfBounds`] exactly as the interpreter would.
+//! - **Helpers.** By default one `extern "C"` trampoline per [`Env`] type calls
+//!   [`Env::call`]; `CallAbort` outcomes are recorded and the code leaves through a
+//!   shared abort path. Two faster paths, for the runtime: [`NativeHelper`] (a direct
+//!   call with a per-run runtime pointer, for helpers that cannot fail) and
+//!   [`InlineArrayLookup`] (an array-map lookup expanded inline when the map handle in
+//!   r1 is a constant loaded in the same basic block and the call is proven).
+//! - **Budget.** With [`JitOptions::budget`], a countdown variable is decremented at each
+//!   progress point (taken backward jump, bpf-to-bpf call); at zero an `extern "C"`
+//!   slow path asks [`Env::budget_expired`], reproducing [`Fault::Budget`] exactly.
+//! - **W^X.** Code is copied into fresh pages that are then made read+execute, never
+//!   writable and executable at once, and unmapped when the [`JitProgram`] drops.
+//!
+//! Compilation allocates; running allocates nothing.
+//!
+//! Unsafe code is confined to `code_mem` (the mapping), `runtime` (the functions the
+//! generated code calls) and the entry into the generated code in [`JitProgram`].
+#![deny(unsafe_code)]
+
+mod backend;
+#[expect(unsafe_code, reason = "mmap/mprotect/munmap of the executable pages")]
+mod code_mem;
+#[expect(unsafe_code, reason = "extern \"C\" functions that receive raw run-context pointers")]
+mod runtime;
+mod translate;
+
+use spine_isa::Insn;
+use spine_vm::{Env, Fault, Interpreter, LoadError, Memory, Region, RunLimits, Stack};
+use std::ffi::c_void;
+
+/// A helper implemented as a native function, called directly instead of through
+/// [`Env::call`]: `f(r1, r2, r3, r4, r5, rt) -> r0`, where `rt` is the pointer given to
+/// [`JitProgram::run_with_runtime`] (null under [`JitProgram::run`]).
+///
+/// A native helper cannot abort the program, and `callx` still goes through the
+/// [`Env`]; it must therefore compute exactly what the run's `Env` computes for `id`.
+#[derive(Debug, Clone, Copy)]
+pub struct NativeHelper {
+    id: u32,
+    f: NativeHelperFn,
+}
+
+/// Native helper entry point (System V ABI on x86-64).
+pub type NativeHelperFn = unsafe extern "C" fn(u64, u64, u64, u64, u64, *mut c_void) -> u64;
+
+impl NativeHelper {
+    /// Registers `f` for static calls of helper `id`.
+    ///
+    /// # Safety
+    /// `f` runs with whatever arguments the (possibly unverified) program passes, and with
+    /// the `rt` of each run: it must be sound for all of them, checking any pointer
+    /// argument itself, and it must not unwind.
+    #[expect(unsafe_code, reason = "registering native code is a promise the JIT cannot check")]
+    pub unsafe fn new(id: u32, f: NativeHelperFn) -> Self {
+        NativeHelper { id, f }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+/// Inline expansion of an array-map lookup, the kernel's `bpf_map_lookup_elem` on an
+/// array: `r0 = key < max_entries ? base + key * value_size : 0`, `key = *(u32 *)r2`.
+///
+/// Applied to a static call of `helper_id` only when r1 provably holds `map_handle`
+/// (an `lddw`/`mov` of that constant earlier in the same basic block) and
+/// [`JitOptions::proven`] marks the call instruction (the verifier proved the key
+/// pointer). Elsewhere the call goes through the usual path, so results never differ.
+/// The value memory must be a registered region (or proven) for the program to use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineArrayLookup {
+    pub helper_id: u32,
+    pub map_handle: u64,
+    pub base: u64,
+    pub value_size: u32,
+    pub max_entries: u32,
+}
+
+/// How to compile a program.
+#[derive(Debug, Clone)]
+pub struct JitOptions {
+    /// Per instruction: the verifier proved this load/store (and, for a helper call, its
+    /// memory arguments) in bounds, so no runtime check. `None` = check every access
+    /// against `Memory` (like the interpreter), for unverified code.
+    pub proven: Option<Vec<bool>>,
+    /// Emit the progress-point countdown (every taken back-edge and every bpf-to-bpf
+    /// call), calling `Env::budget_expired` when it reaches zero: exactly the
+    /// interpreter's `RunLimits` semantics. Without it `limits` is ignored and only a
+    /// verifier's termination proof bounds the run.
+    pub budget: bool,
+    /// Helpers called natively by static id; the first entry for an id wins.
+    pub native_helpers: Vec<NativeHelper>,
+    /// Array-map lookups to expand inline where the map is known at compile time.
+    pub inline_array_lookups: Vec<InlineArrayLookup>,
+}
+
+impl Default for JitOptions {
+    /// Unverified code: every access checked, budget on, all helpers through `Env`.
+    fn default() -> Self {
+        JitOptions {
+            proven: None,
+            budget: true,
+            native_helpers: Vec::new(),
+            inline_array_lookups: Vec::new(),
+        }
+    }
+}
+
+/// Why a program cannot be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum JitError {
+    /// The interpreter would refuse it too (structure, unrelocated map reference,
+    /// legacy packet load): the same load-time refusals on both engines.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("`proven` has {got} entries for a program of {expected} instructions")]
+    ProvenLength { expected: usize, got: usize },
+    #[error("program of {0} instructions is too large for the JIT")]
+    TooLarge(usize),
+    #[error("host not supported by the code generator: {0}")]
+    UnsupportedHost(&'static str),
+    /// Cranelift failed; a JIT bug or a host limit, never a property of the program.
+    #[error("code generation failed")]
+    Codegen(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The generated code would need relocating (a JIT bug: it must be self-contained).
+    #[error("generated code needs {0} relocation(s)")]
+    Relocations(usize),
+    #[error("cannot map executable memory: {0}")]
+    CodeMemory(#[from] std::io::Error),
+}
+
+/// Largest program accepted: pcs must fit the 32 bits the helper trampoline gets.
+const MAX_INSNS: usize = 1 << 24;
+
+/// Compiles a program. Refuses exactly what [`Interpreter::new`] refuses.
+pub fn compile(insns: &[Insn], opts: &JitOptions) -> Result<JitProgram, JitError> {
+    Interpreter::new(insns.to_vec())?;
+    if insns.len() > MAX_INSNS {
+        return Err(JitError::TooLarge(insns.len()));
+    }
+    if let Some(p) = &opts.proven {
+        if p.len() != insns.len() {
+            return Err(JitError::ProvenLength { expected: insns.len(), got: p.len() });
+        }
+    }
+    let code = backend::compile(insns, opts)?;
+    let code = code_mem::CodeMem::new(&code)?;
+    Ok(JitProgram { code })
+}
+
+/// A compiled program, ready to run any number of times (shared between threads).
+#[derive(Debug)]
+pub struct JitProgram {
+    code: code_mem::CodeMem,
+}
+
+impl JitProgram {
+    /// Runs the program with r1..r5 = `args` and returns r0 at the final `exit`.
+    /// Same contract as [`Interpreter::run`]: the stack is registered as a region for
+    /// the duration of the call; every other region must already be in `mem`.
+    #[expect(unsafe_code, reason = "forwards to run_with_runtime with a null runtime pointer")]
+    pub fn run<E: Env>(
+        &self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack: &mut Stack,
+        env: &mut E,
+        limits: RunLimits,
+    ) -> Result<u64, Fault> {
+        // SAFETY: native helpers are registered under the contract that they accept the
+        // null runtime pointer of plain `run`.
+        unsafe { self.run_with_runtime(args, mem, stack, env, limits, std::ptr::null_mut()) }
+    }
+
+    /// As [`JitProgram::run`], passing `rt` to every [`NativeHelper`] call.
+    ///
+    /// # Safety
+    /// `rt` must be what the registered native helpers expect, valid for the whole call.
+    #[expect(unsafe_code, reason = "registers the stack region and enters the generated code")]
+    pub unsafe fn run_with_runtime<E: Env>(
+        &self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack: &mut Stack,
+        env: &mut E,
+        limits: RunLimits,
+        rt: *mut c_void,
+    ) -> Result<u64, Fault> {
+        let stack_base = stack.as_mut_ptr() as u64;
+        let stack_top = stack_base + Stack::BYTES as u64;
+        let base_len = mem.len();
+        let stack_region = Region { start: stack_base, len: Stack::BYTES as u64, writable: true };
+        // SAFETY: `stack` is borrowed mutably for the whole call and the region is removed
+        // before returning, so the memory stays valid and unaliased while registered.
+        if unsafe { mem.push(stack_region) }.is_none() {
+            return Err(Fault::Helper { pc: 0, id: 0, reason: "no free region for the stack" });
+        }
+        let mut ctx = runtime::RunCtx {
+            stack_base,
+            stack_top,
+            points: u64::from(limits.points),
+            rt,
+            helper_fn: runtime::helper_call::<E> as *const () as usize,
+            budget_fn: runtime::budget_expired::<E> as *const () as usize,
+            aborted: 0,
+            frames: std::mem::MaybeUninit::uninit(),
+            mem: mem as *mut Memory,
+            env: (env as *mut E).cast(),
+            limit_points: limits.points,
+            spent: 0,
+            outcome: None,
+            panic: None,
+        };
+        // SAFETY: the code was generated by `translate` with `entry_signature`, i.e.
+        // this ABI, and stays mapped while `self` is borrowed.
+        let entry: runtime::EntryFn = unsafe { std::mem::transmute(self.code.as_ptr()) };
+        // SAFETY: the generated code only touches `ctx`, the regions of `mem` (checked,
+        // or proven by the verifier when `proven` was given) and the stack; `mem`, `env`
+        // and `stack` are not used by this function until it returns.
+        let r0 = unsafe { entry(&mut ctx, args[0], args[1], args[2], args[3], args[4]) };
+        mem.truncate(base_len);
+        if let Some(payload) = ctx.panic.take() {
+            std::panic::resume_unwind(payload);
+        }
+        ctx.outcome.take().unwrap_or(Ok(r0))
+    }
+
+    /// Bytes of machine code.
+    pub fn code_size(&self) -> usize {
+        self.code.len()
+    }
+
+    /// Where the machine code lies, for profilers (perf maps) and diagnostics.
+    pub fn code_range(&self) -> std::ops::Range<usize> {
+        let start = self.code.as_ptr() as usize;
+        start..start + self.code.len()
+    }
+}

@@ -1,0 +1,165 @@
+//! The per-run context the generated code sees, and the `extern "C"` functions it calls
+//! on its slow paths: helper calls through [`Env`], memory checks against [`Memory`],
+//! the budget renewal, and fault recording.
+//!
+//! Generated code only reads the `repr(C)` fields before `frames` (at the offsets below)
+//! and reads/writes `frames`; everything after is touched by Rust alone.
+
+use spine_isa::MAX_CALL_FRAMES;
+use spine_vm::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Memory};
+use std::any::Any;
+use std::ffi::c_void;
+use std::mem::{offset_of, MaybeUninit};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Words saved per bpf-to-bpf frame: return-site index, r6..r9, r10.
+pub(crate) const FRAME_WORDS: usize = 6;
+
+/// A fault the generated code detects itself (passed to [`jit_fault`]).
+pub(crate) const FAULT_CALL_DEPTH: u64 = 1;
+pub(crate) const FAULT_MISALIGNED_ATOMIC: u64 = 2;
+pub(crate) const FAULT_BAD_RETURN: u64 = 3;
+
+/// `budget_expired` return value meaning "stop": no countdown is ever this large.
+pub(crate) const BUDGET_ABORT: u64 = u64::MAX;
+
+/// State of one invocation, on the Rust stack of [`crate::JitProgram::run`].
+#[repr(C)]
+pub(crate) struct RunCtx {
+    /// Lowest byte of the [`spine_vm::Stack`] (the fast path of the bounds check).
+    pub stack_base: u64,
+    /// Initial r10: one past the highest stack byte.
+    pub stack_top: u64,
+    /// Progress points before the first `Env::budget_expired`.
+    pub points: u64,
+    /// Passed to native helpers as their last argument.
+    pub rt: *mut c_void,
+    /// `helper_call::<E>`, monomorphised for this run's environment.
+    pub helper_fn: usize,
+    /// `budget_expired::<E>`.
+    pub budget_fn: usize,
+    /// Non-zero once a helper call ended the invocation (`outcome` or `panic` is set).
+    pub aborted: u64,
+    /// Saved state of the bpf-to-bpf frames, indexed by call depth. Generated code
+    /// writes a frame before it reads it, so it starts uninitialised (no per-run memset).
+    pub frames: MaybeUninit<[[u64; FRAME_WORDS]; MAX_CALL_FRAMES]>,
+    // Rust-only from here.
+    pub mem: *mut Memory,
+    pub env: *mut c_void,
+    pub limit_points: u32,
+    pub spent: u64,
+    /// How the invocation ended when it did not reach `exit` normally.
+    pub outcome: Option<Result<u64, Fault>>,
+    pub panic: Option<Box<dyn Any + Send>>,
+}
+
+pub(crate) const OFF_STACK_BASE: i32 = offset_of!(RunCtx, stack_base) as i32;
+pub(crate) const OFF_STACK_TOP: i32 = offset_of!(RunCtx, stack_top) as i32;
+pub(crate) const OFF_POINTS: i32 = offset_of!(RunCtx, points) as i32;
+pub(crate) const OFF_RT: i32 = offset_of!(RunCtx, rt) as i32;
+pub(crate) const OFF_HELPER_FN: i32 = offset_of!(RunCtx, helper_fn) as i32;
+pub(crate) const OFF_BUDGET_FN: i32 = offset_of!(RunCtx, budget_fn) as i32;
+pub(crate) const OFF_ABORTED: i32 = offset_of!(RunCtx, aborted) as i32;
+pub(crate) const OFF_FRAMES: i32 = offset_of!(RunCtx, frames) as i32;
+
+/// Signature of the entry point: `(ctx, r1..r5) -> r0`.
+pub(crate) type EntryFn = unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, u64) -> u64;
+
+/// Calls helper `id_pc as u32` through the environment; `id_pc >> 32` is the calling
+/// instruction. On anything but a plain return it records the outcome, sets `aborted`
+/// and returns 0; the generated code then leaves at once.
+///
+/// # Safety
+/// `ctx` must be the live context of a run whose `env` is an `E` and whose `mem` is valid.
+pub(crate) unsafe extern "C" fn helper_call<E: Env>(
+    ctx: *mut RunCtx,
+    id_pc: u64,
+    r1: u64,
+    r2: u64,
+    r3: u64,
+    r4: u64,
+    r5: u64,
+) -> u64 {
+    // SAFETY: the caller guarantees `ctx` is live; no Rust reference to it exists while
+    // generated code runs, so this is the only one.
+    let ctx = unsafe { &mut *ctx };
+    let id = id_pc as u32;
+    let pc = (id_pc >> 32) as usize;
+    // SAFETY: `env` and `mem` come from the `&mut E` / `&mut Memory` that `run` holds
+    // for the whole invocation and does not use while generated code runs.
+    let (env, mem) = unsafe { (&mut *ctx.env.cast::<E>(), &mut *ctx.mem) };
+    match catch_unwind(AssertUnwindSafe(|| env.call(id, [r1, r2, r3, r4, r5], mem))) {
+        Ok(Ok(v)) => return v,
+        Ok(Err(CallAbort::Exit(v))) => ctx.outcome = Some(Ok(v)),
+        Ok(Err(CallAbort::Unknown)) => ctx.outcome = Some(Err(Fault::UnknownHelper { pc, id })),
+        Ok(Err(CallAbort::Fault(reason))) => {
+            ctx.outcome = Some(Err(Fault::Helper { pc, id, reason }))
+        }
+        Err(payload) => ctx.panic = Some(payload),
+    }
+    ctx.aborted = 1;
+    0
+}
+
+/// The countdown reached zero at a progress point of instruction `pc`: asks the
+/// environment for more, exactly as the interpreter does. Returns the new countdown,
+/// or [`BUDGET_ABORT`] after recording [`Fault::Budget`].
+///
+/// # Safety
+/// As for [`helper_call`].
+pub(crate) unsafe extern "C" fn budget_expired<E: Env>(ctx: *mut RunCtx, pc: u64) -> u64 {
+    // SAFETY: as in `helper_call`.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: as in `helper_call`.
+    let env = unsafe { &mut *ctx.env.cast::<E>() };
+    ctx.spent += u64::from(ctx.limit_points);
+    match catch_unwind(AssertUnwindSafe(|| env.budget_expired())) {
+        Ok(BudgetVerdict::Continue(n)) if n > 0 => {
+            ctx.limit_points = n;
+            u64::from(n)
+        }
+        Ok(_) => {
+            ctx.outcome = Some(Err(Fault::Budget { pc: pc as usize, points: ctx.spent }));
+            BUDGET_ABORT
+        }
+        Err(payload) => {
+            ctx.panic = Some(payload);
+            BUDGET_ABORT
+        }
+    }
+}
+
+/// Slow path of an unproven access: checks `[addr, addr + len)` against every region.
+/// `meta` is `len | write << 8`. Returns 1 if allowed, else records
+/// [`Fault::OutOfBounds`] and returns 0.
+///
+/// # Safety
+/// `ctx` must be the live context of a run with a valid `mem`.
+pub(crate) unsafe extern "C" fn mem_check(ctx: *mut RunCtx, addr: u64, pc: u64, meta: u64) -> u64 {
+    // SAFETY: as in `helper_call`.
+    let ctx = unsafe { &mut *ctx };
+    let len = (meta & 0xff) as usize;
+    let kind = if meta & 0x100 != 0 { AccessKind::Write } else { AccessKind::Read };
+    // SAFETY: `mem` is valid for the run (see `helper_call`); only read here.
+    let mem = unsafe { &*ctx.mem };
+    if mem.check(addr, len, kind) {
+        return 1;
+    }
+    ctx.outcome = Some(Err(Fault::OutOfBounds { pc: pc as usize, addr, len, kind }));
+    0
+}
+
+/// Records a fault the generated code detected itself (`code` is a `FAULT_*`).
+///
+/// # Safety
+/// `ctx` must be the live context of a run.
+pub(crate) unsafe extern "C" fn jit_fault(ctx: *mut RunCtx, code: u64, pc: u64) {
+    // SAFETY: as in `helper_call`.
+    let ctx = unsafe { &mut *ctx };
+    let pc = pc as usize;
+    ctx.outcome = Some(Err(match code {
+        FAULT_CALL_DEPTH => Fault::CallDepth { pc, max: MAX_CALL_FRAMES },
+        FAULT_MISALIGNED_ATOMIC => Fault::Helper { pc, id: 0, reason: "misaligned atomic" },
+        _ => Fault::PcOutOfRange { pc },
+    }));
+}
