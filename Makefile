@@ -3,9 +3,12 @@
 
 CARGO ?= cargo
 SPINE := target/release/spine
-APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev
-# Binaries (or headers) whose absence means a package must be installed.
-NEED := /usr/bin/clang /usr/bin/llvm-objdump /usr/include/bpf/bpf_helpers.h /usr/sbin/bpftool /usr/sbin/ip
+# clang/llvm build the bundled programs; libbpf-dev gives <bpf/bpf_helpers.h>; bpftool and
+# iproute2 drive the kernel side of tests; tcpdump reads back the captures spine writes.
+APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump
+# Files whose absence means a package must be installed.
+NEED := /usr/bin/clang /usr/bin/llvm-objdump /usr/include/bpf/bpf_helpers.h /usr/sbin/bpftool \
+	/usr/sbin/ip /usr/bin/tcpdump
 
 .PHONY: deps build demo test lint fmt clean
 
@@ -18,6 +21,11 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \
 	fi
 	@command -v $(CARGO) >/dev/null || { echo "deps: cargo not found; install Rust (rustup) first" >&2; exit 1; }
+	@if command -v rustup >/dev/null; then \
+		for c in rustfmt clippy; do \
+			rustup component list --installed 2>/dev/null | grep -q "^$$c" || rustup component add $$c; \
+		done; \
+	fi
 
 build: deps
 	$(CARGO) build --release -p spine-cli

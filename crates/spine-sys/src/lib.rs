@@ -28,7 +28,7 @@ mod prog;
 mod sys;
 #[expect(unsafe_code, reason = "BPF_PROG_TEST_RUN reads and writes the packet and context")]
 mod test_run;
-#[expect(unsafe_code, reason = "sched_setaffinity takes a cpu_set_t")]
+#[expect(unsafe_code, reason = "sched_setaffinity takes a cpu_set_t; signal dispositions")]
 mod thread;
 
 pub use cpus::{parse_cpu_list, possible_cpus, possible_cpus_exact};
@@ -41,7 +41,7 @@ pub use prog::{
 };
 pub use sys::sanitize_name;
 pub use test_run::{TestRun, TestRunOut, XdpMd, DATA_OUT_SLACK};
-pub use thread::pin_current_thread;
+pub use thread::{default_sigpipe, pin_current_thread};
 
 /// Checks that this process can use bpf(2) by creating (and closing) a one-element array
 /// map. Fails with `EPERM` without privileges, `ENOSYS` without BPF.

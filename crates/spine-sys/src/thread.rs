@@ -23,6 +23,13 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), SysError> {
     }
 }
 
+/// Restores the default action of SIGPIPE (terminate quietly), which Rust programs
+/// ignore by default: a command-line tool piped into `head` should stop, not panic.
+pub fn default_sigpipe() {
+    // SAFETY: installing SIG_DFL for SIGPIPE has no preconditions and no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,36 @@
+//! The host services extensions get when run from the command line: the monotonic
+//! clock, a seeded generator, and trace lines on stderr.
+
+use std::time::Instant;
+
+use spine_runtime::{splitmix64, Host};
+
+#[derive(Debug)]
+pub struct CliHost {
+    epoch: Instant,
+    rng: u64,
+    /// Print trace lines (off while timing).
+    pub echo: bool,
+    pub traced: u64,
+}
+
+impl CliHost {
+    pub fn new() -> Self {
+        CliHost { epoch: Instant::now(), rng: 0x5eed, echo: true, traced: 0 }
+    }
+}
+
+impl Host for CliHost {
+    fn now_ns(&mut self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        (splitmix64(&mut self.rng) >> 32) as u32
+    }
+    fn trace(&mut self, cpu: usize, line: &[u8]) {
+        self.traced += 1;
+        if self.echo {
+            eprintln!("trace cpu{cpu}: {}", String::from_utf8_lossy(line).trim_end());
+        }
+    }
+}

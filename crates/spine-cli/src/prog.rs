@@ -1,0 +1,390 @@
+//! `spine prog dump|run|test`: bpftool's `prog` verbs for spine.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use serde_json::json;
+use spine_obj::Object;
+use spine_runtime::{Budget, Extension, Frame, Geometry, LoadOptions, RxInfo, XdpRunner};
+
+use crate::host::CliHost;
+use crate::output::{hex, hexdump, verdict_name};
+
+#[derive(Subcommand)]
+pub enum ProgCmd {
+    /// Sections, maps and disassembly of an object.
+    Dump {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a program on one packet: return value and average ns per run.
+    Run {
+        file: PathBuf,
+        /// Program section (or function name); the first program by default.
+        #[arg(long)]
+        section: Option<String>,
+        /// The packet (raw bytes, starting with the Ethernet header).
+        #[arg(long)]
+        data_in: PathBuf,
+        /// Where to write the packet as the program left it (metadata included).
+        #[arg(long)]
+        data_out: Option<PathBuf>,
+        /// Runs on the same buffer (changes pile up, as with bpftool).
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+        /// Also run the object in the kernel (BPF_PROG_TEST_RUN; needs root) and compare.
+        #[arg(long)]
+        kernel: bool,
+        /// Watchdog budget per invocation, in microseconds.
+        #[arg(long, default_value_t = 10_000)]
+        budget_us: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a capture through a program: verdict counts, packets that leave written out.
+    Test {
+        file: PathBuf,
+        #[arg(long)]
+        section: Option<String>,
+        #[arg(long)]
+        pcap_in: PathBuf,
+        /// Every packet that leaves (XDP_PASS, XDP_TX, XDP_REDIRECT), as pcap.
+        #[arg(long)]
+        pcap_out: Option<PathBuf>,
+        #[arg(long, default_value_t = 10_000)]
+        budget_us: u64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
+    match cmd {
+        ProgCmd::Dump { file, json } => dump(&file, json),
+        ProgCmd::Run { file, section, data_in, data_out, repeat, kernel, budget_us, json } => run(
+            &file,
+            section.as_deref(),
+            &data_in,
+            data_out.as_deref(),
+            repeat.max(1),
+            kernel,
+            budget_us,
+            json,
+        ),
+        ProgCmd::Test { file, section, pcap_in, pcap_out, budget_us, json } => {
+            test(&file, section.as_deref(), &pcap_in, pcap_out.as_deref(), budget_us, json)
+        }
+    }
+}
+
+pub fn read_object(file: &Path) -> Result<Object> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    spine_obj::parse(&bytes).with_context(|| format!("loading {}", file.display()))
+}
+
+fn dump(file: &Path, json: bool) -> Result<ExitCode> {
+    let obj = read_object(file)?;
+    if json {
+        let progs: Vec<_> = obj
+            .programs
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name, "section": p.section, "type": format!("{:?}", p.prog_type),
+                    "insns": p.insns.len(),
+                    "functions": p.functions.iter().map(|(pc, n)| json!({"pc": pc, "name": n})).collect::<Vec<_>>(),
+                    "disasm": (0..p.insns.len()).filter(|&pc| pc == 0 || !p.insns[pc - 1].is_lddw())
+                        .map(|pc| json!({"pc": pc, "insn": spine_isa::disassemble_one(&p.insns, pc)}))
+                        .collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let maps: Vec<_> = obj.maps.iter().map(map_json).collect();
+        println!("{}", json!({"license": obj.license, "programs": progs, "maps": maps}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("license: {}", if obj.license.is_empty() { "(none)" } else { &obj.license });
+    println!("maps: {}", obj.maps.len());
+    for (i, m) in obj.maps.iter().enumerate() {
+        println!(
+            "  [{i}] {:<20} {:<14} key {:>3}  value {:>5}  max_entries {:>8}  flags {:#x}{}",
+            m.name,
+            spine_abi::map_type::name(m.map_type),
+            m.key_size,
+            m.value_size,
+            m.max_entries,
+            m.flags,
+            match &m.origin {
+                spine_obj::MapOrigin::GlobalData { read_only: true, .. } => "  (read-only data)",
+                spine_obj::MapOrigin::GlobalData { .. } => "  (global data)",
+                _ => "",
+            }
+        );
+    }
+    for p in &obj.programs {
+        println!(
+            "\nprogram {} (section {}, {:?}, {} insns)",
+            p.name,
+            p.section,
+            p.prog_type,
+            p.insns.len()
+        );
+        let mut pc = 0;
+        while pc < p.insns.len() {
+            if let Some((_, name)) = p.functions.iter().find(|(f, _)| *f == pc) {
+                println!("{name}:");
+            }
+            println!("  {pc:5}: {}", spine_isa::disassemble_one(&p.insns, pc));
+            pc += if p.insns[pc].is_lddw() { 2 } else { 1 };
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn map_json(m: &spine_obj::MapSpec) -> serde_json::Value {
+    json!({
+        "name": m.name, "type": spine_abi::map_type::name(m.map_type), "type_id": m.map_type,
+        "key_size": m.key_size, "value_size": m.value_size, "max_entries": m.max_entries,
+        "flags": m.flags, "origin": format!("{:?}", m.origin),
+    })
+}
+
+fn load(file: &Path, section: Option<&str>, budget_us: u64) -> Result<(Object, XdpRunner)> {
+    let obj = read_object(file)?;
+    let ext = Extension::load_xdp(&obj, section, &LoadOptions::default())
+        .with_context(|| format!("loading {} into spine", file.display()))?;
+    let budget = Budget { ns: budget_us.saturating_mul(1000), ..Budget::default() };
+    let runner = XdpRunner::new(Arc::new(ext), 0, budget)?;
+    Ok((obj, runner))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    file: &Path,
+    section: Option<&str>,
+    data_in: &Path,
+    data_out: Option<&Path>,
+    repeat: u32,
+    kernel: bool,
+    budget_us: u64,
+    json: bool,
+) -> Result<ExitCode> {
+    let (obj, mut runner) = load(file, section, budget_us)?;
+    let packet =
+        std::fs::read(data_in).with_context(|| format!("reading {}", data_in.display()))?;
+    let mut frame = Frame::new(Geometry::TEST_RUN);
+    frame.load(&packet).with_context(|| format!("packet {}", data_in.display()))?;
+    let mut host = CliHost::new();
+    host.echo = repeat == 1;
+    let start = Instant::now();
+    let mut result = Ok(0);
+    for _ in 0..repeat {
+        result = runner.run(&mut frame, RxInfo::default(), &mut host);
+        if result.is_err() {
+            break;
+        }
+    }
+    let ns = start.elapsed().as_nanos() as f64 / f64::from(repeat);
+    let (retval, fault) = match &result {
+        Ok(v) => (*v, None),
+        Err(f) => (spine_abi::xdp_action::ABORTED, Some(f.to_string())),
+    };
+    let out = frame.meta_and_packet().to_vec();
+    if let Some(path) = data_out {
+        std::fs::write(path, &out).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let kernel_run =
+        if kernel { Some(run_in_kernel(&obj, section, &packet, repeat)?) } else { None };
+    if json {
+        let mut v =
+            json!({"retval": retval, "duration_ns": ns.round() as u64, "data_out": hex(&out)});
+        if let Some(f) = &fault {
+            v["fault"] = json!(f);
+        }
+        if let Some(k) = &kernel_run {
+            v["kernel"] = json!({"retval": k.retval, "duration_ns": k.duration_ns, "data_out": hex(&k.data_out)});
+            v["ratio_spine_to_kernel"] = json!(ns / f64::from(k.duration_ns.max(1)));
+        }
+        println!("{v}");
+    } else {
+        println!(
+            "spine:  retval {} ({}), {:.1} ns/run over {} runs",
+            retval,
+            verdict_name(retval),
+            ns,
+            repeat
+        );
+        if let Some(f) = &fault {
+            println!("        fault: {f}");
+        }
+        if data_out.is_none() && !out.is_empty() {
+            print!("{}", hexdump(&out));
+        }
+        if let Some(k) = &kernel_run {
+            println!(
+                "kernel: retval {} ({}), {} ns/run over {} runs",
+                k.retval,
+                verdict_name(k.retval),
+                k.duration_ns,
+                repeat
+            );
+            println!(
+                "spine/kernel time: {:.2}   output {}",
+                ns / f64::from(k.duration_ns.max(1)),
+                if k.data_out == out && k.retval == retval { "identical" } else { "DIFFERS" }
+            );
+        }
+    }
+    Ok(if fault.is_some() { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+struct KernelRun {
+    retval: u32,
+    duration_ns: u32,
+    data_out: Vec<u8>,
+}
+
+fn run_in_kernel(
+    obj: &Object,
+    section: Option<&str>,
+    packet: &[u8],
+    repeat: u32,
+) -> Result<KernelRun> {
+    spine_sys::probe().context("--kernel needs bpf(2) (run as root)")?;
+    let Some(prog) = obj.program(section) else { bail!("no such program") };
+    let k = spine_sys::load_object_program(obj, prog).context("loading into the kernel")?;
+    let out = k
+        .prog
+        .test_run(&spine_sys::TestRun { repeat, ..spine_sys::TestRun::new(packet) })
+        .context("BPF_PROG_TEST_RUN")?;
+    Ok(KernelRun { retval: out.retval, duration_ns: out.duration_ns, data_out: out.data_out })
+}
+
+fn test(
+    file: &Path,
+    section: Option<&str>,
+    pcap_in: &Path,
+    pcap_out: Option<&Path>,
+    budget_us: u64,
+    json: bool,
+) -> Result<ExitCode> {
+    let (_, mut runner) = load(file, section, budget_us)?;
+    let bytes = std::fs::read(pcap_in).with_context(|| format!("reading {}", pcap_in.display()))?;
+    let capture = spine_ports::read_capture(&bytes)
+        .with_context(|| format!("reading {}", pcap_in.display()))?;
+    let mut writer = match pcap_out {
+        Some(p) => {
+            let f =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            Some(spine_ports::PcapWriter::new(std::io::BufWriter::new(f), capture.linktype, 65535)?)
+        }
+        None => None,
+    };
+    let mut host = CliHost::new();
+    let mut counts = Counts::default();
+    let mut frame = Frame::new(Geometry::TEST_RUN);
+    let mut busy = std::time::Duration::ZERO;
+    for pkt in &capture.packets {
+        if frame.load(&pkt.data).is_err() {
+            counts.unfit += 1;
+            continue;
+        }
+        let t = Instant::now();
+        let r = runner.run(&mut frame, RxInfo::default(), &mut host);
+        busy += t.elapsed();
+        let v = counts.add(&r);
+        if matches!(
+            v,
+            spine_abi::xdp_action::PASS
+                | spine_abi::xdp_action::TX
+                | spine_abi::xdp_action::REDIRECT
+        ) {
+            if let Some(w) = writer.as_mut() {
+                w.write(pkt.ts_ns, frame.packet())?;
+                counts.written += 1;
+            }
+        }
+    }
+    if let Some(w) = writer {
+        w.finish()?;
+    }
+    let run = counts.runs();
+    let ns = if run > 0 { busy.as_nanos() as f64 / run as f64 } else { 0.0 };
+    counts.print(capture.packets.len(), ns, json);
+    Ok(ExitCode::SUCCESS)
+}
+
+const VERDICT_NAMES: [&str; 6] =
+    ["XDP_ABORTED", "XDP_DROP", "XDP_PASS", "XDP_TX", "XDP_REDIRECT", "other"];
+
+/// Verdict counts over a run of packets.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Index = verdict 0..=4; 5 = anything else.
+    pub verdicts: [u64; 6],
+    /// Invocations stopped by a fault (counted as XDP_ABORTED too).
+    pub faults: u64,
+    /// Packets that do not fit a frame (shorter than 14 bytes, longer than the frame).
+    pub unfit: u64,
+    pub written: u64,
+}
+
+impl Counts {
+    /// Counts one invocation; returns the effective verdict.
+    pub fn add(&mut self, r: &Result<u32, spine_vm::Fault>) -> u32 {
+        let v = match r {
+            Ok(v) => *v,
+            Err(_) => {
+                self.faults += 1;
+                spine_abi::xdp_action::ABORTED
+            }
+        };
+        self.verdicts[(v as usize).min(5)] += 1;
+        v
+    }
+
+    pub fn runs(&self) -> u64 {
+        self.verdicts.iter().sum()
+    }
+
+    pub fn to_json(&self, packets: usize, ns: f64) -> serde_json::Value {
+        let verdicts: serde_json::Map<String, serde_json::Value> = VERDICT_NAMES
+            .iter()
+            .zip(self.verdicts)
+            .map(|(n, c)| (n.to_string(), json!(c)))
+            .collect();
+        json!({"packets": packets, "verdicts": verdicts, "faults": self.faults,
+               "unfit": self.unfit, "written": self.written, "ns_per_packet": ns})
+    }
+
+    pub fn print(&self, packets: usize, ns: f64, json: bool) {
+        if json {
+            println!("{}", self.to_json(packets, ns));
+            return;
+        }
+        println!("packets: {packets}");
+        for (n, c) in VERDICT_NAMES.iter().zip(self.verdicts) {
+            if c > 0 {
+                println!("  {n:<13} {c}");
+            }
+        }
+        if self.faults > 0 {
+            println!("  faults        {} (counted as XDP_ABORTED)", self.faults);
+        }
+        if self.unfit > 0 {
+            println!(
+                "  unfit         {} (shorter than 14 bytes or longer than a frame)",
+                self.unfit
+            );
+        }
+        if self.written > 0 {
+            println!("  written       {}", self.written);
+        }
+        println!("cost: {ns:.1} ns/packet");
+    }
+}

@@ -1,0 +1,50 @@
+//! What an extension may get from the world outside the adapter, injected by whoever
+//! runs it: the clock, randomness and the trace log. The runtime itself reads no clock.
+
+/// Services an invocation's helpers call out to.
+pub trait Host {
+    /// CLOCK_MONOTONIC in nanoseconds, for `bpf_ktime_get_ns`.
+    fn now_ns(&mut self) -> u64;
+    /// A pseudo-random number, for `bpf_get_prandom_u32`.
+    fn prandom_u32(&mut self) -> u32;
+    /// One `bpf_trace_printk` line, formatted, from the worker `cpu`.
+    fn trace(&mut self, cpu: usize, line: &[u8]);
+}
+
+/// A deterministic host for tests and replays: a clock that advances by a fixed step at
+/// each read, a seeded generator, and trace lines kept in memory.
+#[derive(Debug, Clone)]
+pub struct FixedHost {
+    pub now: u64,
+    pub step: u64,
+    pub rng: u64,
+    pub lines: Vec<(usize, Vec<u8>)>,
+}
+
+impl FixedHost {
+    pub fn new(seed: u64) -> Self {
+        FixedHost { now: 0, step: 1000, rng: seed, lines: Vec::new() }
+    }
+}
+
+impl Host for FixedHost {
+    fn now_ns(&mut self) -> u64 {
+        self.now += self.step;
+        self.now
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        (splitmix64(&mut self.rng) >> 32) as u32
+    }
+    fn trace(&mut self, cpu: usize, line: &[u8]) {
+        self.lines.push((cpu, line.to_vec()));
+    }
+}
+
+/// One step of splitmix64: a fast, well-mixed generator for non-cryptographic use.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
