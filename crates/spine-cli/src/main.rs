@@ -29,7 +29,11 @@ enum Cmd {
         cmd: prog::ProgCmd,
     },
     /// Run the eBPF ISA conformance suite (a directory of bpf_conformance `.data` files).
-    Conformance { dir: PathBuf },
+    Conformance {
+        dir: PathBuf,
+        #[arg(long, value_enum, default_value = "all")]
+        engine: conformance::Engines,
+    },
     /// The built-in default: a bundled XDP program over a bundled capture.
     Demo {
         #[arg(long)]
@@ -53,7 +57,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Prog { cmd } => prog::main(cmd),
-        Cmd::Conformance { dir } => conformance::main(&dir),
+        Cmd::Conformance { dir, engine } => conformance::main(&dir, engine),
         Cmd::Demo { json } => demo::main(json),
         Cmd::Gen { out, count, seed, max_len } => demo::gen(&out, count, seed, max_len),
     };

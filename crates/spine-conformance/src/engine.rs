@@ -19,7 +19,7 @@ pub enum Outcome {
     Faulted(Box<dyn Error + Send + Sync>),
 }
 
-/// An execution engine under test (the interpreter, later the JIT).
+/// An execution engine under test: the interpreter or the JIT.
 pub trait Engine {
     fn name(&self) -> &'static str;
     /// Loads and runs `insns` once with r1 = address of `mem` and r2 = its length (both 0
@@ -60,33 +60,64 @@ impl Interp {
     }
 }
 
+/// Runs `f` with r1 = the address of `mem` and r2 its length (both 0 when `mem` is
+/// empty), `mem` being the only region besides the stack, as the suite defines it.
+#[expect(unsafe_code, reason = "registering `mem` as a region is unsafe by contract")]
+pub fn with_mem<T>(mem: &mut [u8], f: impl FnOnce([u64; 5], &mut Memory) -> T) -> T {
+    let mut regions = Memory::new();
+    let args = if mem.is_empty() {
+        [0; 5]
+    } else {
+        let r = Region { start: mem.as_mut_ptr() as u64, len: mem.len() as u64, writable: true };
+        // SAFETY: `mem` is exclusively borrowed for this whole call and not touched through
+        // the slice while `regions` (dropped before returning) holds it.
+        unsafe { regions.push(r) };
+        [r.start, r.len, 0, 0, 0]
+    };
+    f(args, &mut regions)
+}
+
+fn outcome(r: Result<u64, spine_vm::Fault>) -> Outcome {
+    match r {
+        Ok(r0) => Outcome::Returned(r0),
+        Err(fault) => Outcome::Faulted(Box::new(fault)),
+    }
+}
+
 impl Engine for Interp {
     fn name(&self) -> &'static str {
         "interpreter"
     }
 
-    #[expect(unsafe_code, reason = "registering `mem` as a region is unsafe by contract")]
     fn run(&mut self, insns: &[Insn], mem: &mut [u8]) -> Outcome {
         let vm = match Interpreter::new(insns.to_vec()) {
             Ok(vm) => vm,
             Err(e) => return Outcome::Refused(Box::new(e)),
         };
-        let mut regions = Memory::new();
-        let (addr, len) = if mem.is_empty() {
-            (0, 0)
-        } else {
-            let r =
-                Region { start: mem.as_mut_ptr() as u64, len: mem.len() as u64, writable: true };
-            // SAFETY: `mem` is exclusively borrowed for this whole call and not touched
-            // through the slice while `regions` (dropped before returning) holds it.
-            unsafe { regions.push(r) };
-            (r.start, r.len)
+        let limits = RunLimits { points: MAX_POINTS };
+        outcome(with_mem(mem, |args, m| vm.run(args, m, &mut self.stack, &mut Unwind, limits)))
+    }
+}
+
+/// [`spine_jit`] as an [`Engine`]: unverified code, so every access outside the stack
+/// frame is checked, as the interpreter checks it.
+#[derive(Debug, Default)]
+pub struct Jit {
+    stack: Stack,
+}
+
+impl Engine for Jit {
+    fn name(&self) -> &'static str {
+        "jit"
+    }
+
+    fn run(&mut self, insns: &[Insn], mem: &mut [u8]) -> Outcome {
+        let prog = match spine_jit::compile(insns, &spine_jit::JitOptions::default()) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Refused(Box::new(e)),
         };
         let limits = RunLimits { points: MAX_POINTS };
-        match vm.run([addr, len, 0, 0, 0], &mut regions, &mut self.stack, &mut Unwind, limits) {
-            Ok(r0) => Outcome::Returned(r0),
-            Err(fault) => Outcome::Faulted(Box::new(fault)),
-        }
+        outcome(with_mem(mem, |args, m| prog.run(args, m, &mut self.stack, &mut Unwind, limits)))
     }
 }
 

@@ -10,6 +10,6 @@ mod engine;
 mod parse;
 mod runner;
 
-pub use engine::{Engine, Interp, Outcome, Unwind, MAX_POINTS, UNWIND};
+pub use engine::{with_mem, Engine, Interp, Jit, Outcome, Unwind, MAX_POINTS, UNWIND};
 pub use parse::{parse, Expected, ParseError, ParseErrorKind, TestCase};
 pub use runner::{run_case, run_dir, run_file, DirError, FailReason, Failure, Report};

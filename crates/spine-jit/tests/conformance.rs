@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 
-use spine_conformance::{run_dir, Engine, Outcome, Unwind, MAX_POINTS};
-use spine_isa::Insn;
+use spine_conformance::{run_dir, with_mem, Jit, Unwind, MAX_POINTS};
 use spine_jit::{compile, JitOptions};
-use spine_vm::{Interpreter, Memory, Region, RunLimits, Stack};
+use spine_vm::{Interpreter, RunLimits, Stack};
 
 /// `SPINE_CONFORMANCE_DIR`, else `shared/conformance/tests` beside the workspace.
 fn suite_dir() -> PathBuf {
@@ -14,46 +13,6 @@ fn suite_dir() -> PathBuf {
         return d.into();
     }
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/tests")
-}
-
-/// Runs `f` with r1 = `mem`'s address and r2 its length (0, 0 when empty), `mem` being
-/// the only region besides the stack, as the suite's runner defines it.
-fn with_mem<T>(mem: &mut [u8], f: impl FnOnce([u64; 5], &mut Memory) -> T) -> T {
-    let mut regions = Memory::new();
-    let args = if mem.is_empty() {
-        [0; 5]
-    } else {
-        let r = Region { start: mem.as_mut_ptr() as u64, len: mem.len() as u64, writable: true };
-        // SAFETY: `mem` is exclusively borrowed for this call and only reached through
-        // `regions`, which is dropped before returning.
-        unsafe { regions.push(r) };
-        [r.start, r.len, 0, 0, 0]
-    };
-    f(args, &mut regions)
-}
-
-/// The JIT as a conformance [`Engine`] (unverified code: every access checked).
-#[derive(Default)]
-struct Jit {
-    stack: Stack,
-}
-
-impl Engine for Jit {
-    fn name(&self) -> &'static str {
-        "jit"
-    }
-
-    fn run(&mut self, insns: &[Insn], mem: &mut [u8]) -> Outcome {
-        let prog = match compile(insns, &JitOptions::default()) {
-            Ok(p) => p,
-            Err(e) => return Outcome::Refused(Box::new(e)),
-        };
-        let limits = RunLimits { points: MAX_POINTS };
-        match with_mem(mem, |args, m| prog.run(args, m, &mut self.stack, &mut Unwind, limits)) {
-            Ok(r0) => Outcome::Returned(r0),
-            Err(fault) => Outcome::Faulted(Box::new(fault)),
-        }
-    }
 }
 
 #[test]
