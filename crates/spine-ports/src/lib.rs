@@ -1,24 +1,44 @@
 //! Packet sources and sinks: the only layer that moves packets in and out of spine.
 //!
-//! Now: capture files ([`read_capture`], [`CaptureReader`], [`PcapWriter`]), the
-//! deterministic packet generator ([`gen::Generator`]) and single-frame builders
-//! ([`craft`]). Later, beside them: AF_XDP, AF_PACKET, TAP, in-memory and UDP-tunnel
-//! ports, each in its own module.
-//!
-//! Capture parsing and packet generation are pure computation over bytes and
-//! `std::io::{Read, Write}`; they never open files themselves.
+//! - Capture files ([`read_capture`], [`CaptureReader`], [`PcapWriter`]), the
+//!   deterministic packet generator ([`gen::Generator`]) and single-frame builders
+//!   ([`craft`]): pure computation over bytes and `std::io::{Read, Write}`.
+//! - Ports ([`Port`]): burst receive and transmit over [`spine_pool`] buffers for a
+//!   run-to-completion worker. [`MemPort`] (replay and sink, for benchmarks),
+//!   [`PcapSource`]/[`PcapSink`] (files), [`AfPacketPort`] (mmap rings),
+//!   [`AfXdpPort`] (the pool as UMEM, shared between ports) and [`TapPort`] (the path
+//!   into the kernel's stack). Ports act in the calling thread's network namespace.
 #![deny(unsafe_code)]
 
+#[expect(unsafe_code, reason = "the TPACKET_V3 rings are memory shared with the kernel")]
+mod afpacket;
+#[expect(unsafe_code, reason = "AF_XDP rings are memory shared with the kernel; socket calls")]
+mod afxdp;
 mod capture;
 pub mod craft;
 pub mod gen;
+mod mem;
+#[expect(unsafe_code, reason = "interface ioctls, socket options and ring mappings")]
+mod os;
 mod pcap;
+mod pcap_port;
 mod pcapng;
+mod port;
 pub mod rng;
+#[expect(unsafe_code, reason = "the TUNSETIFF ioctl and read/write on the TAP descriptor")]
+mod tap;
 pub mod wire;
 
+pub use afpacket::{AfPacketConfig, AfPacketPort};
+pub use afxdp::{AfXdpConfig, AfXdpPort, AttachMode, BindMode};
 pub use capture::{
     read_capture, Capture, CaptureError, CaptureErrorKind, CaptureFormat, CaptureReader, Packet,
     LINKTYPE_ETHERNET, MAX_PACKET_LEN,
 };
+pub use mem::MemPort;
 pub use pcap::{PcapWriter, DEFAULT_SNAPLEN};
+pub use pcap_port::{PcapSink, PcapSource};
+pub use port::{Drops, Port, PortError, PortErrorKind, PortStats};
+pub use spine_pool::{Buf, Burst, Pool, PoolCache, PoolConfig};
+pub use spine_sys::XdpMode;
+pub use tap::TapPort;

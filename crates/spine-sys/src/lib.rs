@@ -11,6 +11,9 @@
 //! - [`KernelProg::test_run`]: run an XDP program on one packet ([`TestRun`]).
 //! - [`load_object_program`]: one program of a parsed `spine_obj::Object` with kernel
 //!   maps for all of the object's maps, as libbpf would load it.
+//! - [`XskRedirect`]: the kernel side of an AF_XDP port (an xskmap and the program
+//!   redirecting each receive queue to its socket); [`attach_xdp`], [`detach_xdp`] and
+//!   [`query_xdp`]: XDP programs on interfaces, over netlink (`RTM_SETLINK`/`IFLA_XDP`).
 //!
 //! Errors are [`SysError`]: the command and the kernel's errno, never a string.
 //!
@@ -21,6 +24,8 @@ mod cpus;
 mod error;
 #[expect(unsafe_code, reason = "element commands: the kernel reads and writes key/value buffers")]
 mod map;
+#[expect(unsafe_code, reason = "netlink socket calls read and write the request and reply buffers")]
+mod netlink;
 mod object;
 #[expect(unsafe_code, reason = "BPF_PROG_LOAD reads the code and writes the log buffer")]
 mod prog;
@@ -30,10 +35,15 @@ mod sys;
 mod test_run;
 #[expect(unsafe_code, reason = "sched_setaffinity takes a cpu_set_t; signal dispositions")]
 mod thread;
+mod xsk;
 
 pub use cpus::{parse_cpu_list, possible_cpus, possible_cpus_exact};
 pub use error::SysError;
 pub use map::{is_percpu, Entry, KernelMap, MapDef, MapInfo};
+pub use netlink::{
+    attach_xdp, detach_xdp, query_xdp, NetlinkError, XdpAttachment, XdpMode, XDP_FLAGS_DRV_MODE,
+    XDP_FLAGS_HW_MODE, XDP_FLAGS_REPLACE, XDP_FLAGS_SKB_MODE, XDP_FLAGS_UPDATE_IF_NOEXIST,
+};
 pub use object::{load_object_program, KernelObject, LoadError};
 pub use prog::{
     load_program, KernelProg, ProgInfo, ProgLoad, ATTACH_XDP, LOG_BUF_MAX, LOG_BUF_START,
@@ -42,6 +52,7 @@ pub use prog::{
 pub use sys::sanitize_name;
 pub use test_run::{TestRun, TestRunOut, XdpMd, DATA_OUT_SLACK};
 pub use thread::{default_sigpipe, pin_current_thread};
+pub use xsk::{xsk_redirect_insns, XskRedirect};
 
 /// Checks that this process can use bpf(2) by creating (and closing) a one-element array
 /// map. Fails with `EPERM` without privileges, `ENOSYS` without BPF.

@@ -1,0 +1,80 @@
+//! Per-worker caches: a local stack of free buffer indices, refilled from and flushed to
+//! the pool's shared list one batch at a time, so allocating and freeing a packet takes
+//! no lock and allocates nothing.
+
+use std::sync::Arc;
+
+use crate::{Buf, Burst, Pool, PoolError};
+
+/// A worker's window on a [`Pool`]. Holds up to twice the pool's `cache_batch` free
+/// buffers; dropping it returns them to the shared list.
+#[derive(Debug)]
+pub struct PoolCache {
+    pool: Arc<Pool>,
+    stack: Vec<u32>,
+    batch: usize,
+}
+
+impl PoolCache {
+    pub fn new(pool: Arc<Pool>) -> Self {
+        let batch = pool.config().cache_batch as usize;
+        PoolCache { pool, stack: Vec::with_capacity(2 * batch), batch }
+    }
+
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// A fresh buffer (packet empty, right after the headroom), or `None` when the pool
+    /// is exhausted: the caller drops the packet and counts it.
+    pub fn alloc(&mut self) -> Option<Buf> {
+        if self.stack.is_empty() && self.pool.take_batch(&mut self.stack, self.batch) == 0 {
+            return None;
+        }
+        let index = self.stack.pop()?;
+        Some(self.pool.hand_out(index))
+    }
+
+    /// Drops one reference to `buf`; the buffer is free again once its last reference
+    /// is gone. A handle of another pool, or of a buffer that is not owned, is refused.
+    pub fn free(&mut self, buf: Buf) -> Result<(), PoolError> {
+        if let Some(index) = self.pool.release(buf)? {
+            if self.stack.len() >= 2 * self.batch {
+                self.pool.give_batch(&mut self.stack, self.batch);
+            }
+            self.stack.push(index);
+        }
+        Ok(())
+    }
+
+    /// Frees every buffer of `burst`, leaving it empty; returns the first refusal (the
+    /// other buffers are freed regardless).
+    pub fn free_burst(&mut self, burst: &mut Burst) -> Result<(), PoolError> {
+        let mut first = Ok(());
+        for buf in burst.drain_front(burst.len()) {
+            if let Err(e) = self.free(buf) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
+    /// Free buffers parked in this cache.
+    pub fn cached(&self) -> usize {
+        self.stack.len()
+    }
+
+    /// Returns every parked buffer to the shared list.
+    pub fn flush(&mut self) {
+        let n = self.stack.len();
+        self.pool.give_batch(&mut self.stack, n);
+    }
+}
+
+impl Drop for PoolCache {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}

@@ -1,0 +1,224 @@
+use super::*;
+
+fn small(buffers: u32) -> Arc<Pool> {
+    Pool::new(PoolConfig { cache_batch: 4, ..PoolConfig::new(buffers) }).unwrap()
+}
+
+#[test]
+fn config_is_checked() {
+    let bad = |cfg: PoolConfig| matches!(Pool::new(cfg), Err(PoolError::BadConfig { .. }));
+    assert!(bad(PoolConfig::new(0)));
+    assert!(bad(PoolConfig { buf_size: 2000, ..PoolConfig::new(4) }));
+    assert!(bad(PoolConfig { headroom: 1900, ..PoolConfig::new(4) }));
+    assert!(bad(PoolConfig { cache_batch: 0, ..PoolConfig::new(4) }));
+    assert!(Pool::new(PoolConfig { buf_size: 4096, ..PoolConfig::new(4) }).is_ok());
+}
+
+#[test]
+fn memory_is_page_aligned_and_zeroed() {
+    let pool = small(8);
+    let (base, len) = pool.memory();
+    assert_eq!(base.as_ptr() as usize % 4096, 0);
+    assert_eq!(len, 8 * 2048);
+    let mut c = pool.cache();
+    let b = c.alloc().unwrap();
+    assert!(pool.frame(&b).unwrap().iter().all(|&x| x == 0));
+    c.free(b).unwrap();
+}
+
+#[test]
+fn fresh_buffer_layout_and_write() {
+    let pool = small(4);
+    let mut c = pool.cache();
+    let mut b = c.alloc().unwrap();
+    let m = pool.meta(&b).unwrap();
+    assert_eq!((m.data_off, m.len, m.meta_len), (256, 0, 0));
+    pool.write(&mut b, b"hello").unwrap();
+    assert_eq!(pool.data(&b).unwrap(), b"hello");
+    assert_eq!(&pool.frame(&b).unwrap()[256..261], b"hello");
+    pool.data_mut(&mut b).unwrap()[0] = b'j';
+    assert_eq!(pool.data(&b).unwrap(), b"jello");
+    // Too long for the space after the headroom.
+    let big = vec![0u8; 2048 - 256 + 1];
+    assert!(matches!(pool.write(&mut b, &big), Err(PoolError::BadRange { .. })));
+    assert_eq!(pool.data(&b).unwrap(), b"jello", "a refused write changes nothing");
+    c.free(b).unwrap();
+}
+
+#[test]
+fn set_meta_checks_ranges() {
+    let pool = small(2);
+    let mut c = pool.cache();
+    let mut b = c.alloc().unwrap();
+    let ok = BufMeta { data_off: 200, len: 100, meta_len: 8, port: 3, ts_ns: 42 };
+    pool.set_meta(&mut b, ok).unwrap();
+    assert_eq!(pool.meta(&b).unwrap(), ok);
+    let meta_too_long = BufMeta { meta_len: 201, ..ok };
+    assert!(pool.set_meta(&mut b, meta_too_long).is_err());
+    let past_end = BufMeta { data_off: 2000, len: 49, ..ok };
+    assert!(pool.set_meta(&mut b, past_end).is_err());
+    assert!(pool.set_meta(&mut b, BufMeta { data_off: 2000, len: 48, ..ok }).is_ok());
+    assert!(pool.set_data(&mut b, u32::MAX, u32::MAX).is_err());
+    c.free(b).unwrap();
+}
+
+#[test]
+fn shared_buffers_are_read_only_until_one_ref_is_left() {
+    let pool = small(2);
+    let mut c = pool.cache();
+    let mut a = c.alloc().unwrap();
+    pool.write(&mut a, b"xy").unwrap();
+    let b = pool.share(&a).unwrap();
+    assert_eq!(pool.refs(&a).unwrap(), 2);
+    assert_eq!(pool.data(&b).unwrap(), b"xy");
+    let index = a.index();
+    assert_eq!(pool.data_mut(&mut a), Err(PoolError::Shared { index, refs: 2 }));
+    let lender = pool.new_lender();
+    let back = pool.lend(b, lender).unwrap_err();
+    assert!(matches!(back.error, PoolError::Shared { .. }));
+    c.free(back.buf).unwrap();
+    assert_eq!(pool.refs(&a).unwrap(), 1);
+    assert!(pool.data_mut(&mut a).is_ok());
+    c.free(a).unwrap();
+    drop(c);
+    assert_eq!(pool.shared_free(), 2);
+}
+
+#[test]
+fn foreign_handles_are_refused() {
+    let p1 = small(2);
+    let p2 = small(2);
+    let mut c1 = p1.cache();
+    let mut c2 = p2.cache();
+    let b = c1.alloc().unwrap();
+    assert_eq!(p2.data(&b).unwrap_err(), PoolError::Foreign { index: 0 });
+    assert_eq!(p2.share(&b).unwrap_err(), PoolError::Foreign { index: 0 });
+    let other = c2.alloc().unwrap();
+    assert_eq!(c2.free(b), Err(PoolError::Foreign { index: 0 }));
+    // The buffer of the same index in p2 is untouched.
+    assert_eq!(p2.refs(&other).unwrap(), 1);
+    c2.free(other).unwrap();
+}
+
+#[test]
+fn offsets_map_to_handles_and_back() {
+    let pool = small(16);
+    let mut c = pool.cache();
+    let lender = pool.new_lender();
+    let mut bufs: Vec<Buf> = (0..16).map(|_| c.alloc().unwrap()).collect();
+    let mut offsets = Vec::new();
+    for (i, b) in bufs.iter_mut().enumerate() {
+        pool.write(b, &[i as u8; 10]).unwrap();
+        offsets.push(pool.offset(b).unwrap());
+    }
+    let mut sorted = offsets.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..16u64).map(|i| i * 2048).collect::<Vec<_>>());
+    let lent: Vec<u64> = bufs.drain(..).map(|b| pool.lend(b, lender).unwrap()).collect();
+    assert_eq!(lent, offsets);
+    assert_eq!(pool.lent_by(lender), 16);
+    for (i, off) in lent.iter().enumerate() {
+        // Any offset inside the chunk names it, as a descriptor's data address does.
+        let mut b = pool.reclaim(off + 256 + 7, lender).unwrap();
+        assert_eq!(pool.offset(&b).unwrap(), *off);
+        assert_eq!(pool.data(&b).unwrap(), &[i as u8; 10]);
+        assert!(pool.data_mut(&mut b).is_ok());
+        c.free(b).unwrap();
+    }
+    assert_eq!(pool.lent_by(lender), 0);
+}
+
+#[test]
+fn untrusted_offsets_are_checked() {
+    let pool = small(4);
+    let mut c = pool.cache();
+    let (l1, l2) = (pool.new_lender(), pool.new_lender());
+    let b = c.alloc().unwrap();
+    let off = pool.lend(b, l1).unwrap();
+    assert_eq!(
+        pool.reclaim(4 * 2048, l1).unwrap_err(),
+        PoolError::OffsetOutOfRange { offset: 8192, len: 8192 }
+    );
+    assert!(matches!(pool.reclaim(u64::MAX, l1), Err(PoolError::OffsetOutOfRange { .. })));
+    assert_eq!(pool.reclaim(off, l2).unwrap_err(), PoolError::WrongLender { index: 0 });
+    // A buffer that was never lent (free, or owned by a handle) cannot be claimed.
+    assert_eq!(pool.reclaim(2048, l1).unwrap_err(), PoolError::NotLent { index: 1 });
+    let held = c.alloc().unwrap();
+    let held_off = pool.offset(&held).unwrap();
+    assert_eq!(pool.reclaim(held_off, l1).unwrap_err(), PoolError::NotLent { index: held.index() });
+    let b = pool.reclaim(off, l1).unwrap();
+    // The same descriptor twice: the second is refused.
+    assert_eq!(pool.reclaim(off, l1).unwrap_err(), PoolError::NotLent { index: 0 });
+    c.free(b).unwrap();
+    c.free(held).unwrap();
+}
+
+#[test]
+fn reclaim_all_returns_a_lenders_buffers() {
+    let pool = small(8);
+    let mut c = pool.cache();
+    let (l1, l2) = (pool.new_lender(), pool.new_lender());
+    for i in 0..6 {
+        let b = c.alloc().unwrap();
+        pool.lend(b, if i % 2 == 0 { l1 } else { l2 }).unwrap();
+    }
+    drop(c);
+    assert_eq!(pool.shared_free(), 2);
+    assert_eq!(pool.reclaim_all(l1), 3);
+    assert_eq!(pool.shared_free(), 5);
+    assert_eq!(pool.lent_by(l2), 3);
+    assert_eq!(pool.reclaim_all(l1), 0);
+    assert_eq!(pool.reclaim_all(l2), 3);
+    assert_eq!(pool.shared_free(), 8);
+}
+
+#[test]
+fn exhaustion_returns_none_and_recovers() {
+    let pool = small(5);
+    let mut c1 = pool.cache();
+    let mut c2 = pool.cache();
+    let mut held = Vec::new();
+    while let Some(b) = c1.alloc() {
+        held.push(b);
+    }
+    assert_eq!(held.len(), 5);
+    assert!(c2.alloc().is_none());
+    c2.free(held.pop().unwrap()).unwrap();
+    let b = c2.alloc().expect("freed into this cache");
+    c2.free(b).unwrap();
+    for b in held {
+        c1.free(b).unwrap();
+    }
+    drop((c1, c2));
+    assert_eq!(pool.shared_free(), 5);
+}
+
+#[test]
+fn caches_flush_in_batches() {
+    let pool = small(64);
+    let mut c = pool.cache();
+    let bufs: Vec<Buf> = (0..40).map(|_| c.alloc().unwrap()).collect();
+    assert_eq!(pool.shared_free(), 24, "refills come in batches of 4");
+    for b in bufs {
+        c.free(b).unwrap();
+        assert!(c.cached() <= 8, "a cache holds at most two batches");
+    }
+    assert_eq!(pool.shared_free() as usize + c.cached(), 64);
+}
+
+#[test]
+fn write_rx_fills_packet_and_metadata_at_once() {
+    let pool = small(2);
+    let mut c = pool.cache();
+    let mut b = c.alloc().unwrap();
+    pool.write_rx(&mut b, b"abc", 4, 99).unwrap();
+    assert_eq!(pool.data(&b).unwrap(), b"abc");
+    let m = pool.meta(&b).unwrap();
+    assert_eq!(m, BufMeta { data_off: 256, len: 3, meta_len: 0, port: 4, ts_ns: 99 });
+    assert!(matches!(pool.write_rx(&mut b, &[0; 1793], 0, 0), Err(PoolError::BadRange { .. })));
+    assert_eq!(pool.data(&b).unwrap(), b"abc", "a refused write changes nothing");
+    let s = pool.share(&b).unwrap();
+    assert!(matches!(pool.write_rx(&mut b, b"x", 0, 0), Err(PoolError::Shared { .. })));
+    c.free(s).unwrap();
+    c.free(b).unwrap();
+}

@@ -1,0 +1,85 @@
+//! TAP: frames written enter the kernel's stack, frames the kernel sends are read back.
+
+use std::time::Duration;
+
+use spine_ports::craft::{icmp4_echo, Flow4};
+use spine_ports::{Port, PortErrorKind, TapPort};
+
+use crate::netns::NetNs;
+use crate::raw::as_nobody;
+use crate::{pool, rx_n, tx_all};
+
+const PEER_MAC: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x99];
+
+#[test]
+fn kernel_answers_an_echo_request_through_the_tap() {
+    let Some(ns) = NetNs::new() else { return };
+    let (port, mac) = ns.enter(|| {
+        let port = TapPort::open("sptap0", 7).unwrap();
+        port.set_up(true).unwrap();
+        let mac = port.mac().unwrap();
+        (port, mac)
+    });
+    assert_eq!(port.name(), "sptap0");
+    // A private test subnet inside the namespace; the peer's MAC is known, so the
+    // kernel need not ask with ARP first.
+    ns.ip("addr add 192.168.77.1/24 dev sptap0");
+    ns.ip("neigh replace 192.168.77.2 lladdr 02:5e:00:00:00:99 dev sptap0 nud permanent");
+    let mut port = port;
+    ns.enter(|| {
+        let pool = pool(64);
+        let mut cache = pool.cache();
+        let flow = Flow4 {
+            src_mac: PEER_MAC,
+            dst_mac: mac,
+            src: "192.168.77.2".parse().unwrap(),
+            dst: "192.168.77.1".parse().unwrap(),
+            ..Flow4::default()
+        };
+        let mut requests = Vec::new();
+        for seq in 0..3u16 {
+            let mut f = Vec::new();
+            icmp4_echo(&mut f, &flow, 0x4242, seq, 32).unwrap();
+            requests.push(f);
+        }
+        tx_all(&mut port, &mut cache, &requests);
+        let got = rx_n(&mut port, &mut cache, 3, Duration::from_secs(2));
+        assert_eq!(got.len(), 3, "echo replies");
+        for (seq, (reply, req)) in got.iter().zip(&requests).enumerate() {
+            assert_eq!(&reply[0..6], &PEER_MAC, "to the requester's MAC");
+            assert_eq!(&reply[6..12], &mac, "from the TAP's MAC");
+            assert_eq!(reply[23], 1, "ICMP");
+            assert_eq!(&reply[26..30], &req[30..34], "source is the request's destination");
+            assert_eq!(&reply[30..34], &req[26..30]);
+            assert_eq!(reply[34], 0, "echo reply");
+            assert_eq!(u16::from_be_bytes([reply[38], reply[39]]), 0x4242);
+            assert_eq!(u16::from_be_bytes([reply[40], reply[41]]), seq as u16);
+            assert_eq!(&reply[42..], &req[42..], "payload echoed");
+        }
+        let st = port.stats();
+        assert_eq!((st.tx_packets, st.rx_packets), (3, 3));
+        assert_eq!(st.rx_drops.total() + st.tx_drops.total(), 0);
+    });
+    drop(port);
+    // The device goes away with the port.
+    assert!(!ns.ip("link show").contains("sptap0"));
+}
+
+#[test]
+fn tap_errors_are_clear() {
+    let Some(ns) = NetNs::new() else { return };
+    ns.enter(|| {
+        let e = TapPort::open("this-name-is-too-long", 0).unwrap_err();
+        assert!(matches!(e.kind, PortErrorKind::Config { .. }), "{e}");
+        let e = as_nobody(|| TapPort::open("sptap1", 0).unwrap_err());
+        assert!(matches!(e.kind, PortErrorKind::PermissionDenied { .. }), "{e}");
+        assert!(e.to_string().starts_with("port sptap1: permission denied"), "{e}");
+        // A down TAP drops what it is sent, and says so in its counters.
+        let mut port = TapPort::open("", 0).unwrap();
+        assert!(port.name().starts_with("tap"), "{}", port.name());
+        let pool = pool(8);
+        let mut cache = pool.cache();
+        tx_all(&mut port, &mut cache, &[vec![0u8; 60]]);
+        assert_eq!(port.stats().tx_drops.device, 1);
+    });
+}
