@@ -22,6 +22,17 @@ use crate::MapError;
 ///   512-byte key limit in current kernels.
 /// - LPM trie: `key_size` 5..=260 (a `u32` prefix length and 1..=256 data bytes),
 ///   `value_size` 1..=`4 MiB - 280`; `BPF_F_NO_PREALLOC` is mandatory.
+/// - devmap, devmap_hash: `key_size == 4`, `value_size` 4 (ifindex) or 8 (ifindex and a
+///   program fd); flags `NUMA_NODE`, `RDONLY`, `WRONLY` only; `BPF_F_RDONLY_PROG` is
+///   added (programs only read entries); devmap_hash `max_entries <= 2^31` (`EINVAL`).
+/// - cpumap: `key_size == 4`, `value_size` 4 (qsize) or 8 (qsize and a program fd);
+///   flag `NUMA_NODE` only; `max_entries <= 256`, the reference kernel's `NR_CPUS`
+///   (`E2BIG`).
+/// - ring buffer: `key_size == 0`, `value_size == 0`, `max_entries` (the data size) a
+///   power of two and a multiple of 4096; flag `NUMA_NODE` only.
+/// - array_of_maps, hash_of_maps: `value_size == 4` (an fd in the kernel), otherwise an
+///   array's or a hash's rules (arrays without `MMAPABLE`, `INNER_MAP` and the program
+///   access flags); created with an inner template ([`crate::Map::create_outer`]).
 ///
 /// Beyond the kernel's checks, the whole map must fit in [`MapOptions::max_bytes`]
 /// (else `TooLarge`, `ENOMEM`), because spine preallocates every map.
@@ -80,7 +91,16 @@ pub(crate) const LPM_KEY_MAX: u32 = 4 + 256;
 /// `LPM_VAL_SIZE_MAX`: `KMALLOC_MAX_SIZE - 256 - sizeof(struct lpm_trie_node)`.
 pub(crate) const LPM_VALUE_MAX: u32 = (KMALLOC_MAX_SIZE - 256 - 24) as u32;
 
+/// `NR_CPUS` of the reference kernel (`CONFIG_NR_CPUS=256`): `cpu_map_alloc` refuses a
+/// larger cpumap with `E2BIG` before it looks at which CPUs exist.
+pub(crate) const CPUMAP_MAX_ENTRIES: u32 = 256;
+/// `dev_map_init_map`: a devmap_hash's bucket count must fit (`EINVAL` beyond).
+pub(crate) const DEVMAP_HASH_MAX_ENTRIES: u32 = 1 << 31;
+/// A ring buffer's size is a power of two and a multiple of the page size.
+pub(crate) const RINGBUF_PAGE: u32 = 4096;
+
 const ACCESS_MASK: u32 = mf::RDONLY | mf::WRONLY | mf::RDONLY_PROG | mf::WRONLY_PROG;
+const DEV_FLAGS: u32 = mf::NUMA_NODE | mf::RDONLY | mf::WRONLY;
 const ARRAY_FLAGS: u32 = mf::NUMA_NODE | mf::MMAPABLE | ACCESS_MASK | mf::INNER_MAP;
 const HASH_FLAGS: u32 =
     mf::NO_PREALLOC | mf::NO_COMMON_LRU | mf::NUMA_NODE | ACCESS_MASK | mf::ZERO_SEED;
@@ -89,9 +109,24 @@ const LPM_FLAGS: u32 = mf::NO_PREALLOC | mf::NUMA_NODE | ACCESS_MASK;
 /// What kind of storage a checked definition gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Plan {
-    Array { percpu: bool },
-    Hash { percpu: bool, lru: Option<LruMode> },
+    Array {
+        percpu: bool,
+    },
+    Hash {
+        percpu: bool,
+        lru: Option<LruMode>,
+    },
     Lpm,
+    /// `DEVMAP` (an array of ifindexes) or `DEVMAP_HASH`.
+    DevMap {
+        hash: bool,
+    },
+    CpuMap,
+    RingBuf,
+    /// `ARRAY_OF_MAPS` or `HASH_OF_MAPS`.
+    Outer {
+        hash: bool,
+    },
 }
 
 /// LRU list layout: one common list, or one per CPU (`BPF_F_NO_COMMON_LRU`).
@@ -101,109 +136,36 @@ pub(crate) enum LruMode {
     PerCpu,
 }
 
+/// A checked map-in-map: its plan and definition, and the inner template as the kernel
+/// keeps it (checked like any map, then normalised as its creation would).
+#[derive(Debug)]
+pub(crate) struct CheckedOuter {
+    pub(crate) plan: Plan,
+    pub(crate) def: MapDef,
+    pub(crate) template: MapDef,
+}
+
 /// Runs the kernel's checks on `def` and returns the storage plan and the definition as
-/// the kernel keeps it (a per-CPU LRU rounds `max_entries` to a multiple of `ncpus`).
+/// the kernel keeps it (a per-CPU LRU rounds `max_entries` to a multiple of `ncpus`; a
+/// devmap gains `BPF_F_RDONLY_PROG`). A map-in-map fails here with `NoInnerTemplate`
+/// once its own checks pass: it is created by [`check_outer`].
 pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapError> {
+    if matches!(def.map_type, mt::ARRAY_OF_MAPS | mt::HASH_OF_MAPS) {
+        return Err(match check_outer(def, None, ncpus) {
+            Err(e) => e,
+            Ok(_) => MapError::NoInnerTemplate { map: def.name.clone() },
+        });
+    }
+    check_common(def, ncpus)?;
     let map = def.name.clone();
     let flags = def.flags;
-    if ncpus == 0 {
-        return Err(MapError::ZeroCpus { map });
-    }
-    // `bpf_get_file_flag`: user-space read-only and write-only at once.
-    if flags & mf::RDONLY != 0 && flags & mf::WRONLY != 0 {
-        return Err(MapError::MapFlags { map, flags });
-    }
-    // `bpf_map_flags_access_ok`: the same for programs.
-    let access_ok = !(flags & mf::RDONLY_PROG != 0 && flags & mf::WRONLY_PROG != 0);
     let mut out = def.clone();
     let plan = match def.map_type {
-        mt::ARRAY | mt::PERCPU_ARRAY => {
-            let percpu = def.map_type == mt::PERCPU_ARRAY;
-            if def.max_entries == 0 {
-                return Err(MapError::ZeroEntries { map });
-            }
-            if def.key_size != 4 {
-                return Err(MapError::KeySize { map, key_size: def.key_size, min: 4, max: 4 });
-            }
-            if def.value_size == 0 {
-                let max = if percpu { PCPU_MAX_VALUE } else { i32::MAX as u32 };
-                return Err(MapError::ValueSize { map, value_size: 0, min: 1, max });
-            }
-            let mut bad = flags & !ARRAY_FLAGS;
-            if percpu {
-                bad |= flags & (mf::NUMA_NODE | mf::MMAPABLE | mf::INNER_MAP);
-            }
-            if bad != 0 || !access_ok {
-                return Err(MapError::MapFlags { map, flags });
-            }
-            if def.value_size > i32::MAX as u32 {
-                return Err(too_large_value(map, def.value_size, i32::MAX as u32));
-            }
-            if percpu && round8(def.value_size as u64) > PCPU_MAX_VALUE as u64 {
-                return Err(too_large_value(map, def.value_size, PCPU_MAX_VALUE));
-            }
-            Plan::Array { percpu }
-        }
+        mt::ARRAY | mt::PERCPU_ARRAY => check_array(def)?,
         mt::HASH | mt::PERCPU_HASH | mt::LRU_HASH | mt::LRU_PERCPU_HASH => {
-            let percpu = matches!(def.map_type, mt::PERCPU_HASH | mt::LRU_PERCPU_HASH);
-            let lru = matches!(def.map_type, mt::LRU_HASH | mt::LRU_PERCPU_HASH);
-            let percpu_lru = flags & mf::NO_COMMON_LRU != 0;
-            if flags & !HASH_FLAGS != 0 || !access_ok || (!lru && percpu_lru) {
-                return Err(MapError::MapFlags { map, flags });
-            }
-            if lru && flags & mf::NO_PREALLOC != 0 {
-                return Err(MapError::NeedsPrealloc { map });
-            }
-            if flags & mf::NUMA_NODE != 0 && (percpu || percpu_lru) {
-                return Err(MapError::MapFlags { map, flags });
-            }
-            if def.max_entries == 0 {
-                return Err(MapError::ZeroEntries { map });
-            }
-            let kv_max = KMALLOC_MAX_SIZE - HTAB_ELEM_SIZE - 1;
-            if def.key_size == 0 {
-                let max = kv_max.saturating_sub(def.value_size as u64).max(1) as u32;
-                return Err(MapError::KeySize { map, key_size: 0, min: 1, max });
-            }
-            if def.value_size == 0 {
-                let max = kv_max.saturating_sub(def.key_size as u64).max(1) as u32;
-                return Err(MapError::ValueSize { map, value_size: 0, min: 1, max });
-            }
-            if def.key_size as u64 + def.value_size as u64 > kv_max {
-                return Err(MapError::KeyValueTooLarge {
-                    map,
-                    key_size: def.key_size,
-                    value_size: def.value_size,
-                    max: kv_max,
-                });
-            }
-            if percpu && round8(def.value_size as u64) > PCPU_MAX_VALUE as u64 {
-                return Err(too_large_value(map, def.value_size, PCPU_MAX_VALUE));
-            }
-            if percpu_lru {
-                // `htab_map_alloc`: every CPU's list gets the same number of elements.
-                let n = ncpus as u64;
-                let up = (def.max_entries as u64).div_ceil(n) * n;
-                out.max_entries = if up > u32::MAX as u64 {
-                    (def.max_entries as u64 / n * n) as u32
-                } else {
-                    up as u32
-                };
-                if out.max_entries == 0 {
-                    // Fewer entries than CPUs and a rounding overflow cannot both happen,
-                    // but a zero-sized list per CPU would be unusable.
-                    return Err(MapError::ZeroEntries { map });
-                }
-            }
-            if out.max_entries > HASH_MAX_ENTRIES {
-                return Err(MapError::TooManyEntries {
-                    map,
-                    max_entries: out.max_entries,
-                    max: HASH_MAX_ENTRIES,
-                });
-            }
-            let lru = lru.then_some(if percpu_lru { LruMode::PerCpu } else { LruMode::Common });
-            Plan::Hash { percpu, lru }
+            let plan = check_hash(def, ncpus, &mut out)?;
+            check_hash_entries(&out)?;
+            plan
         }
         mt::LPM_TRIE => {
             if def.max_entries == 0 {
@@ -212,7 +174,7 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
             if flags & mf::NO_PREALLOC == 0 {
                 return Err(MapError::NeedsNoPrealloc { map });
             }
-            if flags & !LPM_FLAGS != 0 || !access_ok {
+            if flags & !LPM_FLAGS != 0 || !access_ok(flags) {
                 return Err(MapError::MapFlags { map, flags });
             }
             if !(LPM_KEY_MIN..=LPM_KEY_MAX).contains(&def.key_size) {
@@ -225,9 +187,236 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
             }
             Plan::Lpm
         }
+        mt::DEVMAP | mt::DEVMAP_HASH => {
+            // `dev_map_init_map`: one combined check, all EINVAL.
+            check_entry_map(def, DEV_FLAGS)?;
+            let hash = def.map_type == mt::DEVMAP_HASH;
+            if hash && def.max_entries > DEVMAP_HASH_MAX_ENTRIES {
+                let max = DEVMAP_HASH_MAX_ENTRIES;
+                return Err(MapError::MaxEntries { map, max_entries: def.max_entries, max });
+            }
+            // "Lookup returns a pointer straight to dev->ifindex, so make sure the
+            // verifier prevents writes from the BPF side."
+            out.flags |= mf::RDONLY_PROG;
+            Plan::DevMap { hash }
+        }
+        mt::CPUMAP => {
+            check_entry_map(def, mf::NUMA_NODE)?;
+            if def.max_entries > CPUMAP_MAX_ENTRIES {
+                let (max_entries, max) = (def.max_entries, CPUMAP_MAX_ENTRIES);
+                return Err(MapError::TooManyEntries { map, max_entries, max });
+            }
+            Plan::CpuMap
+        }
+        mt::RINGBUF => {
+            if flags & !mf::NUMA_NODE != 0 {
+                return Err(MapError::MapFlags { map, flags });
+            }
+            if def.key_size != 0 {
+                return Err(MapError::KeySize { map, key_size: def.key_size, min: 0, max: 0 });
+            }
+            if def.value_size != 0 {
+                let value_size = def.value_size;
+                return Err(MapError::ValueSize { map, value_size, min: 0, max: 0 });
+            }
+            let n = def.max_entries;
+            if !n.is_power_of_two() || !n.is_multiple_of(RINGBUF_PAGE) {
+                return Err(MapError::RingSize { map, max_entries: n });
+            }
+            Plan::RingBuf
+        }
         map_type => return Err(MapError::Unsupported { map, map_type }),
     };
     Ok((plan, out))
+}
+
+/// The checks of an `ARRAY_OF_MAPS` or `HASH_OF_MAPS` and of its inner template, in the
+/// kernel's order: the outer map's own attribute checks (`fd_array_map_alloc_check`,
+/// `fd_htab_map_alloc_check`), then the template (`bpf_map_meta_alloc`), then the
+/// outer storage limits.
+pub(crate) fn check_outer(
+    def: &MapDef,
+    template: Option<&MapDef>,
+    ncpus: usize,
+) -> Result<CheckedOuter, MapError> {
+    let map = def.name.clone();
+    let flags = def.flags;
+    let hash = match def.map_type {
+        mt::ARRAY_OF_MAPS => false,
+        mt::HASH_OF_MAPS => true,
+        _ => return Err(MapError::NotOuter { map }),
+    };
+    check_common(def, ncpus)?;
+    // Only a `u32` file descriptor can be stored.
+    if def.value_size != 4 {
+        let value_size = def.value_size;
+        return Err(MapError::ValueSize { map, value_size, min: 4, max: 4 });
+    }
+    let mut out = def.clone();
+    if hash {
+        check_hash(def, ncpus, &mut out)?;
+    } else {
+        if flags & (mf::RDONLY_PROG | mf::WRONLY_PROG) != 0 {
+            return Err(MapError::MapFlags { map, flags });
+        }
+        check_array(def)?;
+        if flags & (mf::MMAPABLE | mf::INNER_MAP) != 0 {
+            return Err(MapError::MapFlags { map, flags });
+        }
+    }
+    let template = template.ok_or_else(|| MapError::NoInnerTemplate { map: map.clone() })?;
+    match template.map_type {
+        mt::ARRAY_OF_MAPS | mt::HASH_OF_MAPS => {
+            return Err(MapError::NestedOuter { map, inner: template.name.clone() })
+        }
+        // No `map_meta_equal`: the kernel cannot compare such maps.
+        mt::PROG_ARRAY | mt::PERF_EVENT_ARRAY => {
+            return Err(MapError::InnerNotSupported { map, map_type: template.map_type })
+        }
+        _ => {}
+    }
+    let (_, template) = check(template, ncpus)?;
+    if hash {
+        check_hash_entries(&out)?;
+    }
+    Ok(CheckedOuter { plan: Plan::Outer { hash }, def: out, template })
+}
+
+/// `map_create`'s checks common to every type.
+fn check_common(def: &MapDef, ncpus: usize) -> Result<(), MapError> {
+    let map = def.name.clone();
+    if ncpus == 0 {
+        return Err(MapError::ZeroCpus { map });
+    }
+    // `bpf_get_file_flag`: user-space read-only and write-only at once.
+    if def.flags & mf::RDONLY != 0 && def.flags & mf::WRONLY != 0 {
+        return Err(MapError::MapFlags { map, flags: def.flags });
+    }
+    Ok(())
+}
+
+/// `bpf_map_flags_access_ok`: programs may not be read-only and write-only at once.
+fn access_ok(flags: u32) -> bool {
+    !(flags & mf::RDONLY_PROG != 0 && flags & mf::WRONLY_PROG != 0)
+}
+
+/// `array_map_alloc_check` (plain and per-CPU arrays, and array_of_maps).
+fn check_array(def: &MapDef) -> Result<Plan, MapError> {
+    let map = def.name.clone();
+    let flags = def.flags;
+    let percpu = def.map_type == mt::PERCPU_ARRAY;
+    if def.max_entries == 0 {
+        return Err(MapError::ZeroEntries { map });
+    }
+    if def.key_size != 4 {
+        return Err(MapError::KeySize { map, key_size: def.key_size, min: 4, max: 4 });
+    }
+    if def.value_size == 0 {
+        let max = if percpu { PCPU_MAX_VALUE } else { i32::MAX as u32 };
+        return Err(MapError::ValueSize { map, value_size: 0, min: 1, max });
+    }
+    let mut bad = flags & !ARRAY_FLAGS;
+    if percpu {
+        bad |= flags & (mf::NUMA_NODE | mf::MMAPABLE | mf::INNER_MAP);
+    }
+    if bad != 0 || !access_ok(flags) {
+        return Err(MapError::MapFlags { map, flags });
+    }
+    if def.value_size > i32::MAX as u32 {
+        return Err(too_large_value(map, def.value_size, i32::MAX as u32));
+    }
+    if percpu && round8(def.value_size as u64) > PCPU_MAX_VALUE as u64 {
+        return Err(too_large_value(map, def.value_size, PCPU_MAX_VALUE));
+    }
+    Ok(Plan::Array { percpu })
+}
+
+/// `htab_map_alloc_check` and the rounding of `htab_map_alloc` (the hash family and
+/// hash_of_maps); the entry limit is [`check_hash_entries`], which the kernel applies
+/// after a hash_of_maps' template.
+fn check_hash(def: &MapDef, ncpus: usize, out: &mut MapDef) -> Result<Plan, MapError> {
+    let map = def.name.clone();
+    let flags = def.flags;
+    let percpu = matches!(def.map_type, mt::PERCPU_HASH | mt::LRU_PERCPU_HASH);
+    let lru = matches!(def.map_type, mt::LRU_HASH | mt::LRU_PERCPU_HASH);
+    let percpu_lru = flags & mf::NO_COMMON_LRU != 0;
+    if flags & !HASH_FLAGS != 0 || !access_ok(flags) || (!lru && percpu_lru) {
+        return Err(MapError::MapFlags { map, flags });
+    }
+    if lru && flags & mf::NO_PREALLOC != 0 {
+        return Err(MapError::NeedsPrealloc { map });
+    }
+    if flags & mf::NUMA_NODE != 0 && (percpu || percpu_lru) {
+        return Err(MapError::MapFlags { map, flags });
+    }
+    if def.max_entries == 0 {
+        return Err(MapError::ZeroEntries { map });
+    }
+    let kv_max = KMALLOC_MAX_SIZE - HTAB_ELEM_SIZE - 1;
+    if def.key_size == 0 {
+        let max = kv_max.saturating_sub(def.value_size as u64).max(1) as u32;
+        return Err(MapError::KeySize { map, key_size: 0, min: 1, max });
+    }
+    if def.value_size == 0 {
+        let max = kv_max.saturating_sub(def.key_size as u64).max(1) as u32;
+        return Err(MapError::ValueSize { map, value_size: 0, min: 1, max });
+    }
+    if def.key_size as u64 + def.value_size as u64 > kv_max {
+        return Err(MapError::KeyValueTooLarge {
+            map,
+            key_size: def.key_size,
+            value_size: def.value_size,
+            max: kv_max,
+        });
+    }
+    if percpu && round8(def.value_size as u64) > PCPU_MAX_VALUE as u64 {
+        return Err(too_large_value(map, def.value_size, PCPU_MAX_VALUE));
+    }
+    if percpu_lru {
+        // `htab_map_alloc`: every CPU's list gets the same number of elements.
+        let n = ncpus as u64;
+        let up = (def.max_entries as u64).div_ceil(n) * n;
+        out.max_entries =
+            if up > u32::MAX as u64 { (def.max_entries as u64 / n * n) as u32 } else { up as u32 };
+        if out.max_entries == 0 {
+            // Fewer entries than CPUs and a rounding overflow cannot both happen,
+            // but a zero-sized list per CPU would be unusable.
+            return Err(MapError::ZeroEntries { map });
+        }
+    }
+    let lru = lru.then_some(if percpu_lru { LruMode::PerCpu } else { LruMode::Common });
+    Ok(Plan::Hash { percpu, lru })
+}
+
+/// The bucket-array limit of `htab_map_alloc`.
+fn check_hash_entries(def: &MapDef) -> Result<(), MapError> {
+    if def.max_entries > HASH_MAX_ENTRIES {
+        return Err(MapError::TooManyEntries {
+            map: def.name.clone(),
+            max_entries: def.max_entries,
+            max: HASH_MAX_ENTRIES,
+        });
+    }
+    Ok(())
+}
+
+/// The one combined check of `dev_map_init_map` and `cpu_map_alloc` (all `EINVAL`):
+/// entries, a `u32` key, a 4- or 8-byte value (the second word a program fd), flags.
+fn check_entry_map(def: &MapDef, allowed_flags: u32) -> Result<(), MapError> {
+    let map = def.name.clone();
+    if def.max_entries == 0 {
+        return Err(MapError::ZeroEntries { map });
+    }
+    if def.key_size != 4 {
+        return Err(MapError::KeySize { map, key_size: def.key_size, min: 4, max: 4 });
+    }
+    if def.value_size != 4 && def.value_size != 8 {
+        return Err(MapError::ValueSizeChoice { map, value_size: def.value_size, a: 4, b: 8 });
+    }
+    if def.flags & !allowed_flags != 0 {
+        return Err(MapError::MapFlags { map, flags: def.flags });
+    }
+    Ok(())
 }
 
 fn too_large_value(map: Arc<str>, value_size: u32, max: u32) -> MapError {
@@ -321,10 +510,158 @@ mod tests {
             ("lpm ZERO_SEED", LPM_TRIE, 8, 4, 4, mf::NO_PREALLOC | mf::ZERO_SEED, -22),
             ("lpm me0", LPM_TRIE, 8, 4, 0, mf::NO_PREALLOC, -22),
             ("unknown type", 999, 4, 4, 4, 0, -22),
+            ("devmap ok", DEVMAP, 4, 4, 4, 0, 0),
+            ("devmap vs8", DEVMAP, 4, 8, 4, 0, 0),
+            ("devmap vs12", DEVMAP, 4, 12, 4, 0, -22),
+            ("devmap vs0", DEVMAP, 4, 0, 4, 0, -22),
+            ("devmap ks8", DEVMAP, 8, 4, 4, 0, -22),
+            ("devmap me0", DEVMAP, 4, 4, 0, 0, -22),
+            ("devmap RDONLY", DEVMAP, 4, 4, 4, mf::RDONLY, 0),
+            ("devmap WRONLY", DEVMAP, 4, 4, 4, mf::WRONLY, 0),
+            ("devmap RDONLY|WRONLY", DEVMAP, 4, 4, 4, mf::RDONLY | mf::WRONLY, -22),
+            ("devmap RDONLY_PROG", DEVMAP, 4, 4, 4, mf::RDONLY_PROG, -22),
+            ("devmap WRONLY_PROG", DEVMAP, 4, 4, 4, mf::WRONLY_PROG, -22),
+            ("devmap NUMA", DEVMAP, 4, 4, 4, mf::NUMA_NODE, 0),
+            ("devmap NO_PREALLOC", DEVMAP, 4, 4, 4, mf::NO_PREALLOC, -22),
+            ("devmap ZERO_SEED", DEVMAP, 4, 4, 4, mf::ZERO_SEED, -22),
+            ("devmap MMAPABLE", DEVMAP, 4, 4, 4, mf::MMAPABLE, -22),
+            ("devmap INNER_MAP", DEVMAP, 4, 4, 4, mf::INNER_MAP, -22),
+            ("devmap_hash ok", DEVMAP_HASH, 4, 4, 4, 0, 0),
+            ("devmap_hash vs8", DEVMAP_HASH, 4, 8, 4, 0, 0),
+            ("devmap_hash vs12", DEVMAP_HASH, 4, 12, 4, 0, -22),
+            ("devmap_hash ks8", DEVMAP_HASH, 8, 4, 4, 0, -22),
+            ("devmap_hash me0", DEVMAP_HASH, 4, 4, 0, 0, -22),
+            ("devmap_hash RDONLY_PROG", DEVMAP_HASH, 4, 4, 4, mf::RDONLY_PROG, -22),
+            ("devmap_hash NO_PREALLOC", DEVMAP_HASH, 4, 4, 4, mf::NO_PREALLOC, -22),
+            ("devmap_hash me 2^31+1", DEVMAP_HASH, 4, 4, (1 << 31) + 1, 0, -22),
+            ("devmap_hash me u32::MAX", DEVMAP_HASH, 4, 4, u32::MAX, 0, -22),
+            ("cpumap ok", CPUMAP, 4, 4, 4, 0, 0),
+            ("cpumap vs8", CPUMAP, 4, 8, 4, 0, 0),
+            ("cpumap vs12", CPUMAP, 4, 12, 4, 0, -22),
+            ("cpumap vs0", CPUMAP, 4, 0, 4, 0, -22),
+            ("cpumap ks8", CPUMAP, 8, 4, 4, 0, -22),
+            ("cpumap me0", CPUMAP, 4, 4, 0, 0, -22),
+            ("cpumap me256", CPUMAP, 4, 4, 256, 0, 0),
+            ("cpumap me257", CPUMAP, 4, 4, 257, 0, -7),
+            ("cpumap me u32::MAX", CPUMAP, 4, 4, u32::MAX, 0, -7),
+            ("cpumap RDONLY", CPUMAP, 4, 4, 4, mf::RDONLY, -22),
+            ("cpumap WRONLY", CPUMAP, 4, 4, 4, mf::WRONLY, -22),
+            ("cpumap RDONLY_PROG", CPUMAP, 4, 4, 4, mf::RDONLY_PROG, -22),
+            ("cpumap NUMA", CPUMAP, 4, 4, 4, mf::NUMA_NODE, 0),
+            ("cpumap ks8 me257", CPUMAP, 8, 4, 257, 0, -22),
+            ("cpumap me257 RDONLY", CPUMAP, 4, 4, 257, mf::RDONLY, -22),
+            ("ringbuf 4096", RINGBUF, 0, 0, 4096, 0, 0),
+            ("ringbuf 8192", RINGBUF, 0, 0, 8192, 0, 0),
+            ("ringbuf 2048", RINGBUF, 0, 0, 2048, 0, -22),
+            ("ringbuf 12288", RINGBUF, 0, 0, 12288, 0, -22),
+            ("ringbuf 0", RINGBUF, 0, 0, 0, 0, -22),
+            ("ringbuf ks4", RINGBUF, 4, 0, 4096, 0, -22),
+            ("ringbuf vs4", RINGBUF, 0, 4, 4096, 0, -22),
+            ("ringbuf NUMA", RINGBUF, 0, 0, 4096, mf::NUMA_NODE, 0),
+            ("ringbuf RDONLY", RINGBUF, 0, 0, 4096, mf::RDONLY, -22),
+            ("ringbuf WRONLY", RINGBUF, 0, 0, 4096, mf::WRONLY, -22),
+            ("ringbuf RDONLY_PROG", RINGBUF, 0, 0, 4096, mf::RDONLY_PROG, -22),
+            ("ringbuf MMAPABLE", RINGBUF, 0, 0, 4096, mf::MMAPABLE, -22),
+            ("ringbuf NO_PREALLOC", RINGBUF, 0, 0, 4096, mf::NO_PREALLOC, -22),
+            ("ringbuf bit 16", RINGBUF, 0, 0, 4096, 1 << 16, -22),
+            ("array_of_maps no template", ARRAY_OF_MAPS, 4, 4, 4, 0, -22),
+            ("hash_of_maps no template", HASH_OF_MAPS, 4, 4, 4, 0, -22),
         ];
         for &(what, t, k, v, n, f, want) in rows {
             assert_eq!(errno(t, k, v, n, f), want, "{what}");
         }
+    }
+
+    fn outer_errno(t: u32, k: u32, v: u32, n: u32, f: u32, template: Option<&MapDef>) -> i64 {
+        match check_outer(&MapDef::new("o", t, k, v, n, f), template, 2) {
+            Ok(_) => 0,
+            Err(e) => e.errno(),
+        }
+    }
+
+    /// Each row was measured with `bpf(BPF_MAP_CREATE)` on Linux 6.18, the template an
+    /// `ARRAY(4, 4, 1)` (or no inner map fd: fd 0, not a map).
+    #[test]
+    fn outer_creation_errnos_match_the_kernel() {
+        use mt::*;
+        let t = MapDef::new("t", ARRAY, 4, 4, 1, 0);
+        // (what, type, key_size, value_size, max_entries, flags, with template, errno)
+        type Row = (&'static str, u32, u32, u32, u32, u32, bool, i64);
+        let rows: &[Row] = &[
+            ("aom ok", ARRAY_OF_MAPS, 4, 4, 4, 0, true, 0),
+            ("aom no inner", ARRAY_OF_MAPS, 4, 4, 4, 0, false, -22),
+            ("aom vs8", ARRAY_OF_MAPS, 4, 8, 4, 0, true, -22),
+            ("aom ks8", ARRAY_OF_MAPS, 8, 4, 4, 0, true, -22),
+            ("aom me0", ARRAY_OF_MAPS, 4, 4, 0, 0, true, -22),
+            ("aom RDONLY", ARRAY_OF_MAPS, 4, 4, 4, mf::RDONLY, true, 0),
+            ("aom WRONLY", ARRAY_OF_MAPS, 4, 4, 4, mf::WRONLY, true, 0),
+            ("aom RDONLY_PROG", ARRAY_OF_MAPS, 4, 4, 4, mf::RDONLY_PROG, true, -22),
+            ("aom WRONLY_PROG", ARRAY_OF_MAPS, 4, 4, 4, mf::WRONLY_PROG, true, -22),
+            ("aom NUMA", ARRAY_OF_MAPS, 4, 4, 4, mf::NUMA_NODE, true, 0),
+            ("aom MMAPABLE", ARRAY_OF_MAPS, 4, 4, 4, mf::MMAPABLE, true, -22),
+            ("aom INNER_MAP", ARRAY_OF_MAPS, 4, 4, 4, mf::INNER_MAP, true, -22),
+            ("aom NO_PREALLOC", ARRAY_OF_MAPS, 4, 4, 4, mf::NO_PREALLOC, true, -22),
+            ("hom ok", HASH_OF_MAPS, 4, 4, 4, 0, true, 0),
+            ("hom ks8", HASH_OF_MAPS, 8, 4, 4, 0, true, 0),
+            ("hom ks0", HASH_OF_MAPS, 0, 4, 4, 0, true, -22),
+            ("hom vs8", HASH_OF_MAPS, 4, 8, 4, 0, true, -22),
+            ("hom me0", HASH_OF_MAPS, 4, 4, 0, 0, true, -22),
+            ("hom no inner", HASH_OF_MAPS, 4, 4, 4, 0, false, -22),
+            ("hom RDONLY_PROG", HASH_OF_MAPS, 4, 4, 4, mf::RDONLY_PROG, true, 0),
+            ("hom WRONLY_PROG", HASH_OF_MAPS, 4, 4, 4, mf::WRONLY_PROG, true, 0),
+            ("hom NO_PREALLOC", HASH_OF_MAPS, 4, 4, 4, mf::NO_PREALLOC, true, 0),
+            ("hom ZERO_SEED", HASH_OF_MAPS, 4, 4, 4, mf::ZERO_SEED, true, 0),
+            ("hom NO_COMMON_LRU", HASH_OF_MAPS, 4, 4, 4, mf::NO_COMMON_LRU, true, -22),
+            ("hom INNER_MAP", HASH_OF_MAPS, 4, 4, 4, mf::INNER_MAP, true, -22),
+            ("hom RDONLY", HASH_OF_MAPS, 4, 4, 4, mf::RDONLY, true, 0),
+            ("hom me 2^27+1", HASH_OF_MAPS, 4, 4, (1 << 27) + 1, 1, true, -7),
+        ];
+        for &(what, ty, k, v, n, f, with, want) in rows {
+            assert_eq!(outer_errno(ty, k, v, n, f, with.then_some(&t)), want, "{what}");
+        }
+        // The template is checked after the outer map's attributes and before its
+        // entry limit (measured with a program-array template: ENOTSUPP).
+        let pa = MapDef::new("pa", PROG_ARRAY, 4, 4, 4, 0);
+        assert_eq!(outer_errno(HASH_OF_MAPS, 4, 4, (1 << 27) + 1, 1, Some(&pa)), -524);
+        assert_eq!(outer_errno(HASH_OF_MAPS, 4, 8, 4, 0, Some(&pa)), -22);
+        assert_eq!(outer_errno(ARRAY_OF_MAPS, 4, 4, 4, 0, Some(&pa)), -524);
+        let nested = MapDef::new("n", ARRAY_OF_MAPS, 4, 4, 4, 0);
+        assert_eq!(outer_errno(ARRAY_OF_MAPS, 4, 4, 4, 0, Some(&nested)), -22);
+        assert_eq!(outer_errno(HASH, 4, 4, 4, 0, Some(&t)), -22, "not a map-in-map");
+        let bad = MapDef::new("bad", HASH, 0, 4, 4, 0);
+        let e = check_outer(&MapDef::new("o", ARRAY_OF_MAPS, 4, 4, 4, 0), Some(&bad), 2);
+        assert!(matches!(e, Err(MapError::KeySize { ref map, .. }) if &**map == "bad"));
+        // Measured: every map type spine has may be an inner map.
+        for inner in [
+            MapDef::new("i", HASH, 4, 4, 4, 0),
+            MapDef::new("i", PERCPU_ARRAY, 4, 4, 4, 0),
+            MapDef::new("i", PERCPU_HASH, 4, 4, 4, 0),
+            MapDef::new("i", LRU_HASH, 4, 4, 4, 0),
+            MapDef::new("i", LRU_PERCPU_HASH, 4, 4, 4, 0),
+            MapDef::new("i", LPM_TRIE, 8, 4, 4, mf::NO_PREALLOC),
+            MapDef::new("i", DEVMAP, 4, 4, 4, 0),
+            MapDef::new("i", DEVMAP_HASH, 4, 4, 4, 0),
+            MapDef::new("i", CPUMAP, 4, 4, 4, 0),
+            MapDef::new("i", RINGBUF, 0, 0, 4096, 0),
+        ] {
+            assert_eq!(outer_errno(ARRAY_OF_MAPS, 4, 4, 2, 0, Some(&inner)), 0, "{inner:?}");
+            assert_eq!(outer_errno(HASH_OF_MAPS, 4, 4, 2, 0, Some(&inner)), 0, "{inner:?}");
+        }
+        let dm = check_outer(
+            &MapDef::new("o", ARRAY_OF_MAPS, 4, 4, 2, 0),
+            Some(&MapDef::new("i", DEVMAP, 4, 4, 4, 0)),
+            2,
+        )
+        .unwrap();
+        assert_eq!(dm.template.flags, mf::RDONLY_PROG, "the template as the kernel keeps it");
+    }
+
+    #[test]
+    fn devmaps_gain_rdonly_prog() {
+        let (_, d) = check(&MapDef::new("d", mt::DEVMAP, 4, 4, 4, mf::NUMA_NODE), 2).unwrap();
+        assert_eq!(d.flags, mf::NUMA_NODE | mf::RDONLY_PROG, "measured: info.flags 0x84");
+        let (_, c) = check(&MapDef::new("c", mt::CPUMAP, 4, 4, 4, 0), 2).unwrap();
+        assert_eq!(c.flags, 0, "measured: a cpumap's flags stay as given");
     }
 
     #[test]

@@ -8,8 +8,31 @@ use spine_abi::map_type;
 pub use spine_abi::errno;
 
 /// `ENOTSUPP` (524), the kernel-internal errno that `bpf(2)` leaks for an LRU hash map
-/// created with `BPF_F_NO_PREALLOC`. Not in `spine_abi::errno` (it is not a uapi errno).
+/// created with `BPF_F_NO_PREALLOC`, for element operations on a ring buffer and for an
+/// inner-map template the kernel cannot nest. Not in `spine_abi::errno` (not a uapi errno).
 pub const ENOTSUPP: i64 = 524;
+/// `EBADF`, `EAGAIN`, `ENODEV`, `EOVERFLOW`: uapi errnos the newer map types return that
+/// `spine_abi::errno` does not list yet.
+pub const EBADF: i64 = 9;
+pub const EAGAIN: i64 = 11;
+pub const ENODEV: i64 = 19;
+pub const EOVERFLOW: i64 = 75;
+
+/// A program-side operation the kernel's verifier refuses for some map types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgOp {
+    Update,
+    Delete,
+}
+
+impl std::fmt::Display for ProgOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProgOp::Update => "bpf_map_update_elem",
+            ProgOp::Delete => "bpf_map_delete_elem",
+        })
+    }
+}
 
 /// Why a write was refused with `EPERM`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,8 +91,49 @@ pub enum MapError {
     InitialTooLong { map: Arc<str>, len: usize, value_size: u32 },
     #[error("map {map}: only a single-element (non-per-CPU) array map can have initial contents")]
     InitialNotArray { map: Arc<str> },
+    #[error("map {map}: value_size {value_size} must be {a} or {b}")]
+    ValueSizeChoice { map: Arc<str>, value_size: u32, a: u32, b: u32 },
+    /// The kernel refuses this bound with `EINVAL` (a devmap_hash's bucket count).
+    #[error("map {map}: max_entries {max_entries} larger than {max}")]
+    MaxEntries { map: Arc<str>, max_entries: u32, max: u32 },
+    #[error(
+        "map {map}: ring buffer size {max_entries} is not a power of two and a multiple of 4096"
+    )]
+    RingSize { map: Arc<str>, max_entries: u32 },
+    #[error("map {map}: a map-in-map needs an inner map template")]
+    NoInnerTemplate { map: Arc<str> },
+    #[error("map {map}: not a map-in-map (array_of_maps or hash_of_maps)")]
+    NotOuter { map: Arc<str> },
+    #[error("map {map}: inner map {inner} is itself a map-in-map (one level only)")]
+    NestedOuter { map: Arc<str>, inner: Arc<str> },
+    #[error("map {map}: maps of type {} cannot be inner maps", map_type::name(*map_type))]
+    InnerNotSupported { map: Arc<str>, map_type: u32 },
 
     // ---- operations ----
+    #[error("map {map}: inner map {inner} does not match the template (type, key and value size, flags, array max_entries, CPUs)")]
+    InnerMismatch { map: Arc<str>, inner: Arc<str> },
+    #[error(
+        "map {map}: map-in-map slots are set with set_inner (spine has no map file descriptors)"
+    )]
+    InnerByFd { map: Arc<str> },
+    #[error("map {map}: {op} is not allowed on this map type from a program")]
+    NotFromProgram { map: Arc<str>, op: ProgOp },
+    #[error("map {map}: a ring buffer has no elements to look up, update, delete or list")]
+    NoElements { map: Arc<str> },
+    #[error("map {map}: a devmap_hash entry needs a non-zero ifindex")]
+    ZeroIfindex { map: Arc<str> },
+    #[error("map {map}: entry programs (bpf_prog fd {fd}) are not supported yet")]
+    EntryProgram { map: Arc<str>, map_type: u32, fd: i32 },
+    #[error("map {map}: qsize {qsize} larger than {max}")]
+    QueueSize { map: Arc<str>, qsize: u32, max: u32 },
+    #[error("map {map}: CPU {cpu} does not exist ({ncpus} CPUs)")]
+    NoSuchCpu { map: Arc<str>, cpu: u32, ncpus: usize },
+    #[error("map {map}: index {index} out of range for a delete (max_entries {max_entries})")]
+    DeleteOutOfRange { map: Arc<str>, index: u32, max_entries: u32 },
+    #[error("map {map}: ring buffer full")]
+    RingFull { map: Arc<str> },
+    #[error("map {map}: {addr:#x} is not a record reserved in this ring buffer and not yet submitted or discarded")]
+    NotReserved { map: Arc<str>, addr: u64 },
     #[error("map {map}: key of {len} bytes, key_size is {expected}")]
     KeyLen { map: Arc<str>, len: usize, expected: u32 },
     #[error("map {map}: value of {len} bytes, expected {expected}")]
@@ -122,7 +186,32 @@ impl MapError {
             | MapError::NoSpinLock { .. }
             | MapError::PrefixLen { .. }
             | MapError::DeleteFromArray { .. }
-            | MapError::CpuOutOfRange { .. } => EINVAL,
+            | MapError::CpuOutOfRange { .. }
+            | MapError::ValueSizeChoice { .. }
+            | MapError::MaxEntries { .. }
+            | MapError::RingSize { .. }
+            | MapError::NoInnerTemplate { .. }
+            | MapError::NotOuter { .. }
+            | MapError::NestedOuter { .. }
+            | MapError::InnerMismatch { .. }
+            | MapError::NotFromProgram { .. }
+            | MapError::ZeroIfindex { .. }
+            | MapError::DeleteOutOfRange { .. }
+            | MapError::NotReserved { .. } => EINVAL,
+            MapError::EntryProgram { map_type, .. } => {
+                // An fd that names no usable program: `__dev_map_alloc_node` fails with
+                // EINVAL, `__cpu_map_entry_alloc` returns NULL and the update ENOMEM.
+                if *map_type == map_type::CPUMAP {
+                    ENOMEM
+                } else {
+                    EINVAL
+                }
+            }
+            MapError::InnerNotSupported { .. } | MapError::NoElements { .. } => ENOTSUPP,
+            MapError::InnerByFd { .. } => EBADF,
+            MapError::QueueSize { .. } => EOVERFLOW,
+            MapError::NoSuchCpu { .. } => ENODEV,
+            MapError::RingFull { .. } => EAGAIN,
             MapError::ValueTooLarge { .. }
             | MapError::KeyValueTooLarge { .. }
             | MapError::TooManyEntries { .. }
@@ -172,7 +261,25 @@ impl MapError {
             | MapError::DeleteFromArray { map }
             | MapError::ReadOnly { map, .. }
             | MapError::WriteOnly { map }
-            | MapError::CpuOutOfRange { map, .. } => map,
+            | MapError::CpuOutOfRange { map, .. }
+            | MapError::ValueSizeChoice { map, .. }
+            | MapError::MaxEntries { map, .. }
+            | MapError::RingSize { map, .. }
+            | MapError::NoInnerTemplate { map }
+            | MapError::NotOuter { map }
+            | MapError::NestedOuter { map, .. }
+            | MapError::InnerNotSupported { map, .. }
+            | MapError::InnerMismatch { map, .. }
+            | MapError::InnerByFd { map }
+            | MapError::NotFromProgram { map, .. }
+            | MapError::NoElements { map }
+            | MapError::ZeroIfindex { map }
+            | MapError::EntryProgram { map, .. }
+            | MapError::QueueSize { map, .. }
+            | MapError::NoSuchCpu { map, .. }
+            | MapError::DeleteOutOfRange { map, .. }
+            | MapError::RingFull { map }
+            | MapError::NotReserved { map, .. } => map,
         }
     }
 }
@@ -208,13 +315,24 @@ mod tests {
         assert_eq!(MapError::NeedsPrealloc { map: m.clone() }.errno(), -524);
         assert_eq!(MapError::NoSpace { map: m.clone(), max_entries: 1 }.errno(), -28);
         assert_eq!(MapError::WriteOnly { map: m.clone() }.errno(), -1);
-        assert_eq!(MapError::NoSpinLock { map: m }.errno(), -22);
+        assert_eq!(MapError::NoSpinLock { map: m.clone() }.errno(), -22);
+        let prog = |map_type| MapError::EntryProgram { map: m.clone(), map_type, fd: 3 };
+        assert_eq!(prog(map_type::DEVMAP).errno(), -22);
+        assert_eq!(prog(map_type::DEVMAP_HASH).errno(), -22);
+        assert_eq!(prog(map_type::CPUMAP).errno(), -12);
+        assert_eq!(MapError::NoElements { map: m.clone() }.errno(), -524);
+        assert_eq!(MapError::RingFull { map: m.clone() }.errno(), -11);
+        assert_eq!(MapError::InnerByFd { map: m.clone() }.errno(), -9);
+        assert_eq!(MapError::QueueSize { map: m.clone(), qsize: 1, max: 0 }.errno(), -75);
+        assert_eq!(MapError::NoSuchCpu { map: m.clone(), cpu: 2, ncpus: 2 }.errno(), -19);
+        let t = map_type::PROG_ARRAY;
+        assert_eq!(MapError::InnerNotSupported { map: m, map_type: t }.errno(), -524);
     }
 
     #[test]
     fn messages_name_the_map() {
-        let e = MapError::Unsupported { map: Arc::from("ring"), map_type: map_type::RINGBUF };
-        assert_eq!(e.map(), "ring");
-        assert_eq!(e.to_string(), "map ring: type ringbuf (27) is not supported");
+        let e = MapError::Unsupported { map: Arc::from("xsks"), map_type: map_type::XSKMAP };
+        assert_eq!(e.map(), "xsks");
+        assert_eq!(e.to_string(), "map xsks: type xskmap (17) is not supported");
     }
 }

@@ -47,6 +47,16 @@ struct Bucket {
     lock: SpinLock,
 }
 
+/// How keys are hashed to buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyHash {
+    /// The hash family's `jhash` with a per-map seed (0 under `BPF_F_ZERO_SEED`).
+    Jhash { seed: u64 },
+    /// A devmap_hash's: the `u32` key itself (`dev_map_hash_bucket`), so the bucket
+    /// order, and `next_key`'s, is the kernel's.
+    Identity,
+}
+
 /// Which side asks, and so which CPU slot and free list it uses.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Side {
@@ -67,7 +77,8 @@ pub(crate) struct HashTab {
     percpu: bool,
     max_entries: u32,
     mask: u32,
-    hashrnd: u32,
+    /// `None` for [`KeyHash::Identity`].
+    hashrnd: Option<u32>,
     buckets: Box<[Bucket]>,
     next: Box<[AtomicU32]>,
     hashes: Box<[AtomicU32]>,
@@ -135,7 +146,7 @@ impl HashTab {
         percpu: bool,
         lru: Option<LruMode>,
         ncpus: usize,
-        seed: u64,
+        key_hash: KeyHash,
     ) -> Result<HashTab, MapError> {
         let too_large = || MapError::TooLarge { map: def.name.clone(), bytes: u64::MAX, limit: 0 };
         let s = sizes(def, percpu, lru.is_some(), ncpus).ok_or_else(too_large)?;
@@ -147,7 +158,11 @@ impl HashTab {
             Arena::new(s.value_bytes, def.value_size as usize, commit).ok_or_else(|| {
                 MapError::OutOfMemory { map: def.name.clone(), bytes: s.value_bytes as u64 }
             })?;
-        let hashrnd = if def.flags & mf::ZERO_SEED != 0 { 0 } else { seed_to_hashrnd(seed) };
+        let hashrnd = match key_hash {
+            KeyHash::Identity => None,
+            KeyHash::Jhash { .. } if def.flags & mf::ZERO_SEED != 0 => Some(0),
+            KeyHash::Jhash { seed } => Some(seed_to_hashrnd(seed)),
+        };
         let oom = || MapError::OutOfMemory { map: def.name.clone(), bytes: s.pool as u64 * 16 };
         let lru = match lru {
             Some(mode) => Some(Lru::new(mode, s.pool, ncpus).ok_or_else(oom)?),
@@ -199,7 +214,10 @@ impl HashTab {
     }
 
     fn hash(&self, key: &[u8]) -> u32 {
-        jhash(key, self.hashrnd)
+        match self.hashrnd {
+            Some(rnd) => jhash(key, rnd),
+            None => u32::from_ne_bytes([key[0], key[1], key[2], key[3]]),
+        }
     }
 
     fn list(&self, side: Side) -> usize {
@@ -585,6 +603,21 @@ impl HashTab {
         res
     }
 
+    /// Overwrites the value of an existing key of a plain map where it is, keeping its
+    /// element and bucket position (a hash_of_maps' update of an existing key, as
+    /// measured: the kernel does not move it to the bucket's head). `NotFound` if the
+    /// key is missing.
+    pub(crate) fn replace_in_place(&self, key: &[u8], value: &[u8]) -> Result<(), MapError> {
+        let hash = self.hash(key);
+        let b = &self.buckets[(hash & self.mask) as usize];
+        let _g = b.lock.lock();
+        let idx = self
+            .find_locked(b, key, hash)
+            .ok_or_else(|| MapError::NotFound { map: self.name.clone() })?;
+        self.values.write(self.value_off(idx, 0), value);
+        Ok(())
+    }
+
     /// `htab_map_delete_elem` / `htab_lru_map_delete_elem`.
     pub(crate) fn delete(&self, key: &[u8], side: Side) -> Result<(), MapError> {
         let hash = self.hash(key);
@@ -703,7 +736,7 @@ mod tests {
 
     fn table(max: u32) -> HashTab {
         let def = MapDef::new("h", HASH, 4, 8, max, mf::ZERO_SEED);
-        HashTab::new(&def, false, None, 1, 0).unwrap()
+        HashTab::new(&def, false, None, 1, KeyHash::Jhash { seed: 0 }).unwrap()
     }
 
     fn key_in_bucket(t: &HashTab, bucket: u32, skip: &[u32]) -> u32 {

@@ -1,5 +1,6 @@
 //! eBPF maps with the kernel's semantics: array, per-CPU array, hash, per-CPU hash, LRU
-//! hash, LRU per-CPU hash and LPM trie. No I/O, no threads of its own.
+//! hash, LRU per-CPU hash, LPM trie, devmap, devmap_hash, cpumap, ring buffer,
+//! array_of_maps and hash_of_maps. No I/O, no threads of its own.
 //!
 //! A [`Map`] is shared by every worker thread (programs call [`Map::lookup`],
 //! [`Map::update`] and [`Map::delete`] through helpers, with the worker's CPU index)
@@ -10,16 +11,29 @@
 //! Everything is preallocated at creation: value memory has stable, 8-byte-aligned
 //! addresses for the map's lifetime ([`Map::value_spans`]), and nothing on the program
 //! side allocates. Lookups take no lock; hash updates lock one bucket and LPM updates
-//! the trie, as the kernel's do. Programs race on values exactly as in the kernel.
+//! the trie, as the kernel's do. Programs race on values exactly as in the kernel. Two
+//! program-side operations take a short lock where the kernel uses RCU or a spin lock:
+//! resolving an inner map of a map-in-map (the slot's mutex and an `Arc` clone) and
+//! reserving ring-buffer space (the ring's spin lock, as in the kernel).
 //!
 //! `unsafe` is confined to the `storage` module (the value memory).
 //!
+//! Type-specific operations: [`Map::ringbuf`] (a [`RingBuf`]: reserve, submit, discard,
+//! output, query and the consumer) and, for maps in maps, [`Map::create_outer`],
+//! [`Map::set_inner`], [`Map::inner`], [`Map::lookup_inner`] and [`Map::inner_by_slot`].
+//! Program arrays hold programs and live in the runtime.
+//!
 //! Not supported yet: `BPF_F_LOCK` (values with a `bpf_spin_lock`), batch operations,
-//! `lookup_and_delete`, the other map types (`Unsupported`, `EINVAL`).
+//! `lookup_and_delete`, devmap and cpumap entry programs (`EINVAL`/`ENOMEM`, as the
+//! kernel for an fd that names no usable program), the other map types (`Unsupported`,
+//! `EINVAL`).
 #![deny(unsafe_code)]
 
 mod array;
+mod cpumap;
 mod def;
+mod devmap;
+mod entry_array;
 mod error;
 mod freelist;
 mod hash;
@@ -27,12 +41,18 @@ mod jhash;
 mod lpm;
 mod lru;
 mod map;
+mod outer;
+pub mod ringbuf;
 mod spinlock;
 mod storage;
 
 pub use def::{MapDef, MapOptions};
-pub use error::{errno, MapError, ReadOnlyReason, ENOTSUPP};
+pub use error::{
+    errno, MapError, ProgOp, ReadOnlyReason, EAGAIN, EBADF, ENODEV, ENOTSUPP, EOVERFLOW,
+};
 pub use map::{ArrayLayout, Map, ValueSpan};
+pub use outer::InnerRef;
+pub use ringbuf::RingBuf;
 
 #[cfg(test)]
 mod tests;

@@ -2,18 +2,26 @@
 //! plane (user side, `bpf(2)` semantics).
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
+use std::sync::Arc;
 
 use spine_abi::map_flags as mf;
 use spine_abi::update_flags::LOCK;
 
 use crate::array::ArrayMap;
+use crate::cpumap::CpuMap;
 use crate::def::{self, check_budget, round8, MapDef, MapOptions, Plan};
-use crate::error::ReadOnlyReason;
-use crate::hash::{HashTab, Side};
+use crate::devmap::{DevMap, DevMapHash};
+use crate::error::{ProgOp, ReadOnlyReason};
+use crate::hash::{HashTab, KeyHash, Side};
 use crate::lpm::LpmTrie;
+use crate::outer::{InnerRef, OuterMap};
+use crate::ringbuf::RingBuf;
 use crate::storage::Arena;
 use crate::MapError;
+
+/// Source of [`Map::id`]s.
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
 /// A byte range of value memory that programs may touch through the pointers a map
 /// hands out. `writable` is false for `BPF_F_RDONLY_PROG` maps and `readable` false for
@@ -50,6 +58,11 @@ enum Inner {
     Array(ArrayMap),
     Hash(HashTab),
     Lpm(LpmTrie),
+    DevMap(DevMap),
+    DevMapHash(DevMapHash),
+    CpuMap(CpuMap),
+    RingBuf(RingBuf),
+    Outer(OuterMap),
 }
 
 /// A map with kernel semantics. `Send + Sync`: share it with `Arc`.
@@ -67,7 +80,10 @@ enum Inner {
 #[derive(Debug)]
 pub struct Map {
     def: MapDef,
+    id: u32,
     ncpus: usize,
+    /// Storage the map reserved at creation (what a memory quota is charged).
+    bytes: u64,
     frozen: AtomicBool,
     spans: Box<[ValueSpan]>,
     inner: Inner,
@@ -75,40 +91,105 @@ pub struct Map {
 
 impl Map {
     /// Creates a map, failing as `BPF_MAP_CREATE` would (see [`MapDef`] for the
-    /// limits), or with `TooLarge` past `opts.max_bytes`.
+    /// limits), or with `TooLarge` past `opts.max_bytes`. A map-in-map needs
+    /// [`Map::create_outer`] (here: `NoInnerTemplate`).
     pub fn create(def: MapDef, opts: &MapOptions) -> Result<Map, MapError> {
         let (plan, def) = def::check(&def, opts.ncpus)?;
+        Self::build(plan, def, None, opts)
+    }
+
+    /// Creates an `ARRAY_OF_MAPS` or `HASH_OF_MAPS` whose inner maps must match
+    /// `inner_template` (the kernel's `inner_map_fd`, given as a definition: it is
+    /// checked as a map of its own would be, and may not be a map-in-map or a program
+    /// array). `NotOuter` for any other type.
+    pub fn create_outer(
+        def: MapDef,
+        inner_template: &MapDef,
+        opts: &MapOptions,
+    ) -> Result<Map, MapError> {
+        let c = def::check_outer(&def, Some(inner_template), opts.ncpus)?;
+        Self::build(c.plan, c.def, Some(c.template), opts)
+    }
+
+    fn build(
+        plan: Plan,
+        def: MapDef,
+        template: Option<MapDef>,
+        opts: &MapOptions,
+    ) -> Result<Map, MapError> {
         let ncpus = opts.ncpus;
         let overflow =
             || MapError::TooLarge { map: def.name.clone(), bytes: u64::MAX, limit: opts.max_bytes };
-        let inner = match plan {
+        let budget = |bytes: u128| check_budget(&def, bytes, opts.max_bytes).map(|()| bytes);
+        let seed = KeyHash::Jhash { seed: opts.seed };
+        let (inner, bytes) = match plan {
             Plan::Array { percpu } => {
-                check_budget(&def, ArrayMap::bytes(&def, percpu, ncpus), opts.max_bytes)?;
-                Inner::Array(ArrayMap::new(&def, percpu, ncpus)?)
+                let bytes = budget(ArrayMap::bytes(&def, percpu, ncpus))?;
+                (Inner::Array(ArrayMap::new(&def, percpu, ncpus)?), bytes)
             }
             Plan::Hash { percpu, lru } => {
-                let bytes =
-                    HashTab::bytes(&def, percpu, lru.is_some(), ncpus).ok_or_else(overflow)?;
-                check_budget(&def, bytes, opts.max_bytes)?;
-                Inner::Hash(HashTab::new(&def, percpu, lru, ncpus, opts.seed)?)
+                let bytes = HashTab::bytes(&def, percpu, lru.is_some(), ncpus);
+                let bytes = budget(bytes.ok_or_else(overflow)?)?;
+                (Inner::Hash(HashTab::new(&def, percpu, lru, ncpus, seed)?), bytes)
             }
             Plan::Lpm => {
-                check_budget(&def, LpmTrie::bytes(&def).ok_or_else(overflow)?, opts.max_bytes)?;
-                Inner::Lpm(LpmTrie::new(&def)?)
+                let bytes = budget(LpmTrie::bytes(&def).ok_or_else(overflow)?)?;
+                (Inner::Lpm(LpmTrie::new(&def)?), bytes)
+            }
+            Plan::DevMap { hash: false } => {
+                let bytes = budget(DevMap::bytes(&def))?;
+                (Inner::DevMap(DevMap::new(&def)?), bytes)
+            }
+            Plan::DevMap { hash: true } => {
+                let bytes = budget(DevMapHash::bytes(&def, ncpus).ok_or_else(overflow)?)?;
+                (Inner::DevMapHash(DevMapHash::new(&def, ncpus)?), bytes)
+            }
+            Plan::CpuMap => {
+                let bytes = budget(CpuMap::bytes(&def))?;
+                (Inner::CpuMap(CpuMap::new(&def, ncpus)?), bytes)
+            }
+            Plan::RingBuf => {
+                let bytes = budget(RingBuf::bytes(&def))?;
+                (Inner::RingBuf(RingBuf::new(&def)?), bytes)
+            }
+            Plan::Outer { hash } => {
+                let template =
+                    template.ok_or_else(|| MapError::NoInnerTemplate { map: def.name.clone() })?;
+                let bytes = budget(OuterMap::bytes(&def, hash, ncpus).ok_or_else(overflow)?)?;
+                (Inner::Outer(OuterMap::new(&def, template, hash, ncpus, opts.seed)?), bytes)
             }
         };
-        let arena: &Arena = match &inner {
-            Inner::Array(a) => a.values(),
-            Inner::Hash(h) => h.values(),
-            Inner::Lpm(t) => t.values(),
-        };
-        let span = ValueSpan {
+        let readable = def.flags & mf::WRONLY_PROG == 0;
+        let span = |arena: &Arena, writable: bool| ValueSpan {
             start: arena.base().as_ptr() as u64,
             len: arena.len() as u64,
-            writable: def.flags & mf::RDONLY_PROG == 0,
-            readable: def.flags & mf::WRONLY_PROG == 0,
+            writable: writable && def.flags & mf::RDONLY_PROG == 0,
+            readable,
         };
-        Ok(Map { def, ncpus, frozen: AtomicBool::new(false), spans: Box::new([span]), inner })
+        let spans: Box<[ValueSpan]> = match &inner {
+            Inner::Array(a) => Box::new([span(a.values(), true)]),
+            Inner::Hash(h) => Box::new([span(h.values(), true)]),
+            Inner::Lpm(t) => Box::new([span(t.values(), true)]),
+            Inner::DevMap(d) => Box::new([span(d.entries().values(), false)]),
+            Inner::DevMapHash(d) => Box::new([span(d.values(), false)]),
+            // Programs never get a cpumap value from the kernel; the runtime's redirect
+            // reads it, so it is covered, read-only.
+            Inner::CpuMap(c) => Box::new([span(c.entries().values(), false)]),
+            Inner::RingBuf(r) => Box::new([span(r.data(), true)]),
+            // Inner-map handles are opaque to programs, as kernel map pointers are.
+            Inner::Outer(_) => Box::new([]),
+        };
+        // check_budget bounded `bytes` by `max_bytes`, a u64.
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        Ok(Map {
+            def,
+            id: NEXT_ID.fetch_add(1, Relaxed),
+            ncpus,
+            bytes,
+            frozen: AtomicBool::new(false),
+            spans,
+            inner,
+        })
     }
 
     /// The definition as the kernel keeps it (a per-CPU LRU's `max_entries` is rounded
@@ -117,11 +198,22 @@ impl Map {
         &self.def
     }
 
+    /// Bytes of storage reserved at creation: what memory quotas are charged.
+    pub fn storage_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// A process-unique id (the kernel's map id, which is what user space reads from a
+    /// map-in-map slot).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
     pub fn ncpus(&self) -> usize {
         self.ncpus
     }
 
-    fn name(&self) -> std::sync::Arc<str> {
+    fn name(&self) -> Arc<str> {
         self.def.name.clone()
     }
 
@@ -164,6 +256,11 @@ impl Map {
     /// (also for a key of the wrong length or `cpu >= ncpus`). The pointer is 8-byte
     /// aligned and inside [`Map::value_spans`] for the map's lifetime. For a per-CPU map
     /// this is also `bpf_map_lookup_percpu_elem` with `cpu` the CPU asked for.
+    ///
+    /// A devmap's or cpumap's value starts with the ifindex or qsize (`bpf_redirect_map`
+    /// reads it; the kernel's verifier refuses this helper on a cpumap). A map-in-map
+    /// returns the inner map's opaque handle, outside every value span (see
+    /// [`Map::lookup_inner`]). A ring buffer has no elements: `None`.
     pub fn lookup(&self, key: &[u8], cpu: usize) -> Option<NonNull<u8>> {
         if cpu >= self.ncpus || key.len() != self.def.key_size as usize {
             return None;
@@ -172,12 +269,19 @@ impl Map {
             Inner::Array(a) => a.lookup(key, cpu),
             Inner::Hash(h) => h.lookup(key, cpu),
             Inner::Lpm(t) => t.lookup(key),
+            Inner::DevMap(d) => d.entries().lookup(key),
+            Inner::DevMapHash(d) => d.lookup(key),
+            Inner::CpuMap(c) => c.entries().lookup(key),
+            Inner::RingBuf(_) => None,
+            Inner::Outer(o) => o.lookup(key),
         }
     }
 
     /// `bpf_map_update_elem` from a program: `value` is `value_size` bytes; a per-CPU
     /// map's update writes only this CPU's copy (a new per-CPU hash element gets zeros
-    /// on the other CPUs). `BPF_F_RDONLY_PROG` maps refuse with `EPERM`.
+    /// on the other CPUs). `BPF_F_RDONLY_PROG` maps (devmaps among them) refuse with
+    /// `EPERM`; cpumaps, ring buffers and maps-in-maps with `NotFromProgram` (`EINVAL`),
+    /// where the kernel's verifier refuses the program.
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64, cpu: usize) -> Result<(), MapError> {
         self.check_prog_write(key, cpu)?;
         self.check_len(value.len(), self.def.value_size as usize)?;
@@ -185,16 +289,19 @@ impl Map {
             Inner::Array(a) => a.update(key, value, flags, cpu),
             Inner::Hash(h) => h.update(key, value, flags, Side::Prog(cpu)),
             Inner::Lpm(t) => t.update(key, value, flags),
+            _ => Err(MapError::NotFromProgram { map: self.name(), op: ProgOp::Update }),
         }
     }
 
-    /// `bpf_map_delete_elem` from a program (arrays: `EINVAL`).
+    /// `bpf_map_delete_elem` from a program (arrays: `EINVAL`; the types `update`
+    /// refuses: as there).
     pub fn delete(&self, key: &[u8], cpu: usize) -> Result<(), MapError> {
         self.check_prog_write(key, cpu)?;
         match &self.inner {
             Inner::Array(a) => a.delete(),
             Inner::Hash(h) => h.delete(key, Side::Prog(cpu)),
             Inner::Lpm(t) => t.delete(key),
+            _ => Err(MapError::NotFromProgram { map: self.name(), op: ProgOp::Delete }),
         }
     }
 
@@ -230,7 +337,8 @@ impl Map {
 
     /// `BPF_MAP_LOOKUP_ELEM`: copies the value (every CPU's, padded, for per-CPU maps)
     /// into `out`, which must be [`Map::user_value_size`] bytes. Does not count as a use
-    /// for LRU maps, as in the kernel.
+    /// for LRU maps, as in the kernel. A devmap's or cpumap's program id reads 0; a
+    /// map-in-map gives the inner map's [`Map::id`]; a ring buffer `ENOTSUPP`.
     pub fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
         self.check_user_read()?;
         self.check_key(key)?;
@@ -239,12 +347,19 @@ impl Map {
             Inner::Array(a) => a.lookup_user(key, out),
             Inner::Hash(h) => h.lookup_user(key, out),
             Inner::Lpm(t) => t.lookup_user(key, out),
+            Inner::DevMap(d) => d.entries().lookup_user(key, out),
+            Inner::DevMapHash(d) => d.lookup_user(key, out),
+            Inner::CpuMap(c) => c.entries().lookup_user(key, out),
+            Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
+            Inner::Outer(o) => o.lookup_user(key, out),
         }
     }
 
     /// `BPF_MAP_UPDATE_ELEM`: `value` is [`Map::user_value_size`] bytes (each CPU's
     /// padded copy for a per-CPU map). `EPERM` once frozen or for a `BPF_F_RDONLY` map;
-    /// `BPF_F_LOCK` is `EINVAL` (no map value holds a `bpf_spin_lock` yet).
+    /// `BPF_F_LOCK` is `EINVAL` (no map value holds a `bpf_spin_lock` yet). A ring
+    /// buffer is `ENOTSUPP`; a map-in-map's value would be a map fd, which spine does
+    /// not have: `InnerByFd` (`EBADF`), use [`Map::set_inner`].
     pub fn update_user(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         self.check_user_write()?;
         if flags & LOCK != 0 {
@@ -256,10 +371,17 @@ impl Map {
             Inner::Array(a) => a.update_user(key, value, flags),
             Inner::Hash(h) => h.update(key, value, flags, Side::User),
             Inner::Lpm(t) => t.update(key, value, flags),
+            Inner::DevMap(d) => d.update_user(key, value, flags),
+            Inner::DevMapHash(d) => d.update_user(key, value, flags),
+            Inner::CpuMap(c) => c.update_user(key, value, flags),
+            Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
+            Inner::Outer(_) => Err(MapError::InnerByFd { map: self.name() }),
         }
     }
 
-    /// `BPF_MAP_DELETE_ELEM` (`EPERM` once frozen; arrays: `EINVAL`).
+    /// `BPF_MAP_DELETE_ELEM` (`EPERM` once frozen; arrays: `EINVAL`; a devmap or cpumap
+    /// slot: emptied, `EINVAL` out of range; an array_of_maps slot: `E2BIG` out of
+    /// range, `ENOENT` if empty; a ring buffer: `ENOTSUPP`).
     pub fn delete_user(&self, key: &[u8]) -> Result<(), MapError> {
         self.check_user_write()?;
         self.check_key(key)?;
@@ -267,13 +389,20 @@ impl Map {
             Inner::Array(a) => a.delete(),
             Inner::Hash(h) => h.delete(key, Side::User),
             Inner::Lpm(t) => t.delete(key),
+            Inner::DevMap(d) => d.delete(key),
+            Inner::DevMapHash(d) => d.delete(key),
+            Inner::CpuMap(c) => c.delete(key),
+            Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
+            Inner::Outer(o) => o.delete(key),
         }
     }
 
     /// `BPF_MAP_GET_NEXT_KEY`: the first key when `key` is `None` or not in the map
-    /// (arrays: out of range), `NotFound` after the last. Order: arrays by index, hash
-    /// maps by bucket (with `BPF_F_ZERO_SEED`, the kernel's order), LPM tries in
-    /// post-order as the kernel. `out` must be `key_size` bytes.
+    /// (arrays: out of range), `NotFound` after the last. Order: arrays, devmaps,
+    /// cpumaps and array_of_maps by index (empty slots included, as in the kernel), hash
+    /// maps by bucket (with `BPF_F_ZERO_SEED`, the kernel's order; a devmap_hash's is
+    /// always the kernel's), LPM tries in post-order as the kernel. `out` must be
+    /// `key_size` bytes. A ring buffer: `ENOTSUPP`.
     pub fn next_key(&self, key: Option<&[u8]>, out: &mut [u8]) -> Result<(), MapError> {
         self.check_user_read()?;
         if let Some(k) = key {
@@ -284,6 +413,11 @@ impl Map {
             Inner::Array(a) => a.next_key(key, out),
             Inner::Hash(h) => h.next_key(key, out),
             Inner::Lpm(t) => t.next_key(key, out),
+            Inner::DevMap(d) => d.entries().next_key(key, out),
+            Inner::DevMapHash(d) => d.next_key(key, out),
+            Inner::CpuMap(c) => c.entries().next_key(key, out),
+            Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
+            Inner::Outer(o) => o.next_key(key, out),
         }
     }
 
@@ -318,6 +452,81 @@ impl Map {
         }
     }
 
+    // ---- ring buffers ----
+
+    /// The ring buffer, for a `RINGBUF` map: the program side (`reserve`, `submit`,
+    /// `discard`, `output`, `query`) and the consumer.
+    pub fn ringbuf(&self) -> Option<&RingBuf> {
+        match &self.inner {
+            Inner::RingBuf(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    // ---- maps in maps ----
+
+    fn outer(&self) -> Result<&OuterMap, MapError> {
+        match &self.inner {
+            Inner::Outer(o) => Ok(o),
+            _ => Err(MapError::NotOuter { map: self.name() }),
+        }
+    }
+
+    /// The inner-map template of a map-in-map, as the kernel keeps it.
+    pub fn inner_template(&self) -> Option<&MapDef> {
+        self.outer().ok().map(OuterMap::template)
+    }
+
+    /// Control side of a map-in-map: `Some` is `BPF_MAP_UPDATE_ELEM` with `inner` as the
+    /// value (an array_of_maps takes only `BPF_ANY`; a hash_of_maps a hash map's flags;
+    /// `InnerMismatch` unless `inner` matches the template as the kernel's
+    /// `map_meta_equal` requires, and has this map's CPU count). `None` is
+    /// `BPF_MAP_DELETE_ELEM` (`flags` must be 0). `EPERM` once frozen, as other writes.
+    /// The replaced map is dropped here unless workers still hold it.
+    pub fn set_inner(
+        &self,
+        key: &[u8],
+        inner: Option<Arc<Map>>,
+        flags: u64,
+    ) -> Result<(), MapError> {
+        let outer = self.outer()?;
+        self.check_user_write()?;
+        if flags & LOCK != 0 {
+            return Err(MapError::NoSpinLock { map: self.name() });
+        }
+        self.check_key(key)?;
+        match inner {
+            Some(m) => outer.update(key, m, flags),
+            None if flags != 0 => Err(MapError::InvalidFlags { map: self.name(), flags }),
+            None => outer.delete(key),
+        }
+    }
+
+    /// The inner map at `key` of a map-in-map (control side).
+    pub fn inner(&self, key: &[u8]) -> Option<Arc<Map>> {
+        self.check_key(key).ok()?;
+        self.outer().ok()?.inner(key)
+    }
+
+    /// Program side of `bpf_map_lookup_elem` on a map-in-map: the inner map at `key`
+    /// and the handle to give the program, which [`Map::inner_by_slot`] turns back into
+    /// the map. Hold `map` for the rest of the invocation: values the program reads in
+    /// it stay valid while the control plane replaces it (the kernel's RCU guarantee).
+    pub fn lookup_inner(&self, key: &[u8]) -> Option<InnerRef> {
+        self.check_key(key).ok()?;
+        self.outer().ok()?.lookup_inner(key)
+    }
+
+    /// The map now in the slot whose handle is `handle` (from [`Map::lookup`] or
+    /// [`Map::lookup_inner`] on this map); `None` if `handle` is not one of this map's
+    /// slots (any `u64` may be passed: it is only compared) or the slot is empty. A
+    /// hash_of_maps slot may have been given to another key since the handle was
+    /// returned; a runtime that keeps [`InnerRef::map`] for the invocation does not
+    /// depend on that.
+    pub fn inner_by_slot(&self, handle: u64) -> Option<Arc<Map>> {
+        self.outer().ok()?.inner_by_slot(handle)
+    }
+
     /// Every byte range of value memory a program may reach through pointers this map
     /// returns.
     pub fn value_spans(&self) -> &[ValueSpan] {
@@ -325,6 +534,8 @@ impl Map {
     }
 
     /// For array and per-CPU array maps, where element `i` lives (for inlined lookups).
+    /// `None` for every other type (a devmap or cpumap lookup must check the entry is
+    /// present, so it cannot be inlined as an address computation).
     pub fn array_layout(&self) -> Option<ArrayLayout> {
         match &self.inner {
             Inner::Array(a) => Some(ArrayLayout {
@@ -337,13 +548,18 @@ impl Map {
         }
     }
 
-    /// Number of entries: `max_entries` for arrays; for hash maps a walk of every
-    /// bucket (slow path, exact only while nobody writes).
+    /// Number of entries: `max_entries` for arrays; the entries present for the other
+    /// types, by a walk (slow path, exact only while nobody writes); 0 for a ring buffer.
     pub fn len(&self) -> usize {
         match &self.inner {
             Inner::Array(_) => self.def.max_entries as usize,
             Inner::Hash(h) => h.len(),
             Inner::Lpm(t) => t.len(),
+            Inner::DevMap(d) => d.entries().len(),
+            Inner::DevMapHash(d) => d.len(),
+            Inner::CpuMap(c) => c.entries().len(),
+            Inner::RingBuf(_) => 0,
+            Inner::Outer(o) => o.len(),
         }
     }
 
@@ -355,13 +571,18 @@ impl Map {
     /// The arena and offset a program pointer refers to; panics if it lies outside
     /// the map's value spans.
     #[cfg(test)]
-    fn resolve(&self, p: NonNull<u8>, len: usize) -> (&Arena, usize) {
+    pub(crate) fn resolve(&self, p: NonNull<u8>, len: usize) -> (&Arena, usize) {
         let addr = p.as_ptr() as u64;
         assert!(self.spans.iter().any(|s| s.contains(addr, len as u64)), "pointer outside spans");
         let arena = match &self.inner {
             Inner::Array(a) => a.values(),
             Inner::Hash(h) => h.values(),
             Inner::Lpm(t) => t.values(),
+            Inner::DevMap(d) => d.entries().values(),
+            Inner::DevMapHash(d) => d.values(),
+            Inner::CpuMap(c) => c.entries().values(),
+            Inner::RingBuf(r) => r.data(),
+            Inner::Outer(_) => unreachable!("a map-in-map has no value spans"),
         };
         (arena, (addr - arena.base().as_ptr() as u64) as usize)
     }
@@ -393,6 +614,7 @@ impl Map {
     pub(crate) fn check_consistency(&self) -> usize {
         match &self.inner {
             Inner::Hash(h) => h.check_consistency(),
+            Inner::DevMapHash(d) => d.check_consistency(),
             _ => self.len(),
         }
     }

@@ -122,6 +122,36 @@ impl Arena {
         }
     }
 
+    /// Copies `dst.len()` bytes from `off` (a multiple of 8), whatever the slot size:
+    /// whole words as `u64`, the tail byte by byte. For a ring buffer, whose records
+    /// have any length; a record's bytes are never accessed by two of our operations
+    /// at once (the ring's positions order the producer's copy before the consumer's).
+    pub(crate) fn read_bytes(&self, off: usize, dst: &mut [u8]) {
+        self.check(off, dst.len());
+        let done = dst.len() & !7;
+        let mut words = dst.chunks_exact_mut(8);
+        for (i, chunk) in (&mut words).enumerate() {
+            chunk.copy_from_slice(&self.word(off + i * 8).load(Relaxed).to_ne_bytes());
+        }
+        for (i, b) in words.into_remainder().iter_mut().enumerate() {
+            *b = self.byte(off + done + i).load(Relaxed);
+        }
+    }
+
+    /// Copies `src` to `off` (a multiple of 8); see [`Arena::read_bytes`].
+    pub(crate) fn write_bytes(&self, off: usize, src: &[u8]) {
+        self.check(off, src.len());
+        let mut words = src.chunks_exact(8);
+        for (i, chunk) in (&mut words).enumerate() {
+            let w = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+            self.word(off + i * 8).store(w, Relaxed);
+        }
+        let done = src.len() & !7;
+        for (i, b) in words.remainder().iter().enumerate() {
+            self.byte(off + done + i).store(*b, Relaxed);
+        }
+    }
+
     /// Zeroes `len` bytes of the slot at `off` (same length rule as [`Arena::read`]).
     pub(crate) fn zero(&self, off: usize, len: usize) {
         self.check(off, len);
@@ -213,6 +243,19 @@ mod tests {
         a.zero(16, 12);
         a.read(16, &mut back);
         assert_eq!(back, [0; 12]);
+    }
+
+    #[test]
+    fn byte_ranges_of_any_length_round_trip() {
+        let a = Arena::new(64, 0, true).unwrap();
+        let v: Vec<u8> = (1..=21).collect();
+        a.write_bytes(8, &v);
+        let mut back = [0u8; 21];
+        a.read_bytes(8, &mut back);
+        assert_eq!(&back[..], &v[..]);
+        assert_eq!(a.peek(0, 8), [0; 8]);
+        assert_eq!(a.peek(29, 35), vec![0; 35], "nothing written past the range");
+        a.read_bytes(64, &mut []);
     }
 
     #[test]

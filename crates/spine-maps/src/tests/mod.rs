@@ -5,10 +5,14 @@
 //! Linux 6.18 with the same definition and operations.
 
 mod array;
+mod devmap;
 mod hash;
 mod lpm;
 mod lru;
 mod model;
+mod model_entries;
+mod outer;
+mod ringbuf;
 mod stress;
 
 use crate::{Map, MapDef, MapError, MapOptions};
