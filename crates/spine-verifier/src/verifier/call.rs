@@ -1,0 +1,418 @@
+//! Calls: helper calls checked against their prototypes (the kernel's
+//! `check_helper_call`), callbacks verified as functions invoked any number of times,
+//! and bpf-to-bpf calls with a frame of their own.
+
+use super::mem::HelperAccess;
+use super::{Flow, Verifier, K};
+use crate::error::LeakTarget;
+use crate::helpers::{map_func_compatible, ArgType, CallbackKind, RetType};
+use crate::reg::{Kind, Reg};
+use crate::scalar::Scalar;
+use crate::state::{Byte, Frame, FrameKind, State};
+use spine_abi::helper as h;
+use spine_isa::Insn;
+
+/// `bpf_loop` refuses more iterations than this (the kernel's `BPF_MAX_LOOPS`).
+const MAX_LOOPS: u64 = 1 << 23;
+/// Largest size a memory argument may have (the kernel's `BPF_MAX_VAR_SIZ`).
+const MAX_VAR_SIZ: u64 = 1 << 29;
+
+/// What the arguments established, for the checks that span several of them.
+#[derive(Default)]
+struct CallMeta {
+    map: Option<usize>,
+    /// The pointer argument waiting for its size: register, value, access, may be NULL.
+    mem: Option<(u8, Reg, HelperAccess, bool)>,
+    func: Option<usize>,
+    release: Option<u32>,
+    alloc_size: Option<u64>,
+    lock: Option<(u16, i64)>,
+}
+
+impl Verifier<'_> {
+    pub(super) fn call_local(&mut self, pc: usize, i: Insn, st: &mut State) -> Result<Flow, K> {
+        if st.lock.is_some() {
+            return Err(K::CallWhileLocked);
+        }
+        let target = i.branch_target(pc).unwrap_or(0) as usize;
+        self.push_frame(st, pc, target, FrameKind::Call)?;
+        let n = st.frames.len();
+        let args: [Reg; 5] = std::array::from_fn(|k| st.frames[n - 2].regs[k + 1]);
+        st.cur_mut().regs[1..6].copy_from_slice(&args);
+        Ok(Flow::Next(target))
+    }
+
+    fn push_frame(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        target: usize,
+        kind: FrameKind,
+    ) -> Result<(), K> {
+        let frames = st.frames.len() + 1;
+        if frames > self.env.limits.max_call_frames {
+            return Err(K::CallTooDeep { frames });
+        }
+        let caller = st.cur().subprog;
+        let callee = self.cfg.subprog_of[target];
+        if !self.call_edges.contains(&(caller, callee, pc)) {
+            self.call_edges.push((caller, callee, pc));
+        }
+        st.frames.push(Frame::new(frames - 1, kind, pc, callee));
+        Ok(())
+    }
+
+    pub(super) fn call_helper(&mut self, pc: usize, i: Insn, st: &mut State) -> Result<Flow, K> {
+        let id = i.imm as u32;
+        let proto = match self.env.helpers.proto(id) {
+            Some(p) => p.clone(),
+            None => {
+                return Err(match h::name(id) {
+                    Some(name) => K::HelperNotAllowed { id, name },
+                    None => K::UnknownHelper { id },
+                })
+            }
+        };
+        if st.lock.is_some() && !matches!(id, h::SPIN_LOCK | h::SPIN_UNLOCK) {
+            return Err(K::CallWhileLocked);
+        }
+        let mut meta = CallMeta::default();
+        for (k, &arg) in proto.args.iter().enumerate() {
+            if arg == ArgType::DontCare {
+                continue;
+            }
+            let reg = k as u8 + 1;
+            let r = Self::read(st, reg)?;
+            self.check_arg(st, id, reg, r, arg, &mut meta)?;
+        }
+        if let Some((reg, _, _, _)) = meta.mem {
+            // A memory argument without a size after it: prototypes never do this.
+            return Err(K::HelperArgType {
+                helper: id,
+                reg,
+                expected: "sized memory",
+                found: "no size",
+            });
+        }
+        match id {
+            h::TAIL_CALL => {
+                if !st.refs.is_empty() {
+                    return Err(K::TailCallWithReference);
+                }
+                let s = st.cur().subprog;
+                self.sub_tail_call[s] = true;
+            }
+            h::SPIN_LOCK => {
+                if st.lock.is_some() {
+                    return Err(K::LockAlreadyHeld);
+                }
+                st.lock = meta.lock;
+            }
+            h::SPIN_UNLOCK => {
+                if st.lock.is_none() || st.lock != meta.lock {
+                    return Err(K::UnlockWithoutLock);
+                }
+                st.lock = None;
+            }
+            _ => {}
+        }
+        if let Some(rid) = meta.release {
+            if !st.refs.contains(&rid) {
+                return Err(K::InvalidRelease { helper: id, reg: 1 });
+            }
+            st.refs.retain(|&x| x != rid);
+            invalidate(st, |r| r.ref_id == rid);
+        }
+        if let Some(kind) = proto.callback {
+            return self.call_with_callback(pc, st, kind, &meta);
+        }
+        self.finish_call(st, &proto.ret, proto.changes_pkt_data, id, &meta);
+        Ok(Flow::Next(pc + 1))
+    }
+
+    /// r1-r5 clobbered, packet pointers gone if the packet may have moved, r0 set.
+    fn finish_call(
+        &mut self,
+        st: &mut State,
+        ret: &RetType,
+        changes_pkt: bool,
+        id: u32,
+        meta: &CallMeta,
+    ) {
+        for r in &mut st.cur_mut().regs[1..6] {
+            *r = Reg::NOT_INIT;
+        }
+        if changes_pkt {
+            invalidate(st, |r| r.kind.is_packet_family());
+        }
+        let r0 = match ret {
+            RetType::Void => Reg::NOT_INIT,
+            RetType::Integer => match id {
+                h::GET_PRANDOM_U32 | h::GET_SMP_PROCESSOR_ID => {
+                    Reg::scalar(Scalar::unknown_bytes(4))
+                }
+                _ => Reg::unknown(),
+            },
+            RetType::MapValueOrNull => {
+                let m = meta.map.unwrap_or(0);
+                let kind = match self.inner.get(m).copied().flatten() {
+                    Some(inner) => Kind::MapHandleOrNull { map: inner },
+                    None => Kind::MapValueOrNull { map: m as u16 },
+                };
+                Reg { id: self.fresh_id(), ..Reg::ptr(kind, 0) }
+            }
+            RetType::RingbufRecordOrNull => {
+                let size = meta.alloc_size.unwrap_or(0) as u32;
+                let rid = self.fresh_id();
+                st.refs.push(rid);
+                Reg { id: self.fresh_id(), ref_id: rid, ..Reg::ptr(Kind::MemOrNull { size }, 0) }
+            }
+        };
+        st.cur_mut().regs[0] = r0;
+    }
+
+    /// `bpf_loop` and `bpf_for_each_map_elem`: the call site is a loop head whose body
+    /// is one callback invocation; the helper may return after any number of them.
+    fn call_with_callback(
+        &mut self,
+        pc: usize,
+        st: &mut State,
+        kind: CallbackKind,
+        meta: &CallMeta,
+    ) -> Result<Flow, K> {
+        let Some(func) = meta.func else {
+            return Err(K::HelperArgType { helper: 0, reg: 2, expected: "func", found: "none" });
+        };
+        let snapshot = st.clone();
+        let Some(p) = self.head(pc, snapshot, true).map_err(|f| f.kind)? else {
+            return Ok(Flow::Done);
+        };
+        let mut inv = p.clone();
+        self.push_frame(&mut inv, pc, func, FrameKind::Callback)?;
+        let n = inv.frames.len();
+        let caller = inv.frames[n - 2].regs;
+        let cb = &mut inv.cur_mut().regs;
+        match kind {
+            CallbackKind::Loop => {
+                cb[1] = Reg::scalar(Scalar::urange(0, MAX_LOOPS - 1));
+                cb[2] = caller[3];
+            }
+            CallbackKind::ForEachMapElem => {
+                let m = meta.map.unwrap_or(0) as u16;
+                cb[1] = Reg::ptr(Kind::MapHandle { map: m }, 0);
+                cb[2] = Reg::ptr(Kind::MapKey { map: m }, 0);
+                cb[3] = Reg::ptr(Kind::MapValue { map: m }, 0);
+                cb[4] = caller[3];
+            }
+        }
+        self.push_pending(func, inv)?;
+        *st = p;
+        let ret = RetType::Integer;
+        self.finish_call(st, &ret, false, 0, meta);
+        Ok(Flow::Next(pc + 1))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_arg(
+        &mut self,
+        st: &mut State,
+        helper: u32,
+        reg: u8,
+        r: Reg,
+        arg: ArgType,
+        meta: &mut CallMeta,
+    ) -> Result<(), K> {
+        let wrong = |expected: &'static str| K::HelperArgType {
+            helper,
+            reg,
+            expected,
+            found: r.kind.name(),
+        };
+        match arg {
+            ArgType::DontCare => {}
+            ArgType::Anything => {
+                if r.kind.is_pointer() {
+                    return Err(K::PointerLeak { reg, into: LeakTarget::HelperArg });
+                }
+            }
+            ArgType::ConstMapPtr => {
+                let Kind::MapHandle { map } = r.kind else { return Err(wrong("map_ptr")) };
+                let m = usize::from(map);
+                let info = &self.maps[m];
+                if !map_func_compatible(helper, info.map_type) {
+                    return Err(K::MapTypeMismatch {
+                        helper,
+                        map: m as u32,
+                        map_type: info.map_type,
+                    });
+                }
+                meta.map = Some(m);
+            }
+            ArgType::MapKey | ArgType::MapValue => {
+                let Some(m) = meta.map else { return Err(wrong("map_ptr first")) };
+                let info = &self.maps[m];
+                let size = if arg == ArgType::MapKey { info.key_size } else { info.value_size };
+                if !is_mem_kind(r.kind) {
+                    return Err(wrong(if arg == ArgType::MapKey {
+                        "map_key"
+                    } else {
+                        "map_value"
+                    }));
+                }
+                self.helper_mem(
+                    st,
+                    helper,
+                    reg,
+                    r,
+                    &Scalar::constant(size.into()),
+                    HelperAccess::Read,
+                )?;
+            }
+            ArgType::Mem { rdonly, maybe_null } => {
+                if !(is_mem_kind(r.kind) || (maybe_null && r.is_null())) {
+                    return Err(wrong("mem"));
+                }
+                if matches!(r.kind, Kind::MapKey { .. }) && !rdonly {
+                    return Err(wrong("writable mem"));
+                }
+                let access = if rdonly { HelperAccess::Read } else { HelperAccess::ReadWrite };
+                meta.mem = Some((reg, r, access, maybe_null));
+            }
+            ArgType::UninitMem => {
+                if !is_mem_kind(r.kind) || matches!(r.kind, Kind::MapKey { .. }) {
+                    return Err(wrong("mem"));
+                }
+                meta.mem = Some((reg, r, HelperAccess::Uninit, false));
+            }
+            ArgType::FixedUninitMem { size } => {
+                if !is_mem_kind(r.kind) || matches!(r.kind, Kind::MapKey { .. }) {
+                    return Err(wrong("mem"));
+                }
+                let total = i64::from(r.off);
+                if !(crate::tnum::Tnum::constant(total as u64) + r.v.t).is_aligned(size.into()) {
+                    return Err(K::MisalignedAccess { reg, off: total, size: size.into() });
+                }
+                self.helper_mem(
+                    st,
+                    helper,
+                    reg,
+                    r,
+                    &Scalar::constant(size.into()),
+                    HelperAccess::Uninit,
+                )?;
+            }
+            ArgType::ConstSize | ArgType::ConstSizeOrZero => {
+                if !r.is_scalar() {
+                    return Err(wrong("scalar size"));
+                }
+                let Some((preg, ptr, access, maybe_null)) = meta.mem.take() else {
+                    return Err(wrong("size after memory"));
+                };
+                let v = r.v;
+                if v.smin < 0 {
+                    return Err(K::HelperSizeNegative { helper, reg, smin: v.smin });
+                }
+                if v.umin == 0 && arg == ArgType::ConstSize {
+                    return Err(K::HelperSizeZero { helper, reg });
+                }
+                if v.umax >= MAX_VAR_SIZ {
+                    return Err(K::HelperSizeUnbounded { helper, reg, umax: v.umax });
+                }
+                if maybe_null && ptr.is_null() {
+                    if v.umax != 0 {
+                        return Err(K::HelperArgType {
+                            helper,
+                            reg: preg,
+                            expected: "mem (NULL only with size 0)",
+                            found: "scalar",
+                        });
+                    }
+                } else {
+                    self.helper_mem(st, helper, preg, ptr, &v, access)?;
+                }
+            }
+            ArgType::ConstAllocSizeOrZero => {
+                let Some(c) = r.v.const_value().filter(|_| r.is_scalar()) else {
+                    return Err(K::HelperSizeNotConst { helper, reg });
+                };
+                if c >= MAX_VAR_SIZ {
+                    return Err(K::HelperSizeUnbounded { helper, reg, umax: c });
+                }
+                meta.alloc_size = Some(c);
+            }
+            ArgType::Ctx => {
+                if r.kind != Kind::Ctx || r.off != 0 || r.v.const_value() != Some(0) {
+                    return Err(wrong("ctx"));
+                }
+            }
+            ArgType::Func => {
+                let Kind::Func { pc } = r.kind else { return Err(wrong("func")) };
+                meta.func = Some(pc as usize);
+            }
+            ArgType::StackOrNull => {
+                if !(matches!(r.kind, Kind::Stack { .. }) || r.is_null()) {
+                    return Err(wrong("fp or NULL"));
+                }
+            }
+            ArgType::RingbufRecord => {
+                if !matches!(r.kind, Kind::Mem { .. })
+                    || r.ref_id == 0
+                    || r.off != 0
+                    || r.v.const_value() != Some(0)
+                {
+                    return Err(K::InvalidRelease { helper, reg });
+                }
+                meta.release = Some(r.ref_id);
+            }
+            ArgType::SpinLock => {
+                let Kind::MapValue { map } = r.kind else {
+                    return Err(wrong("map_value with a bpf_spin_lock"));
+                };
+                let Some(off) = r.const_off() else {
+                    return Err(wrong("map_value at a constant offset"));
+                };
+                let vs = self.maps[usize::from(map)].value_size;
+                if off < 0 || off % 4 != 0 || off + 4 > i64::from(vs) {
+                    return Err(K::MapValueOutOfBounds {
+                        reg,
+                        map: u32::from(map),
+                        off,
+                        size: 4,
+                        value_size: vs,
+                    });
+                }
+                meta.lock = Some((map, off));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Pointer kinds a helper may read or write through.
+fn is_mem_kind(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::Stack { .. }
+            | Kind::Packet
+            | Kind::PacketMeta
+            | Kind::MapValue { .. }
+            | Kind::Mem { .. }
+            | Kind::MapKey { .. }
+    )
+}
+
+/// Every register and spilled register matching `pred` becomes unusable.
+fn invalidate(st: &mut State, pred: impl Fn(&Reg) -> bool) {
+    for f in &mut st.frames {
+        for r in &mut f.regs {
+            if r.kind.is_pointer() && pred(r) {
+                *r = Reg::NOT_INIT;
+            }
+        }
+        for s in &mut f.stack {
+            if s.bytes[0] == Byte::Spill && s.spill.kind.is_pointer() && pred(&s.spill) {
+                s.scrub_spill();
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Jumps: conditional branches on scalars (refining both sides, and every scalar linked
+//! to the compared ones), null checks, packet-range checks, and `exit`.
+
+use super::{Flow, Verifier, K, MAX_VAR_OFF};
+use crate::cond::{branch_taken, refine, Cmp};
+use crate::error::LeakTarget;
+use crate::reg::{Kind, Reg};
+use crate::scalar::Scalar;
+use crate::state::{FrameKind, State};
+use spine_isa::{op, Insn};
+
+/// What a comparison involving pointers allows on each side.
+enum PtrCmp {
+    /// `a == 0` / `a != 0` on a nullable pointer with this id and reference.
+    Null { id: u32, ref_id: u32, null_when_taken: bool },
+    /// Decided: only this side is possible.
+    Known(bool),
+    /// Packet pointers: refine ranges on each side.
+    Packet,
+    /// Allowed, teaches nothing.
+    Opaque,
+}
+
+impl Verifier<'_> {
+    pub(super) fn jmp(&mut self, pc: usize, i: Insn, st: &mut State) -> Result<Flow, K> {
+        let class = i.class();
+        match i.code & 0xf0 {
+            op::JA => Ok(Flow::Next(i.branch_target(pc).unwrap_or(0) as usize)),
+            op::EXIT if class == op::JMP => self.exit(st),
+            op::CALL if class == op::JMP => {
+                if i.code & op::X != 0 {
+                    Err(K::UnsupportedInsn("callx"))
+                } else if i.is_local_call() {
+                    self.call_local(pc, i, st)
+                } else {
+                    self.call_helper(pc, i, st)
+                }
+            }
+            _ => self.cond(pc, i, st),
+        }
+    }
+
+    fn cond(&mut self, pc: usize, i: Insn, st: &mut State) -> Result<Flow, K> {
+        let jmp32 = i.class() == op::JMP32;
+        let x = i.code & op::X != 0;
+        let Some(cmp) = Cmp::from_opcode(i.code) else {
+            return Err(K::UnsupportedInsn("unknown jump"));
+        };
+        let target = (pc as i64 + 1 + i64::from(i.off)) as usize;
+        let a = Self::read(st, i.dst)?;
+        let b = if x { Self::read(st, i.src)? } else { Reg::constant(i.imm as i64 as u64) };
+        let (taken, fall) = if a.is_scalar() && b.is_scalar() {
+            match branch_taken(&a.v, &b.v, cmp, jmp32) {
+                Some(true) => (Self::scalar_side(st.clone(), i, cmp, jmp32, a, b), None),
+                Some(false) => (None, Self::scalar_side(st.clone(), i, cmp.negate(), jmp32, a, b)),
+                None => (
+                    Self::scalar_side(st.clone(), i, cmp, jmp32, a, b),
+                    Self::scalar_side(st.clone(), i, cmp.negate(), jmp32, a, b),
+                ),
+            }
+        } else {
+            let how = Self::classify_ptr_cmp(i, cmp, jmp32, &a, &b)?;
+            match how {
+                PtrCmp::Known(true) => (Some(st.clone()), None),
+                PtrCmp::Known(false) => (None, Some(st.clone())),
+                PtrCmp::Opaque => (Some(st.clone()), Some(st.clone())),
+                PtrCmp::Null { id, ref_id, null_when_taken } => {
+                    let mut t = st.clone();
+                    let mut f = st.clone();
+                    mark_null(&mut t, id, ref_id, null_when_taken);
+                    mark_null(&mut f, id, ref_id, !null_when_taken);
+                    (Some(t), Some(f))
+                }
+                PtrCmp::Packet => {
+                    let mut t = st.clone();
+                    let mut f = st.clone();
+                    let t_ok = packet_side(&mut t, &a, &b, cmp);
+                    let f_ok = packet_side(&mut f, &a, &b, cmp.negate());
+                    (t_ok.then_some(t), f_ok.then_some(f))
+                }
+            }
+        };
+        match (taken, fall) {
+            (Some(t), Some(f)) => {
+                self.push_pending(target, t)?;
+                *st = f;
+                Ok(Flow::Next(pc + 1))
+            }
+            (Some(t), None) => {
+                *st = t;
+                Ok(Flow::Next(target))
+            }
+            (None, Some(f)) => {
+                *st = f;
+                Ok(Flow::Next(pc + 1))
+            }
+            (None, None) => Ok(Flow::Done),
+        }
+    }
+
+    /// The state on the side where `a cmp b` holds, or `None` if no values allow it.
+    fn scalar_side(mut st: State, i: Insn, cmp: Cmp, jmp32: bool, a: Reg, b: Reg) -> Option<State> {
+        let (mut va, mut vb) = (a.v, b.v);
+        if !refine(&mut va, &mut vb, cmp, jmp32) {
+            return None;
+        }
+        set_scalar(&mut st, i.dst, a.id, va);
+        if i.code & op::X != 0 {
+            set_scalar(&mut st, i.src, b.id, vb);
+        }
+        Some(st)
+    }
+
+    fn classify_ptr_cmp(i: Insn, cmp: Cmp, jmp32: bool, a: &Reg, b: &Reg) -> Result<PtrCmp, K> {
+        let prohibited =
+            || K::PointerComparison { reg: i.dst, left: a.kind.name(), right: b.kind.name() };
+        let eq = matches!(cmp, Cmp::Eq | Cmp::Ne);
+        if jmp32 {
+            // clang tests a pointer loaded from a 32-bit context field for NULL with
+            // `if w4 == 0`. A valid pointer's low half may be zero, so both sides stay
+            // possible (the kernel assumes it never is); the pointer is unchanged.
+            let vs_null =
+                |p: &Reg, o: &Reg| p.kind.is_pointer() && !p.kind.is_nullable() && o.is_null();
+            if eq && (vs_null(a, b) || vs_null(b, a)) {
+                return Ok(PtrCmp::Opaque);
+            }
+            return Err(prohibited());
+        }
+        // Null checks, in either operand order.
+        for (p, other) in [(a, b), (b, a)] {
+            if eq && other.is_null() {
+                if p.kind.is_nullable() {
+                    return Ok(PtrCmp::Null {
+                        id: p.id,
+                        ref_id: p.ref_id,
+                        null_when_taken: cmp == Cmp::Eq,
+                    });
+                }
+                // Valid addresses are never 0 (the low half of one may be).
+                if p.kind.is_pointer() && !matches!(p.kind, Kind::Trunc32 { .. }) {
+                    return Ok(PtrCmp::Known(cmp == Cmp::Ne));
+                }
+            }
+        }
+        let same = match (a.kind, b.kind) {
+            (x, y) if x.is_packet_family() && y.is_packet_family() => return Ok(PtrCmp::Packet),
+            (Kind::Stack { frame: f }, Kind::Stack { frame: g }) => f == g,
+            (Kind::MapValue { map: m }, Kind::MapValue { map: n }) => m == n,
+            (Kind::Mem { .. }, Kind::Mem { .. }) => true,
+            (Kind::Ctx, Kind::Ctx) => true,
+            _ => false,
+        };
+        if same {
+            Ok(PtrCmp::Opaque)
+        } else {
+            Err(prohibited())
+        }
+    }
+
+    fn exit(&mut self, st: &mut State) -> Result<Flow, K> {
+        if st.lock.is_some() {
+            return Err(K::ExitWithLock);
+        }
+        let f = st.cur();
+        match f.kind {
+            FrameKind::Main => {
+                let r0 = Self::read(st, 0)?;
+                if r0.kind.is_pointer() {
+                    return Err(K::PointerLeak { reg: 0, into: LeakTarget::Return });
+                }
+                if let Some(&id) = st.refs.first() {
+                    return Err(K::UnreleasedReference { id });
+                }
+                Ok(Flow::Done)
+            }
+            FrameKind::Call => {
+                let r0 = f.regs[0];
+                if let Kind::Stack { frame } = r0.kind {
+                    if usize::from(frame) >= st.depth() {
+                        return Err(K::ReturnStackPointer);
+                    }
+                }
+                let site = f.callsite;
+                st.frames.pop();
+                let c = st.cur_mut();
+                c.regs[0] = r0;
+                for r in &mut c.regs[1..6] {
+                    *r = Reg::NOT_INIT;
+                }
+                Ok(Flow::Next(site + 1))
+            }
+            FrameKind::Callback => {
+                let r0 = Self::read(st, 0)?;
+                if !(r0.is_scalar() && r0.v.umax <= 1) {
+                    return Err(K::CallbackReturn { found: crate::fmt::reg(&r0, &self.maps) });
+                }
+                let site = f.callsite;
+                st.frames.pop();
+                // Back to the helper call: it may invoke the callback again or return.
+                Ok(Flow::Next(site))
+            }
+        }
+    }
+}
+
+/// Sets a compared scalar and every scalar linked to it (same id: equal values).
+fn set_scalar(st: &mut State, reg: u8, id: u32, v: Scalar) {
+    st.cur_mut().regs[usize::from(reg)].v = v;
+    if id != 0 {
+        st.for_each_reg_mut(|r| {
+            if r.kind == Kind::Scalar && r.id == id {
+                r.v = v;
+            }
+        });
+    }
+}
+
+/// A null check's outcome on one side, applied to every copy of the pointer.
+fn mark_null(st: &mut State, id: u32, ref_id: u32, is_null: bool) {
+    st.for_each_reg_mut(|r| {
+        if r.kind.is_nullable() && r.id == id {
+            if is_null {
+                *r = Reg::constant(0);
+            } else {
+                r.kind = r.kind.non_null();
+                r.id = 0;
+            }
+        }
+    });
+    if is_null && ref_id != 0 {
+        st.refs.retain(|&x| x != ref_id);
+    }
+}
+
+/// Applies `a cmp b` on packet pointers: with `p` the pointer bounded by `e` (the packet
+/// end, or the packet start for a metadata pointer), `p <= e` proves `p.off` bytes from
+/// `p`'s base and `p < e` one more. Returns false when the side is impossible given
+/// ranges already proven.
+fn packet_side(st: &mut State, a: &Reg, b: &Reg, cmp: Cmp) -> bool {
+    let is_start = |r: &Reg| r.kind == Kind::Packet && r.off == 0 && r.v.const_value() == Some(0);
+    let (p, c) = match (a.kind, b.kind) {
+        (Kind::Packet, Kind::PacketEnd) => (a, cmp),
+        (Kind::PacketEnd, Kind::Packet) => (b, cmp.flip()),
+        (Kind::PacketMeta, Kind::Packet) if is_start(b) => (a, cmp),
+        (Kind::Packet, Kind::PacketMeta) if is_start(a) => (b, cmp.flip()),
+        _ => return true,
+    };
+    let off = i64::from(p.off);
+    let known_le = p.range.is_some_and(|r| off <= i64::from(r));
+    let known_lt = p.range.is_some_and(|r| off < i64::from(r));
+    let impossible = match c {
+        Cmp::Gt => known_le,
+        Cmp::Ge | Cmp::Eq => known_lt,
+        _ => false,
+    };
+    if impossible {
+        return false;
+    }
+    let fact = match c {
+        Cmp::Le | Cmp::Eq => Some(off),
+        Cmp::Lt => Some(off + 1),
+        _ => None,
+    };
+    let no_wrap = p.v.smax < MAX_VAR_OFF && p.v.smin > -MAX_VAR_OFF;
+    if let Some(r) = fact.filter(|r| *r >= 0 && *r < MAX_VAR_OFF && no_wrap) {
+        Verifier::mark_packet_range(st, p.kind, p.id, r as i32);
+    }
+    true
+}

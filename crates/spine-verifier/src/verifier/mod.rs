@@ -1,0 +1,505 @@
+//! The abstract interpreter: explores every path of the program depth-first with
+//! the abstract state of [`crate::state`], checking each instruction against the rules
+//! in `alu`, `mem`, `jmp` and `call`.
+//!
+//! Termination without unrolling: at loop heads (back-edge targets) and at callback
+//! call sites, states of the same shape are joined, and widened after a few visits;
+//! elsewhere, at prune points, a state already covered by a cached one stops its path.
+//! Pruning against a cached state whose exploration is still in progress is sound here
+//! because only safety is proven, never termination (the run-time watchdog owns that):
+//! the explored states form a set closed under successors.
+
+mod alu;
+mod call;
+mod jmp;
+mod mem;
+
+use crate::cfg::{Cfg, ARG_REGS, CALLEE_SAVED};
+use crate::env::{MapInfo, VerifyEnv};
+use crate::error::{VerifyError, VerifyErrorKind};
+use crate::info::{InsnInfo, SubprogInfo, Verified};
+use crate::reg::Reg;
+use crate::state::{FrameKind, State};
+use spine_isa::{op, Insn};
+use std::collections::HashMap;
+
+type K = VerifyErrorKind;
+
+/// Joins at a loop head before widening starts.
+const WIDEN_AFTER: u32 = 3;
+/// Visits after which widening ignores the thresholds.
+const HARD_WIDEN_AFTER: u32 = 24;
+/// Instructions of the failing path a level-1 log shows (the last ones).
+const PATH_KEPT: usize = 256;
+/// Distinct shapes a loop head may collect before the program is too complex.
+const MAX_SHAPES_PER_HEAD: usize = 512;
+/// Up to this many shapes, a new state is checked against all of them.
+const CROSS_SHAPE_CHECK: usize = 8;
+/// Cached states kept per prune point.
+const MAX_CACHED_PER_PC: usize = 64;
+pub(crate) use crate::reg::MAX_VAR_OFF;
+
+/// What to do after an instruction.
+pub(crate) enum Flow {
+    Next(usize),
+    Done,
+}
+
+struct LoopEntry {
+    state: State,
+    visits: u32,
+}
+
+pub(crate) struct Verifier<'a> {
+    insns: &'a [Insn],
+    env: &'a VerifyEnv<'a>,
+    /// The program's maps, then the inner-map templates of maps of maps.
+    maps: Vec<MapInfo>,
+    /// For each program map: index in `maps` of its inner template.
+    inner: Vec<Option<u16>>,
+    cfg: Cfg,
+    cache: Vec<Vec<State>>,
+    /// Joined states at loop heads (and callback call sites, `true`), by shape.
+    heads: HashMap<(bool, usize, u64), Vec<LoopEntry>>,
+    /// The shapes seen at each loop head.
+    head_shapes: HashMap<(bool, usize), Vec<u64>>,
+    /// States still to explore, with (at log level 1 and up) the path that led there.
+    pending: Vec<(usize, State, Vec<usize>)>,
+    /// Instructions of the path being explored (log level 1 and up).
+    path: Vec<usize>,
+    next_id: u32,
+    info: Vec<InsnInfo>,
+    processed: u64,
+    states: usize,
+    peak_states: usize,
+    /// Bytes of states kept and pending.
+    state_bytes: usize,
+    log: String,
+    log_full: bool,
+    stack_zeroing: bool,
+    sub_depth: Vec<u32>,
+    sub_tail_call: Vec<bool>,
+    /// (caller function, callee function, call site)
+    call_edges: Vec<(usize, usize, usize)>,
+}
+
+/// An error with where it happened, before the state is printed.
+pub(crate) struct Fail {
+    pub pc: usize,
+    pub kind: K,
+    pub state: Option<String>,
+}
+
+pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, VerifyError> {
+    let maps_for_msg = env.maps;
+    let fail = |pc: usize, kind: K, state: String, log: String| VerifyError {
+        pc,
+        insn: crate::fmt::insn(insns, pc, maps_for_msg),
+        kind,
+        state,
+        log,
+    };
+    if let Err(e) = spine_isa::validate(insns) {
+        return Err(fail(e.pc, K::Isa(e.kind), String::new(), String::new()));
+    }
+    let cfg = Cfg::build(insns, env.helpers)
+        .map_err(|(pc, kind)| fail(pc, kind, String::new(), String::new()))?;
+    let mut maps: Vec<MapInfo> = env.maps.to_vec();
+    let mut inner = vec![None; env.maps.len()];
+    for (i, m) in env.maps.iter().enumerate() {
+        if let Some(t) = &m.inner {
+            inner[i] = Some(maps.len() as u16);
+            maps.push((**t).clone());
+        }
+    }
+    let n = insns.len();
+    let nsub = cfg.subprogs.len();
+    let mut v = Verifier {
+        insns,
+        env,
+        maps,
+        inner,
+        cfg,
+        cache: vec![Vec::new(); n],
+        heads: HashMap::new(),
+        head_shapes: HashMap::new(),
+        pending: Vec::new(),
+        path: Vec::new(),
+        next_id: 0,
+        info: vec![InsnInfo::default(); n],
+        processed: 0,
+        states: 0,
+        peak_states: 0,
+        state_bytes: 0,
+        log: String::new(),
+        log_full: false,
+        stack_zeroing: false,
+        sub_depth: vec![0; nsub],
+        sub_tail_call: vec![false; nsub],
+        call_edges: Vec::new(),
+    };
+    match v.run() {
+        Ok(()) => {}
+        Err(f) => {
+            let state = f.state.unwrap_or_default();
+            if env.log_level == 1 {
+                let start = v.path.len().saturating_sub(PATH_KEPT);
+                let mut msg = String::from("path to the error:\n");
+                for &pc in &v.path[start..] {
+                    msg.push_str(&format!("{pc}: {}\n", crate::fmt::insn(insns, pc, &v.maps)));
+                }
+                v.log_str(&msg);
+            }
+            if env.log_level >= 1 {
+                let msg = format!("{}: {}\n{}\n", f.pc, f.kind, state);
+                v.log_str(&msg);
+            }
+            return Err(fail(f.pc, f.kind, state, std::mem::take(&mut v.log)));
+        }
+    }
+    if let Err((pc, kind)) = v.check_stack_chains() {
+        return Err(fail(pc, kind, String::new(), std::mem::take(&mut v.log)));
+    }
+    let subprogs = v
+        .cfg
+        .subprogs
+        .iter()
+        .enumerate()
+        .map(|(k, s)| SubprogInfo {
+            entry: s.entry,
+            end: s.end,
+            stack_depth: v.sub_depth[k],
+            is_callback: s.is_callback,
+            has_tail_call: v.sub_tail_call[k],
+        })
+        .collect();
+    Ok(Verified {
+        insn_info: v.info,
+        loop_heads: (0..n).filter(|&p| v.cfg.loop_head[p]).collect(),
+        subprogs,
+        stack_zeroing: v.stack_zeroing,
+        insns_processed: v.processed,
+        peak_states: v.peak_states,
+        log: v.log,
+    })
+}
+
+impl<'a> Verifier<'a> {
+    fn run(&mut self) -> Result<(), Fail> {
+        self.pending.push((0, State::entry(), Vec::new()));
+        while let Some((pc, st, path)) = self.pending.pop() {
+            self.state_bytes = self.state_bytes.saturating_sub(st.weight());
+            self.path = path;
+            self.walk(pc, st)?;
+        }
+        Ok(())
+    }
+
+    /// Queues the other side of a branch (or a callback invocation).
+    fn push_pending(&mut self, pc: usize, st: State) -> Result<(), K> {
+        self.state_bytes += st.weight();
+        if self.state_bytes > self.env.limits.max_state_bytes {
+            return Err(self.too_complex_kind("state memory limit reached"));
+        }
+        let path = if self.env.log_level >= 1 { self.path.clone() } else { Vec::new() };
+        self.pending.push((pc, st, path));
+        Ok(())
+    }
+
+    fn too_complex_kind(&self, reason: &'static str) -> K {
+        K::TooComplex { reason, processed: self.processed, states: self.states }
+    }
+
+    fn fresh_id(&mut self) -> u32 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn walk(&mut self, mut pc: usize, mut st: State) -> Result<(), Fail> {
+        loop {
+            self.processed += 1;
+            if self.processed > self.env.limits.max_insns {
+                return Err(self.too_complex(pc, "instruction limit reached", &st));
+            }
+            if self.cfg.prune[pc] {
+                self.sanitize(&mut st, pc);
+                let next = if self.cfg.loop_head[pc] {
+                    self.head(pc, st, false)?
+                } else {
+                    self.visit(pc, st)?
+                };
+                match next {
+                    Some(s) => st = s,
+                    None => return Ok(()),
+                }
+            }
+            self.info[pc].reached = true;
+            if self.env.log_level >= 1 {
+                if self.path.len() >= PATH_KEPT * 2 {
+                    self.path.drain(..PATH_KEPT);
+                }
+                self.path.push(pc);
+            }
+            if self.env.log_level >= 2 && !self.log_full {
+                let line = format!(
+                    "{pc}: {} ; {}\n",
+                    crate::fmt::insn(self.insns, pc, &self.maps),
+                    crate::fmt::state(&st, &self.maps)
+                );
+                self.log_str(&line);
+            }
+            match self.step(pc, &mut st) {
+                Ok(Flow::Next(n)) => pc = n,
+                Ok(Flow::Done) => return Ok(()),
+                Err(kind) => {
+                    let state = crate::fmt::state(&st, &self.maps);
+                    return Err(Fail { pc, kind, state: Some(state) });
+                }
+            }
+        }
+    }
+
+    fn log_str(&mut self, s: &str) {
+        if self.log.len() + s.len() > self.env.limits.max_log {
+            if !self.log_full {
+                self.log.push_str("... log truncated\n");
+                self.log_full = true;
+            }
+            return;
+        }
+        self.log.push_str(s);
+    }
+
+    fn too_complex(&self, pc: usize, reason: &'static str, st: &State) -> Fail {
+        Fail {
+            pc,
+            kind: K::TooComplex { reason, processed: self.processed, states: self.states },
+            state: Some(crate::fmt::state(st, &self.maps)),
+        }
+    }
+
+    fn add_states(&mut self, n: usize, pc: usize, st: &State) -> Result<(), Fail> {
+        self.states += n;
+        self.peak_states = self.peak_states.max(self.states);
+        self.state_bytes += n * st.weight();
+        if self.states > self.env.limits.max_states {
+            return Err(self.too_complex(pc, "too many states", st));
+        }
+        if self.state_bytes > self.env.limits.max_state_bytes {
+            return Err(self.too_complex(pc, "state memory limit reached", st));
+        }
+        Ok(())
+    }
+
+    /// Forgets registers no path reads before writing them again, the values of scalars
+    /// no safety check depends on, and scalar ids that link nothing, so that states with
+    /// equal futures compare equal. Forgetting only over-approximates: always sound.
+    fn sanitize(&self, st: &mut State, pc: usize) {
+        let top = st.frames.len() - 1;
+        for k in 0..=top {
+            let (live, rel) = if k == top {
+                (self.cfg.live[pc], self.cfg.relevant[pc])
+            } else {
+                let child = &st.frames[k + 1];
+                let c = child.callsite;
+                match child.kind {
+                    FrameKind::Callback => (self.cfg.live[c], self.cfg.relevant[c] | ARG_REGS),
+                    _ => (
+                        self.cfg.live[c + 1] & CALLEE_SAVED,
+                        self.cfg.relevant[c + 1] & CALLEE_SAVED,
+                    ),
+                }
+            };
+            for r in 0..10 {
+                let reg = &mut st.frames[k].regs[r];
+                if live & (1 << r) == 0 {
+                    *reg = Reg::NOT_INIT;
+                } else if rel & (1 << r) == 0
+                    && reg.kind == crate::reg::Kind::Scalar
+                    && reg.sym == 0
+                {
+                    *reg = Reg::unknown();
+                }
+            }
+        }
+        st.drop_lone_scalar_ids();
+        st.drop_dead_facts();
+    }
+
+    /// Prune point: `None` if a cached state covers `st`; otherwise caches it and
+    /// returns the state to continue with.
+    fn visit(&mut self, pc: usize, st: State) -> Result<Option<State>, Fail> {
+        if self.cache[pc].iter().any(|old| old.includes(&st)) {
+            return Ok(None);
+        }
+        if self.cache[pc].len() >= MAX_CACHED_PER_PC {
+            // Too many distinct paths meet here: join them like at a loop head.
+            return self.head(pc, st, false);
+        }
+        self.cache[pc].push(st.clone());
+        self.add_states(1, pc, &st)?;
+        Ok(Some(st))
+    }
+
+    /// Loop head (or, with `callback`, a callback call site): `None` if a kept state
+    /// covers `st`; otherwise the state to continue with, joined (and widened) with the
+    /// kept state of the same shape.
+    fn head(&mut self, pc: usize, st: State, callback: bool) -> Result<Option<State>, Fail> {
+        let shape = st.shape();
+        let shapes = self.head_shapes.entry((callback, pc)).or_default();
+        let covered = if shapes.len() <= CROSS_SHAPE_CHECK {
+            shapes.iter().any(|&sh| {
+                self.heads
+                    .get(&(callback, pc, sh))
+                    .is_some_and(|v| v.iter().any(|e| e.state.includes(&st)))
+            })
+        } else {
+            self.heads
+                .get(&(callback, pc, shape))
+                .is_some_and(|v| v.iter().any(|e| e.state.includes(&st)))
+        };
+        if covered {
+            return Ok(None);
+        }
+        let th = &self.cfg.thresholds;
+        let entries = self.heads.entry((callback, pc, shape)).or_default();
+        if let Some(e) = entries.iter_mut().find(|e| e.state.same_frames(&st)) {
+            e.visits += 1;
+            if let Some(j) = e.state.join(&st, &mut self.next_id) {
+                let w = if e.visits > WIDEN_AFTER {
+                    e.state.widen(&j, th, e.visits > HARD_WIDEN_AFTER)
+                } else {
+                    j
+                };
+                e.state = w.clone();
+                return Ok(Some(w));
+            }
+        }
+        if entries.is_empty() {
+            if shapes.len() >= MAX_SHAPES_PER_HEAD {
+                return Err(self.too_complex(pc, "too many distinct states at a loop head", &st));
+            }
+            shapes.push(shape);
+        }
+        entries.push(LoopEntry { state: st.clone(), visits: 0 });
+        self.add_states(1, pc, &st)?;
+        Ok(Some(st))
+    }
+
+    /// One instruction: checks it against the rules, updates `st`, and says where the
+    /// path goes (branches push their other side onto the pending stack).
+    fn step(&mut self, pc: usize, st: &mut State) -> Result<Flow, K> {
+        let i = self.insns[pc];
+        match i.class() {
+            op::ALU | op::ALU64 => {
+                self.alu(i, st)?;
+                Ok(Flow::Next(pc + 1))
+            }
+            op::LD => {
+                if !i.is_lddw() {
+                    return Err(K::LegacyPacketLoad);
+                }
+                self.lddw(pc, i, st)?;
+                Ok(Flow::Next(pc + 2))
+            }
+            op::LDX => {
+                self.load(pc, i, st)?;
+                Ok(Flow::Next(pc + 1))
+            }
+            op::ST | op::STX => {
+                if i.class() == op::STX && i.code & 0xe0 == op::ATOMIC {
+                    self.atomic(pc, i, st)?;
+                } else {
+                    self.store(pc, i, st)?;
+                }
+                Ok(Flow::Next(pc + 1))
+            }
+            _ => self.jmp(pc, i, st),
+        }
+    }
+
+    fn lddw(&mut self, pc: usize, i: Insn, st: &mut State) -> Result<(), K> {
+        let hi = self.insns.get(pc + 1).map_or(0, |n| n.imm as u32);
+        let map_idx = |idx: i32| -> Result<usize, K> {
+            let idx = idx as u32;
+            if (idx as usize) < self.env.maps.len() {
+                Ok(idx as usize)
+            } else {
+                Err(K::BadMapIndex { index: idx, count: self.env.maps.len() })
+            }
+        };
+        let r = match i.src {
+            op::PSEUDO_MAP_FD => {
+                let m = map_idx(i.imm)?;
+                Reg::ptr(crate::reg::Kind::MapHandle { map: m as u16 }, 0)
+            }
+            op::PSEUDO_MAP_VALUE => {
+                let m = map_idx(i.imm)?;
+                let info = &self.maps[m];
+                let ok = info.map_type == spine_abi::map_type::ARRAY
+                    && info.max_entries == 1
+                    && hi < info.value_size;
+                if !ok {
+                    return Err(K::BadMapValueRef { map: m as u32, off: hi });
+                }
+                Reg::ptr(crate::reg::Kind::MapValue { map: m as u16 }, hi as i32)
+            }
+            op::PSEUDO_FUNC => {
+                let t = (pc as i64 + 1 + i64::from(i.imm)) as u32;
+                Reg::ptr(crate::reg::Kind::Func { pc: t }, 0)
+            }
+            _ => Reg::constant(u64::from(i.imm as u32) | u64::from(hi) << 32),
+        };
+        st.cur_mut().regs[usize::from(i.dst)] = r;
+        Ok(())
+    }
+
+    /// The register's value; reading an uninitialised one is an error.
+    fn read(st: &State, r: u8) -> Result<Reg, K> {
+        let v = st.cur().regs[usize::from(r)];
+        if v.is_init() {
+            Ok(v)
+        } else {
+            Err(K::UninitRegister { reg: r })
+        }
+    }
+
+    /// Checks the combined stack of every call chain and the tail-call rule, as the
+    /// kernel's `check_max_stack_depth` does after the main analysis.
+    fn check_stack_chains(&self) -> Result<(), (usize, K)> {
+        let round = |d: u32| d.div_ceil(16) * 16;
+        let mut work: Vec<(usize, u32, usize, usize)> = vec![(0, 0, 1, 0)]; // (subprog, depth before, frames, call site)
+        let mut seen: Vec<(usize, u32, usize)> = Vec::new();
+        while let Some((s, before, frames, site)) = work.pop() {
+            if frames > self.env.limits.max_call_frames || seen.contains(&(s, before, frames)) {
+                continue;
+            }
+            seen.push((s, before, frames));
+            if s != 0 && self.sub_tail_call[s] && before >= 256 {
+                return Err((site, K::TailCallStack { bytes: before }));
+            }
+            let depth = before + round(self.sub_depth[s]);
+            if depth > self.env.limits.max_combined_stack {
+                return Err((site, K::CombinedStackTooLarge { frames, bytes: depth }));
+            }
+            for &(from, to, at) in &self.call_edges {
+                if from == s {
+                    work.push((to, depth, frames + 1, at));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn record_depth(&mut self, st: &State, frame: usize, lowest: i64) {
+        if let Some(f) = st.frames.get(frame) {
+            let d = (-lowest).clamp(0, i64::from(u32::MAX)) as u32;
+            let s = &mut self.sub_depth[f.subprog];
+            *s = (*s).max(d);
+        }
+    }
+
+    fn record_access(&mut self, pc: usize, a: crate::info::MemAccess) -> Result<(), K> {
+        self.info[pc].record(a).map_err(|()| K::MixedCtxAccess)
+    }
+}

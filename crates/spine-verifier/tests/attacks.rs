@@ -1,0 +1,187 @@
+//! The attack corpus: each file in `tests/attacks/` is a program the verifier must
+//! refuse, with a header line `; expect: <VerifyErrorKind variant>` naming the rule it
+//! breaks (`Isa(<IsaErrorKind>)` for structural errors) and, optionally, `; helpers:
+//! <ids>` restricting the helper table (a protection domain). One test per file.
+
+mod common;
+
+use spine_verifier::KernelHelpers;
+
+fn helpers_for(src: &str) -> KernelHelpers {
+    match src.lines().find_map(|l| l.trim().strip_prefix("; helpers:")) {
+        Some(ids) => {
+            let ids: Vec<u32> =
+                ids.split(',').map(|s| s.trim().parse().expect("helper id")).collect();
+            KernelHelpers::only(&ids)
+        }
+        None => KernelHelpers::xdp(),
+    }
+}
+
+fn check(name: &str, src: &str) {
+    let expect = common::expected(src).unwrap_or_else(|| panic!("{name}: no `; expect:` header"));
+    let insns = spine_isa::assemble(src).unwrap_or_else(|e| panic!("{name}: {e}"));
+    match common::verify_with(&insns, &helpers_for(src), 1) {
+        Ok(_) => panic!("{name}: accepted, expected {expect}"),
+        Err(e) => {
+            assert_eq!(e.kind.detail_name(), expect, "{name}: wrong reason: {e}");
+            // Errors name the instruction and show the state, like the kernel's log.
+            let shown = e.to_string();
+            assert!(shown.starts_with(&format!("insn {}: ", e.pc)), "{name}: {shown}");
+            if !matches!(e.kind, spine_verifier::VerifyErrorKind::Isa(_)) {
+                assert!(e.pc < insns.len().max(1), "{name}: pc {} out of range", e.pc);
+            }
+        }
+    }
+}
+
+macro_rules! attacks {
+    ($($name:ident,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                check(stringify!($name), include_str!(concat!("attacks/", stringify!($name), ".s")));
+            }
+        )*
+        /// Every file in the directory has its test, and there are enough of them.
+        #[test]
+        fn corpus_is_complete() {
+            let listed = [$(stringify!($name)),*];
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/attacks");
+            let mut files: Vec<String> = std::fs::read_dir(dir)
+                .expect("corpus directory")
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter_map(|f| f.strip_suffix(".s").map(str::to_string))
+                .collect();
+            files.sort();
+            let mut listed: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
+            listed.sort();
+            assert_eq!(files, listed, "tests/attacks.rs must list every corpus file");
+            assert!(listed.len() >= 60, "only {} attacks", listed.len());
+        }
+    };
+}
+
+attacks! {
+    arith_on_ctx,
+    arith_on_map_handle,
+    arith_on_packet_end,
+    bad_map_index,
+    call_depth_nine_frames,
+    callback_reads_past_context,
+    callback_returns_two,
+    callx,
+    combined_stack_too_large,
+    ctx_atomic,
+    ctx_egress_ifindex,
+    ctx_misaligned,
+    ctx_narrow,
+    ctx_oversized,
+    ctx_past_end,
+    ctx_sign_extending_load,
+    ctx_write_data,
+    ctx_write_ifindex,
+    devmap_value_write,
+    direct_value_of_hash,
+    empty_program,
+    exit_r0_uninit,
+    falls_off_the_end,
+    global_data_oob,
+    helper_ctx_is_stack,
+    helper_key_is_ctx,
+    helper_key_too_small_on_stack,
+    helper_map_is_number,
+    helper_outside_domain,
+    helper_size_exceeds_buffer,
+    helper_size_negative,
+    helper_size_unbounded,
+    helper_size_zero,
+    invalid_opcode,
+    jump_across_functions,
+    jump_into_lddw,
+    jump_out_of_program,
+    leak_pointer_32bit_copy,
+    leak_pointer_as_helper_number,
+    leak_pointer_atomic_operand,
+    leak_pointer_into_map,
+    leak_pointer_into_packet,
+    leak_pointer_returned,
+    leak_pointer_through_update_value,
+    leak_truncated_pointer_stored,
+    legacy_ld_abs,
+    legacy_ld_ind,
+    lookup_in_prog_array,
+    map_value_loop_overrun,
+    map_value_negative_fixed,
+    map_value_negative_variable,
+    map_value_oob_fixed,
+    map_value_oob_variable,
+    map_value_unbounded_index,
+    meta_checked_against_end,
+    meta_unchecked,
+    null_arithmetic_before_check,
+    null_branch_dereference,
+    null_checked_after_use,
+    null_checked_wrong_register,
+    null_ringbuf_record_arithmetic,
+    null_unchecked,
+    pkt_check_against_wrong_pointer,
+    pkt_check_on_one_path,
+    pkt_check_other_packet_pointer,
+    pkt_compare_32bit,
+    pkt_end_dereference,
+    pkt_insufficient_check,
+    pkt_negative_fixed_offset,
+    pkt_negative_variable_offset,
+    pkt_no_check,
+    pkt_off_by_one,
+    pkt_off_by_one_ge,
+    pkt_pointer_after_adjust_head,
+    pkt_spilled_pointer_after_adjust_tail,
+    pkt_var_offset_not_rechecked,
+    pkt_var_offset_too_large_to_check,
+    pkt_var_offset_unbounded,
+    pkt_write_unchecked,
+    pointer_32bit_add,
+    pointer_compared_to_number,
+    pointer_minus_other_region,
+    pointer_multiplied,
+    pointer_ored,
+    pointer_plus_pointer,
+    redirect_map_on_array,
+    register_clobbered_by_call,
+    register_clobbered_by_helper,
+    ringbuf_record_leaked,
+    ringbuf_size_not_constant,
+    ringbuf_submit_not_reserved,
+    rodata_atomic,
+    rodata_write_after_lookup,
+    rodata_write_direct,
+    rodata_written_by_helper,
+    same_insn_ctx_and_stack,
+    scalar_minus_pointer,
+    spin_lock_held_across_call,
+    spin_lock_held_at_exit,
+    spin_lock_twice,
+    spin_unlock_without_lock,
+    stack_above_fp,
+    stack_below_frame,
+    stack_callee_pointer_into_caller,
+    stack_misaligned,
+    stack_partially_uninit_read,
+    stack_pointer_partial_fill,
+    stack_pointer_partial_spill,
+    stack_return_callee_pointer,
+    stack_spill_partially_overwritten,
+    stack_uninit_in_callee,
+    stack_uninit_read,
+    stack_var_write_over_spill,
+    stack_variable_offset_oob,
+    tail_call_below_large_frames,
+    tail_call_holding_reference,
+    tail_call_through_array,
+    unbounded_recursion,
+    uninit_register_read,
+    unknown_helper,
+    write_to_frame_pointer,
+}

@@ -1,0 +1,4 @@
+; reads 8 bytes of xdp_md.data
+; expect: CtxAccess
+ldxdw %r0, [%r1+0]
+exit

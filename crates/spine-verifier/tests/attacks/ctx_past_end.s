@@ -1,0 +1,4 @@
+; reads past the end of xdp_md
+; expect: CtxAccess
+ldxw %r0, [%r1+24]
+exit

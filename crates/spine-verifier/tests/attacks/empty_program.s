@@ -1,0 +1,3 @@
+; no instructions at all
+; expect: Isa(Empty)
+; nothing

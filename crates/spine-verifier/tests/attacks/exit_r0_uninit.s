@@ -1,0 +1,4 @@
+; exits without setting r0
+; expect: UninitRegister
+mov %r1, 0
+exit

@@ -1,0 +1,3 @@
+; ends without exit
+; expect: Isa(FallsOffEnd)
+mov %r0, 0

@@ -1,0 +1,4 @@
+; returns the context pointer as the verdict
+; expect: PointerLeak
+mov %r0, %r1
+exit

@@ -1,0 +1,11 @@
+; dereferences first and checks afterwards
+; expect: NullableDeref
+stw [%r10-4], 0
+mov %r2, %r10
+add %r2, -4
+lddw %r1, map[0]
+call 1
+ldxdw %r1, [%r0+0]
+jeq %r0, 0, out
+out: mov %r0, 2
+exit

@@ -1,0 +1,11 @@
+; reads the byte before data
+; expect: PacketOutOfBounds
+ldxw %r2, [%r1+0]
+ldxw %r3, [%r1+4]
+
+mov %r4, %r2
+add %r4, 14
+jgt %r4, %r3, out
+ldxb %r0, [%r2-1]
+out: mov %r0, 1
+exit

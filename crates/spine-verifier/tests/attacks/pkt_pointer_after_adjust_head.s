@@ -1,0 +1,14 @@
+; keeps a packet pointer across bpf_xdp_adjust_head, which invalidates it
+; expect: UninitRegister
+mov %r6, %r1
+ldxw %r7, [%r6+0]
+ldxw %r8, [%r6+4]
+mov %r4, %r7
+add %r4, 14
+jgt %r4, %r8, out
+mov %r1, %r6
+mov %r2, 4
+call 44
+ldxb %r0, [%r7+0]
+out: mov %r0, 2
+exit

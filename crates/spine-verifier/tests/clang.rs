@@ -1,0 +1,68 @@
+//! Typical clang-built XDP programs beyond the bundled ones (loops clang did not unroll,
+//! helpers with memory arguments, a `bpf_loop` callback, global data, a bpf-to-bpf call
+//! filling its caller's struct, packet edits after `bpf_xdp_adjust_head`). Each was
+//! checked to load into the kernel (6.18) with `bpftool prog load ... type xdp`; spine
+//! must accept them too.
+
+use spine_obj::{MapOrigin, MapSpec};
+use spine_verifier::{verify, xdp_ctx, KernelHelpers, Limits, MapInfo, VerifyEnv};
+use std::path::Path;
+
+fn map_info(m: &MapSpec) -> MapInfo {
+    let global_ro = matches!(m.origin, MapOrigin::GlobalData { read_only: true, .. });
+    MapInfo {
+        name: m.name.clone(),
+        map_type: m.map_type,
+        key_size: m.key_size,
+        value_size: m.value_size,
+        max_entries: m.max_entries,
+        read_only: global_ro || m.flags & spine_abi::map_flags::RDONLY_PROG != 0,
+        inner: m.inner.as_deref().map(|i| Box::new(map_info(i))),
+    }
+}
+
+fn check(name: &str) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
+    let out = std::env::temp_dir().join(format!("spine-verifier-{}-{name}.o", std::process::id()));
+    let bytes = spine_progs::compile_c(&src, &out, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_file(&out);
+    let obj = spine_obj::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let maps: Vec<MapInfo> = obj.maps.iter().map(map_info).collect();
+    let ctx = xdp_ctx();
+    let helpers = KernelHelpers::xdp();
+    assert!(!obj.programs.is_empty());
+    for p in &obj.programs {
+        let env = VerifyEnv {
+            ctx: &ctx,
+            helpers: &helpers,
+            maps: &maps,
+            limits: Limits::default(),
+            log_level: 0,
+        };
+        if let Err(e) = verify(&p.insns, &env) {
+            let env = VerifyEnv { log_level: 1, ..env };
+            let log = verify(&p.insns, &env).err().map(|e| e.log).unwrap_or_default();
+            panic!("{name}/{} refused: {e}\n{log}", p.name);
+        }
+    }
+}
+
+#[test]
+fn loops_clang_did_not_unroll() {
+    check("loops");
+}
+
+#[test]
+fn helpers_callbacks_and_global_data() {
+    check("helpers");
+}
+
+#[test]
+fn copies_options_and_pushes_a_header() {
+    check("copy");
+}
+
+#[test]
+fn cursor_loop_load_bytes_and_for_each() {
+    check("walk");
+}

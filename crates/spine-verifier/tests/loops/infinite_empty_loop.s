@@ -1,0 +1,3 @@
+; for (;;) {}: never terminates; the watchdog ends it
+; expect: accept
+loop: ja loop
