@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use spine_maps::Map;
 use spine_runtime::{
-    Budget, Extension, FixedHost, Frame, Geometry, LoadOptions, RxInfo, XdpRunner,
+    load_object, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, LoadedObject, RxInfo,
+    XdpRunner,
 };
 use spine_sys::{KernelMap, KernelObject, TestRun};
 
@@ -136,8 +137,11 @@ impl fmt::Display for Report {
 pub struct Pair {
     runner: XdpRunner,
     kernel: KernelObject,
-    maps: Vec<Arc<Map>>,
+    /// The object's data maps with their index in the object (the kernel's order).
+    maps: Vec<(usize, Arc<Map>)>,
     host: FixedHost,
+    /// Keeps the object's other programs (tail-call targets) loaded.
+    _loaded: LoadedObject,
 }
 
 impl fmt::Debug for Pair {
@@ -147,21 +151,34 @@ impl fmt::Debug for Pair {
 }
 
 impl Pair {
-    /// Loads `section` of `object` (the first program if `None`) into spine and into the
-    /// kernel. Per-CPU maps get one slot per possible CPU on both sides; spine runs as `cpu`.
-    pub fn load(object: &[u8], section: Option<&str>, cpu: usize) -> Result<Pair, DiffError> {
+    /// Loads `section` of `object` (the first program if `None`) into spine (on `engine`)
+    /// and into the kernel. Per-CPU maps get one slot per possible CPU on both sides;
+    /// spine runs as `cpu`.
+    pub fn load(
+        object: &[u8],
+        section: Option<&str>,
+        cpu: usize,
+        engine: EngineKind,
+    ) -> Result<Pair, DiffError> {
         let obj = spine_obj::parse(object)?;
         let prog = obj
             .program(section)
             .ok_or_else(|| DiffError::NoProgram(section.map(str::to_string)))?;
-        let opts = LoadOptions { ncpus: spine_sys::possible_cpus(), ..LoadOptions::default() };
-        let ext = Arc::new(Extension::load_xdp(&obj, section, &opts)?);
-        let maps = ext.maps().to_vec();
-        // A generous budget: fidelity runs must never be cut short by the watchdog.
-        let budget = Budget { ns: 1_000_000_000, ..Budget::default() };
-        let runner = XdpRunner::new(ext, cpu, budget)?;
+        let opts =
+            LoadOptions { ncpus: spine_sys::possible_cpus(), engine, ..LoadOptions::default() };
+        let loaded = load_object(&obj, &opts)?;
+        let ext = loaded.program(section)?.clone();
+        let maps = (0..ext.maps().len())
+            .filter_map(|i| ext.maps().data(i).map(|_| i))
+            .filter_map(|i| match ext.maps().get(i) {
+                Some(spine_runtime::RtMap::Data(m)) => Some((i, m.clone())),
+                _ => None,
+            })
+            .collect();
+        // Fidelity runs must never be cut short by the watchdog.
+        let runner = XdpRunner::new(ext, cpu)?.with_budget(Budget::UNLIMITED);
         let kernel = spine_sys::load_object_program(&obj, prog)?;
-        Ok(Pair { runner, kernel, maps, host: FixedHost::new(1) })
+        Ok(Pair { runner, kernel, maps, host: FixedHost::new(1), _loaded: loaded })
     }
 
     /// Runs every packet through both sides, comparing after each; stops collecting
@@ -222,9 +239,9 @@ impl Pair {
                     },
                 });
             }
-            for (m, km) in self.maps.iter().zip(&self.kernel.maps) {
+            for (index, m) in &self.maps {
                 report.map_checks += 1;
-                compare_map(i, m, km, &mut report.mismatches)?;
+                compare_map(i, m, &self.kernel.maps[*index], &mut report.mismatches)?;
             }
         }
         Ok(report)

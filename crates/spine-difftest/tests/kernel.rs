@@ -4,6 +4,7 @@
 
 use spine_difftest::{Pair, Report};
 use spine_ports::gen::{GenConfig, Generator};
+use spine_runtime::EngineKind;
 
 /// Packets per program: the generator's mix up to the kernel's largest test frame, plus
 /// the boundary sizes both sides must refuse or accept alike.
@@ -31,28 +32,35 @@ fn packets(seed: u64) -> Vec<Vec<u8>> {
     v
 }
 
-fn diff(object: &[u8], name: &str, pkts: &[Vec<u8>]) -> Report {
+/// Runs `pkts` through spine on `engine` and through the kernel.
+fn diff(object: &[u8], name: &str, engine: EngineKind, pkts: &[Vec<u8>]) -> Report {
     // The kernel runs a test on the calling CPU; spine must fill the same per-CPU slots.
     spine_sys::pin_current_thread(0).expect("pinning to CPU 0");
-    let mut pair = Pair::load(object, None, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let report = pair.run(pkts, 5).unwrap_or_else(|e| panic!("{name}: {e}"));
-    println!("{name}: {report}");
+    let mut pair =
+        Pair::load(object, None, 0, engine).unwrap_or_else(|e| panic!("{name} ({engine:?}): {e}"));
+    let report = pair.run(pkts, 5).unwrap_or_else(|e| panic!("{name} ({engine:?}): {e}"));
+    println!("{name} ({engine:?}): {report}");
     for m in &report.mismatches {
         println!("  {m}");
     }
     report
 }
 
+const ENGINES: [EngineKind; 2] = [EngineKind::Interpreter, EngineKind::Jit];
+
 fn check_bundled(name: &str, seed: u64) {
     if !kernel_available() {
         return;
     }
     let b = spine_progs::get(name).unwrap_or_else(|| panic!("no bundled program {name}"));
-    let report = diff(b.object, name, &packets(seed));
-    assert!(report.mismatches.is_empty(), "{name}: spine and the kernel disagree");
-    assert!(report.packets >= 1_000);
-    assert_eq!(report.refused, 1, "{name}: the 13-byte packet is refused by both");
-    assert!(report.map_checks > 0 || name == "mac_swap");
+    let pkts = packets(seed);
+    for engine in ENGINES {
+        let report = diff(b.object, name, engine, &pkts);
+        assert!(report.mismatches.is_empty(), "{name} ({engine:?}): spine and the kernel disagree");
+        assert!(report.packets >= 1_000);
+        assert_eq!(report.refused, 1, "{name}: the 13-byte packet is refused by both");
+        assert!(report.map_checks > 0 || name == "mac_swap");
+    }
 }
 
 macro_rules! bundled {
@@ -129,10 +137,12 @@ fn frame_geometry_matches_the_kernel() {
             probe(3, d);
         }
     }
-    let report = diff(&object, "limits", &pkts);
-    assert!(report.mismatches.is_empty(), "frame geometry differs from the kernel's");
-    assert!(
-        report.verdicts[2] > 100 && report.verdicts[1] > 100,
-        "probes hit both sides of every limit"
-    );
+    for engine in ENGINES {
+        let report = diff(&object, "limits", engine, &pkts);
+        assert!(report.mismatches.is_empty(), "frame geometry differs from the kernel's");
+        assert!(
+            report.verdicts[2] > 100 && report.verdicts[1] > 100,
+            "probes hit both sides of every limit"
+        );
+    }
 }

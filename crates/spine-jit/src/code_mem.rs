@@ -70,6 +70,13 @@ impl CodeMem {
     pub(crate) fn len(&self) -> usize {
         self.code_len
     }
+
+    /// The machine code, for disassembly and profilers.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is readable (R+X) and `code_len` bytes of it hold the code
+        // for as long as `self` lives; it is never written after `new`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.code_len) }
+    }
 }
 
 impl Drop for CodeMem {

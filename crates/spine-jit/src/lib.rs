@@ -76,7 +76,8 @@ impl NativeHelper {
 }
 
 /// Inline expansion of an array-map lookup, the kernel's `bpf_map_lookup_elem` on an
-/// array: `r0 = key < max_entries ? base + key * value_size : 0`, `key = *(u32 *)r2`.
+/// array: `r0 = key < max_entries ? base + key * value_size : 0`, `key = *(u32 *)r2`
+/// (plus `cpu * cpu_stride` for a per-CPU array).
 ///
 /// Applied to a static call of `helper_id` only when r1 provably holds `map_handle`
 /// (an `lddw`/`mov` of that constant earlier in the same basic block) and
@@ -90,6 +91,16 @@ pub struct InlineArrayLookup {
     pub base: u64,
     pub value_size: u32,
     pub max_entries: u32,
+    /// For a per-CPU array: each worker's copy lies `cpu_stride` further, the worker's
+    /// CPU index being the `u64` at `cpu_offset` in the runtime pointer of the run.
+    pub per_cpu: Option<PerCpuLookup>,
+}
+
+/// Where a per-CPU array's copies lie; see [`InlineArrayLookup::per_cpu`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerCpuLookup {
+    pub cpu_stride: u64,
+    pub cpu_offset: i32,
 }
 
 /// How to compile a program.
@@ -192,7 +203,7 @@ impl JitProgram {
     ///
     /// # Safety
     /// `rt` must be what the registered native helpers expect, valid for the whole call.
-    #[expect(unsafe_code, reason = "registers the stack region and enters the generated code")]
+    #[expect(unsafe_code, reason = "forwards to enter with an explicit runtime pointer")]
     pub unsafe fn run_with_runtime<E: Env>(
         &self,
         args: [u64; 5],
@@ -202,6 +213,47 @@ impl JitProgram {
         limits: RunLimits,
         rt: *mut c_void,
     ) -> Result<u64, Fault> {
+        // SAFETY: the caller's contract.
+        unsafe { self.enter(args, mem, stack, env, limits, Some(rt)) }
+    }
+
+    /// As [`JitProgram::run`], passing `env` itself (as `*mut E`) to every
+    /// [`NativeHelper`] call, so native helpers and `Env::call` share one environment.
+    ///
+    /// # Safety
+    /// The registered native helpers must expect `rt` to be a `*mut E`.
+    #[expect(unsafe_code, reason = "forwards to enter with the environment as runtime pointer")]
+    #[inline]
+    pub unsafe fn run_with_env_runtime<E: Env>(
+        &self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack: &mut Stack,
+        env: &mut E,
+        limits: RunLimits,
+    ) -> Result<u64, Fault> {
+        // SAFETY: the caller's contract.
+        unsafe { self.enter(args, mem, stack, env, limits, None) }
+    }
+
+    /// Runs the code; `rt: None` passes the environment pointer as the runtime pointer
+    /// (derived once, so the trampoline's and the native helpers' uses never conflict).
+    ///
+    /// # Safety
+    /// `rt` (or `env`, when `None`) must be what the registered native helpers expect.
+    #[expect(unsafe_code, reason = "registers the stack region and enters the generated code")]
+    #[inline]
+    unsafe fn enter<E: Env>(
+        &self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack: &mut Stack,
+        env: &mut E,
+        limits: RunLimits,
+        rt: Option<*mut c_void>,
+    ) -> Result<u64, Fault> {
+        let env_ptr: *mut c_void = (env as *mut E).cast();
+        let rt = rt.unwrap_or(env_ptr);
         let stack_base = stack.as_mut_ptr() as u64;
         let stack_top = stack_base + Stack::BYTES as u64;
         let base_len = mem.len();
@@ -221,7 +273,7 @@ impl JitProgram {
             aborted: 0,
             frames: std::mem::MaybeUninit::uninit(),
             mem: mem as *mut Memory,
-            env: (env as *mut E).cast(),
+            env: env_ptr,
             limit_points: limits.points,
             spent: 0,
             outcome: None,
@@ -239,6 +291,11 @@ impl JitProgram {
             std::panic::resume_unwind(payload);
         }
         ctx.outcome.take().unwrap_or(Ok(r0))
+    }
+
+    /// The machine code (x86-64), for disassembly and profilers.
+    pub fn code(&self) -> &[u8] {
+        self.code.bytes()
     }
 
     /// Bytes of machine code.

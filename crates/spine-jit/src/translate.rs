@@ -726,10 +726,7 @@ impl Translator<'_> {
     /// A helper call, by static id or (callx) by the id in register `id_reg`.
     fn helper_call(&mut self, pc: usize, id: Option<u32>, id_reg: u8) {
         if let Some(id) = id {
-            if let Some(h) = self.opts.native_helpers.iter().find(|h| h.id == id) {
-                self.native_call(*h);
-                return;
-            }
+            // Inline expansion first: it beats any call, native or not.
             let handle = self.known[1];
             if let Some(l) = self
                 .opts
@@ -741,6 +738,10 @@ impl Translator<'_> {
                     self.inline_lookup(*l);
                     return;
                 }
+            }
+            if let Some(h) = self.opts.native_helpers.iter().find(|h| h.id == id) {
+                self.native_call(*h);
+                return;
             }
         }
         let id_pc = match id {
@@ -782,7 +783,14 @@ impl Translator<'_> {
         let key = self.b.ins().uload32(mem_flags(), key_ptr, 0);
         let inb = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, key, i64::from(l.max_entries));
         let off = self.b.ins().imul_imm_s(key, i64::from(l.value_size));
-        let addr = self.b.ins().iadd_imm_s(off, l.base as i64);
+        let mut addr = self.b.ins().iadd_imm_s(off, l.base as i64);
+        if let Some(pc) = l.per_cpu {
+            // This worker's copy: `base + cpu * cpu_stride`, the CPU read from the runtime.
+            let rt = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_RT);
+            let cpu = self.b.ins().load(I64, ctx_flags(), rt, pc.cpu_offset);
+            let cpu_off = self.b.ins().imul_imm_s(cpu, pc.cpu_stride as i64);
+            addr = self.b.ins().iadd(addr, cpu_off);
+        }
         let zero = self.b.ins().iconst(I64, 0);
         let r = self.b.ins().select(inb, addr, zero);
         self.set(0, r);

@@ -216,8 +216,14 @@ fn inline_array_lookup_matches_the_helper_and_skips_the_call() {
     ];
     let values = [11u64, 22, 33, 44];
     let base = values.as_ptr() as u64;
-    let lookup =
-        InlineArrayLookup { helper_id: 1, map_handle: HANDLE, base, value_size: 8, max_entries: 4 };
+    let lookup = InlineArrayLookup {
+        helper_id: 1,
+        map_handle: HANDLE,
+        base,
+        value_size: 8,
+        max_entries: 4,
+        per_cpu: None,
+    };
     let inline = JitOptions {
         proven: Some(vec![true; prog.len()]),
         inline_array_lookups: vec![lookup],

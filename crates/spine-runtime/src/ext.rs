@@ -1,45 +1,66 @@
-//! Turning a parsed object into a runnable extension: one map per map the object
-//! declares, map references resolved, context loads rewritten, the engine prepared.
+//! Turning a parsed object into runnable extensions: the object's maps created in its
+//! protection domain, every program verified against the domain's helpers and the maps,
+//! map references resolved, context loads rewritten from what the verifier proved, and
+//! an engine prepared (the JIT by default, or the interpreter).
 
 use std::sync::Arc;
 
+use spine_abi::{helper, map_type};
 use spine_isa::{op, Insn};
-use spine_maps::{Map, MapDef, MapError, MapOptions};
-use spine_obj::{MapOrigin, Object, ProgType};
+use spine_jit::{InlineArrayLookup, JitOptions, JitProgram, PerCpuLookup};
+use spine_obj::{Object, ProgType, SlotTarget};
+use spine_verifier::{
+    CtxLayout, KernelHelpers, Limits, MapInfo, MemAccess, Verified, VerifyEnv, VerifyError,
+};
 use spine_vm::Interpreter;
 
-use crate::ctx::{self, CtxError};
+use crate::ctx;
+use crate::domain::{Domain, DomainError};
+use crate::maps::{MapTable, ProgArrayError, RtMap, MAP_HANDLE_BASE};
+use crate::watchdog::Health;
 
-/// Register value a program holds for a map (`lddw rX, map`): opaque to the program (it
-/// is no address any region covers) and decoded only by helpers.
-pub const MAP_HANDLE_BASE: u64 = 0xffff_5350_0000_0000;
-/// Most maps one extension may reference.
-pub const MAX_MAPS: usize = 4096;
-
-/// Decodes a map handle into a map index, if it is one.
-pub fn map_index(handle: u64) -> Option<usize> {
-    let idx = handle.wrapping_sub(MAP_HANDLE_BASE);
-    (idx < MAX_MAPS as u64).then_some(idx as usize)
+/// Which engine runs an extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EngineKind {
+    /// Native code; accesses the verifier proved run unchecked.
+    #[default]
+    Jit,
+    /// The reference interpreter; every access checked against the invocation's regions.
+    Interpreter,
 }
 
-/// How to instantiate an extension.
+/// How to load an object.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
-    /// Workers that will run the extension: the number of slots of per-CPU maps.
+    /// Workers that will run the extensions: the number of slots of per-CPU maps.
     pub ncpus: usize,
     /// Seed mixed into hash maps' hash function.
     pub map_seed: u64,
-    /// Most bytes of storage one map may take.
-    pub max_map_bytes: u64,
+    pub engine: EngineKind,
+    /// The domain the extensions load into.
+    pub domain: Arc<Domain>,
+    /// Verifier log detail kept on the extension (0 none, 1 errors, 2 every instruction).
+    pub log_level: u8,
+    /// Compile the watchdog's progress-point countdown into JIT code. Off only to measure
+    /// what the watchdog costs: without it a runaway JIT program is never stopped. The
+    /// interpreter always counts.
+    pub watchdog: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { ncpus: 1, map_seed: 0, max_map_bytes: MapOptions::default().max_bytes }
+        LoadOptions {
+            ncpus: 1,
+            map_seed: 0,
+            engine: EngineKind::default(),
+            domain: Domain::default_domain(),
+            log_level: 0,
+            watchdog: true,
+        }
     }
 }
 
-/// Why an extension could not be loaded.
+/// Why an object or one of its programs could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("no program {wanted} in the object (it has: {})", available.join(", "))]
@@ -50,67 +71,317 @@ pub enum LoadError {
     Map {
         map: String,
         #[source]
-        source: MapError,
+        source: spine_maps::MapError,
     },
-    #[error("object declares {0} maps, more than the limit of {MAX_MAPS}")]
+    #[error("object declares {0} maps, more than the limit of {max}", max = crate::maps::MAX_MAPS)]
     TooManyMaps(usize),
-    #[error("instruction {pc}: map reference {index} but the object has {count} maps")]
-    NoSuchMap { pc: usize, index: u32, count: usize },
-    #[error("instruction {pc}: value reference into map '{map}' needs an array map of one element with the offset {offset} inside its {value_size}-byte value")]
-    BadValueRef { pc: usize, map: String, offset: i64, value_size: u32 },
-    #[error("instruction {pc}: {what} is not supported yet")]
-    Unsupported { pc: usize, what: &'static str },
+    #[error("program '{program}' refused by the verifier: {error}")]
+    Verify { program: String, error: Box<VerifyError> },
+    #[error("program '{program}', instruction {pc}: value reference into map '{map}' needs an array map of one element with the offset {offset} inside its value")]
+    BadValueRef { program: String, pc: usize, map: String, offset: i64 },
+    #[error("program '{program}', instruction {pc}: {what} is not supported yet")]
+    Unsupported { program: String, pc: usize, what: &'static str },
     #[error(transparent)]
-    Ctx(#[from] CtxError),
-    #[error(transparent)]
-    Engine(#[from] spine_vm::LoadError),
+    Domain(#[from] DomainError),
+    #[error("program '{program}': {source}")]
+    Interp {
+        program: String,
+        #[source]
+        source: spine_vm::LoadError,
+    },
+    #[error("program '{program}': the JIT failed: {source}")]
+    Jit {
+        program: String,
+        #[source]
+        source: spine_jit::JitError,
+    },
+    #[error("initial slots of program array: {0}")]
+    ProgArray(#[from] ProgArrayError),
+    #[error("map '{map}' slot {slot}: no program '{program}' in the object")]
+    NoSlotProgram { map: String, slot: u32, program: String },
+}
+
+/// What verification measured, kept for `prog verify` and benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyStats {
+    pub insns_processed: u64,
+    pub peak_states: usize,
+    /// Stack bytes zeroed at each invocation (the verifier saw a helper read stack bytes
+    /// the program may not have written).
+    pub zeroed_stack: usize,
+    pub log: String,
+}
+
+pub(crate) enum Engine {
+    Interp(Interpreter),
+    Jit(JitProgram),
 }
 
 /// A loaded extension: immutable after load, shared by every worker that runs it.
-#[derive(Debug)]
 pub struct Extension {
     name: String,
     section: String,
     license: String,
-    maps: Vec<Arc<Map>>,
+    domain: Arc<Domain>,
+    maps: Arc<MapTable>,
     insns: Vec<Insn>,
-    interp: Interpreter,
+    stats: VerifyStats,
+    pub(crate) engine: Engine,
+    health: Health,
+}
+
+impl std::fmt::Debug for Extension {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extension")
+            .field("name", &self.name)
+            .field("section", &self.section)
+            .field("domain", &self.domain.name())
+            .field("insns", &self.insns.len())
+            .finish()
+    }
+}
+
+/// Every XDP program of an object, sharing the object's maps: the user's handle on a
+/// loaded object. Dropping it clears the object's program arrays (as the kernel clears a
+/// program array when its last user reference goes), so programs that tail-call each
+/// other do not keep each other alive; extensions still held elsewhere keep running.
+#[derive(Debug)]
+pub struct LoadedObject {
+    pub maps: Arc<MapTable>,
+    pub programs: Vec<Arc<Extension>>,
+    /// Programs of the object that are not XDP programs: (name, section, type).
+    pub skipped: Vec<(String, String, ProgType)>,
+}
+
+impl LoadedObject {
+    /// The program in `section` (a section or function name), or the first when `None`.
+    pub fn program(&self, section: Option<&str>) -> Result<&Arc<Extension>, LoadError> {
+        let found = match section {
+            None => self.programs.first(),
+            Some(s) => self
+                .programs
+                .iter()
+                .find(|p| p.section == s)
+                .or_else(|| self.programs.iter().find(|p| p.name == s)),
+        };
+        if let Some(p) = found {
+            return Ok(p);
+        }
+        if let Some((name, _, t)) = self
+            .skipped
+            .iter()
+            .find(|(n, sec, _)| Some(sec.as_str()) == section || Some(n.as_str()) == section)
+        {
+            return Err(LoadError::WrongType { program: name.clone(), prog_type: *t });
+        }
+        Err(LoadError::NoProgram {
+            wanted: section.map_or_else(|| "at all".to_string(), |s| format!("'{s}'")),
+            available: self
+                .programs
+                .iter()
+                .map(|p| format!("{} ({})", p.section, p.name))
+                .collect(),
+        })
+    }
+}
+
+impl Drop for LoadedObject {
+    fn drop(&mut self) {
+        for m in self.maps.iter() {
+            if let RtMap::Progs(pa) = m {
+                pa.clear();
+            }
+        }
+    }
+}
+
+/// Loads every XDP program of `obj` into `opts.domain`, creating the object's maps and
+/// filling program arrays from the object's initial slots.
+pub fn load_object(obj: &Object, opts: &LoadOptions) -> Result<LoadedObject, LoadError> {
+    let maps = Arc::new(MapTable::create(obj, &opts.domain, opts.ncpus, opts.map_seed)?);
+    let infos: Vec<MapInfo> = obj.maps.iter().map(map_info).collect();
+    let mut programs = Vec::new();
+    let mut skipped = Vec::new();
+    for prog in &obj.programs {
+        if !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags) {
+            skipped.push((prog.name.clone(), prog.section.clone(), prog.prog_type));
+            continue;
+        }
+        programs.push(Arc::new(load_program(obj, prog, &maps, &infos, opts)?));
+    }
+    for (i, spec) in obj.maps.iter().enumerate() {
+        let Some(RtMap::Progs(pa)) = maps.get(i) else { continue };
+        for (slot, target) in &spec.init_slots {
+            let SlotTarget::Program(name) = target else { continue };
+            let p = programs.iter().find(|p| &p.name == name).ok_or_else(|| {
+                LoadError::NoSlotProgram {
+                    map: spec.name.clone(),
+                    slot: *slot,
+                    program: name.clone(),
+                }
+            })?;
+            pa.set(*slot, Some(p), &maps)?;
+        }
+    }
+    Ok(LoadedObject { maps, programs, skipped })
+}
+
+/// Verifies one program of `obj` as loading it into `opts.domain` would: against the
+/// domain's helpers and instruction quota, the object's maps and the XDP context.
+pub fn verify_program(
+    obj: &Object,
+    prog: &spine_obj::Program,
+    opts: &LoadOptions,
+) -> Result<Verified, LoadError> {
+    let infos: Vec<MapInfo> = obj.maps.iter().map(map_info).collect();
+    verify_with(prog, &infos, &ctx_layout(prog), opts)
+}
+
+fn ctx_layout(prog: &spine_obj::Program) -> CtxLayout {
+    if prog.section.starts_with("xdp/devmap") {
+        spine_verifier::xdp_devmap_ctx()
+    } else {
+        spine_verifier::xdp_ctx()
+    }
+}
+
+fn verify_with(
+    prog: &spine_obj::Program,
+    infos: &[MapInfo],
+    ctx: &CtxLayout,
+    opts: &LoadOptions,
+) -> Result<Verified, LoadError> {
+    if !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags) {
+        return Err(LoadError::WrongType { program: prog.name.clone(), prog_type: prog.prog_type });
+    }
+    opts.domain.check_insns(prog.insns.len())?;
+    let helpers = KernelHelpers::only(&opts.domain.xdp_helpers());
+    let env = VerifyEnv {
+        ctx,
+        helpers: &helpers,
+        maps: infos,
+        limits: Limits::default(),
+        log_level: opts.log_level,
+    };
+    spine_verifier::verify(&prog.insns, &env)
+        .map_err(|error| LoadError::Verify { program: prog.name.clone(), error: Box::new(error) })
+}
+
+fn map_info(spec: &spine_obj::MapSpec) -> MapInfo {
+    MapInfo {
+        name: spec.name.clone(),
+        map_type: spec.map_type,
+        key_size: spec.key_size,
+        value_size: spec.value_size,
+        max_entries: spec.max_entries,
+        read_only: spec.flags & spine_abi::map_flags::RDONLY_PROG != 0,
+        inner: spec.inner.as_deref().map(|i| Box::new(map_info(i))),
+    }
+}
+
+fn load_program(
+    obj: &Object,
+    prog: &spine_obj::Program,
+    maps: &Arc<MapTable>,
+    infos: &[MapInfo],
+    opts: &LoadOptions,
+) -> Result<Extension, LoadError> {
+    let domain = &opts.domain;
+    let program = prog.name.clone();
+    let ctx_layout = ctx_layout(prog);
+    let verified = verify_with(prog, infos, &ctx_layout, opts)?;
+    if let Some(sp) = verified.subprogs.iter().skip(1).find(|s| s.has_tail_call) {
+        return Err(LoadError::Unsupported {
+            program,
+            pc: sp.entry,
+            what: "bpf_tail_call inside a bpf-to-bpf callee",
+        });
+    }
+    let mut insns = prog.insns.clone();
+    link(&program, &mut insns, maps)?;
+    for (pc, info) in verified.insn_info.iter().enumerate() {
+        if let Some(MemAccess::Ctx { field }) = info.access {
+            let off = ctx_layout.fields[field].off;
+            insns[pc] = ctx::rewrite_load(insns[pc], off).ok_or(LoadError::Unsupported {
+                program: program.clone(),
+                pc,
+                what: "this context access",
+            })?;
+        }
+    }
+    let zeroed_stack = if verified.stack_zeroing {
+        let depth: u32 = verified.subprogs.iter().map(|s| s.stack_depth.next_multiple_of(16)).sum();
+        (depth as usize).min(spine_vm::Stack::BYTES)
+    } else {
+        0
+    };
+    let engine = match opts.engine {
+        EngineKind::Interpreter => Engine::Interp(
+            Interpreter::new(insns.clone())
+                .map_err(|source| LoadError::Interp { program: program.clone(), source })?,
+        ),
+        EngineKind::Jit => {
+            let jopts = JitOptions {
+                proven: Some(vec![true; insns.len()]),
+                budget: opts.watchdog,
+                native_helpers: crate::helpers::native_helpers(),
+                inline_array_lookups: inline_lookups(maps),
+            };
+            Engine::Jit(
+                spine_jit::compile(&insns, &jopts)
+                    .map_err(|source| LoadError::Jit { program: program.clone(), source })?,
+            )
+        }
+    };
+    Ok(Extension {
+        name: program,
+        section: prog.section.clone(),
+        license: obj.license.clone(),
+        domain: domain.clone(),
+        maps: maps.clone(),
+        insns,
+        stats: VerifyStats {
+            insns_processed: verified.insns_processed,
+            peak_states: verified.peak_states,
+            zeroed_stack,
+            log: verified.log,
+        },
+        engine,
+        health: Health::default(),
+    })
+}
+
+/// Array lookups the JIT may expand inline, as the kernel's verifier inlines them: plain
+/// and per-CPU arrays, whose value addresses are fixed for the map's life (a per-CPU
+/// array's copy is found from the worker's CPU in the helpers' environment).
+fn inline_lookups(maps: &MapTable) -> Vec<InlineArrayLookup> {
+    (0..maps.len())
+        .filter_map(|i| {
+            let m = maps.data(i)?;
+            if !matches!(m.def().map_type, map_type::ARRAY | map_type::PERCPU_ARRAY) {
+                return None;
+            }
+            let l = m.array_layout()?;
+            let per_cpu = match l.cpu_stride {
+                None => None,
+                Some(stride) => Some(PerCpuLookup {
+                    cpu_stride: stride,
+                    cpu_offset: i32::try_from(crate::helpers::CPU_OFFSET).ok()?,
+                }),
+            };
+            Some(InlineArrayLookup {
+                helper_id: helper::MAP_LOOKUP_ELEM,
+                map_handle: MAP_HANDLE_BASE + i as u64,
+                base: l.base,
+                value_size: u32::try_from(l.elem_stride).ok()?,
+                max_entries: l.max_entries,
+                per_cpu,
+            })
+        })
+        .collect()
 }
 
 impl Extension {
-    /// Loads the XDP program of `obj` in `section` (a section or function name; the first
-    /// program when `None`), creating its maps.
-    pub fn load_xdp(
-        obj: &Object,
-        section: Option<&str>,
-        opts: &LoadOptions,
-    ) -> Result<Extension, LoadError> {
-        let prog = obj.program(section).ok_or_else(|| LoadError::NoProgram {
-            wanted: section.map_or_else(|| "at all".to_string(), |s| format!("'{s}'")),
-            available: obj.programs.iter().map(|p| format!("{} ({})", p.section, p.name)).collect(),
-        })?;
-        if !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags) {
-            return Err(LoadError::WrongType {
-                program: prog.name.clone(),
-                prog_type: prog.prog_type,
-            });
-        }
-        let maps = create_maps(obj, opts)?;
-        let mut insns = prog.insns.clone();
-        link(&mut insns, &maps)?;
-        let functions: Vec<usize> = prog.functions.iter().map(|(pc, _)| *pc).collect();
-        ctx::rewrite(&mut insns, &functions)?;
-        let interp = Interpreter::new(insns.clone())?;
-        Ok(Extension {
-            name: prog.name.clone(),
-            section: prog.section.clone(),
-            license: obj.license.clone(),
-            maps,
-            insns,
-            interp,
-        })
-    }
-
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -120,104 +391,83 @@ impl Extension {
     pub fn license(&self) -> &str {
         &self.license
     }
-    /// The maps, in the object's order.
-    pub fn maps(&self) -> &[Arc<Map>] {
+    pub fn domain(&self) -> &Arc<Domain> {
+        &self.domain
+    }
+    /// The object's maps (shared with the object's other programs).
+    pub fn maps(&self) -> &Arc<MapTable> {
         &self.maps
     }
-    /// The map called `name`.
-    pub fn map(&self, name: &str) -> Option<&Arc<Map>> {
-        self.maps.iter().find(|m| &*m.def().name == name)
+    /// The data map called `name`.
+    pub fn map(&self, name: &str) -> Option<&Arc<spine_maps::Map>> {
+        self.maps.data_maps().find(|m| &*m.def().name == name)
     }
     /// The final instructions: maps linked, context loads rewritten.
     pub fn insns(&self) -> &[Insn] {
         &self.insns
     }
-    pub(crate) fn interp(&self) -> &Interpreter {
-        &self.interp
+    pub fn stats(&self) -> &VerifyStats {
+        &self.stats
     }
-}
-
-fn create_maps(obj: &Object, opts: &LoadOptions) -> Result<Vec<Arc<Map>>, LoadError> {
-    if obj.maps.len() > MAX_MAPS {
-        return Err(LoadError::TooManyMaps(obj.maps.len()));
+    pub fn engine_kind(&self) -> EngineKind {
+        match self.engine {
+            Engine::Interp(_) => EngineKind::Interpreter,
+            Engine::Jit(_) => EngineKind::Jit,
+        }
     }
-    let mopts =
-        MapOptions { ncpus: opts.ncpus, seed: opts.map_seed, max_bytes: opts.max_map_bytes };
-    obj.maps
-        .iter()
-        .map(|spec| {
-            let wrap = |source| LoadError::Map { map: spec.name.clone(), source };
-            let def = MapDef {
-                name: Arc::from(spec.name.as_str()),
-                map_type: spec.map_type,
-                key_size: spec.key_size,
-                value_size: spec.value_size,
-                max_entries: spec.max_entries,
-                flags: spec.flags,
-            };
-            let map = Map::create(def, &mopts).map_err(wrap)?;
-            if let Some(init) = &spec.initial {
-                map.write_initial(init).map_err(wrap)?;
-            }
-            // As libbpf does: read-only global data is frozen once initialised.
-            if matches!(spec.origin, MapOrigin::GlobalData { read_only: true, .. }) {
-                map.freeze();
-            }
-            Ok(Arc::new(map))
-        })
-        .collect()
+    /// The JIT's machine code, when the extension runs on the JIT.
+    pub fn native_code(&self) -> Option<&[u8]> {
+        match &self.engine {
+            Engine::Jit(code) => Some(code.code()),
+            Engine::Interp(_) => None,
+        }
+    }
+    /// Faults and attachment state, shared by every worker.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
 }
 
 /// Resolves the loader's map references: a map handle for `PSEUDO_MAP_FD`, the value's
 /// address for `PSEUDO_MAP_VALUE`.
-fn link(insns: &mut [Insn], maps: &[Arc<Map>]) -> Result<(), LoadError> {
+fn link(program: &str, insns: &mut [Insn], maps: &MapTable) -> Result<(), LoadError> {
     let mut pc = 0;
     while pc < insns.len() {
         let i = insns[pc];
-        if !i.is_lddw() {
+        if !i.is_lddw() || pc + 1 >= insns.len() {
             pc += 1;
             continue;
         }
-        let Some(second) = insns.get(pc + 1).copied() else {
-            return Ok(()); // structural validation reports the truncated lddw
-        };
-        let get = |index: i32| {
-            maps.get(index as u32 as usize).ok_or(LoadError::NoSuchMap {
-                pc,
-                index: index as u32,
-                count: maps.len(),
-            })
-        };
+        let index = i.imm as u32 as usize;
         let value = match i.src {
             op::PSEUDO_NONE => None,
-            op::PSEUDO_MAP_FD => {
-                get(i.imm)?;
-                Some(MAP_HANDLE_BASE + u64::from(i.imm as u32))
-            }
+            // The verifier checked the index against the object's maps.
+            op::PSEUDO_MAP_FD => Some(MAP_HANDLE_BASE + index as u64),
             op::PSEUDO_MAP_VALUE => {
-                let map = get(i.imm)?;
-                let def = map.def();
-                let offset = i64::from(second.imm);
+                let offset = i64::from(insns[pc + 1].imm);
                 let bad = || LoadError::BadValueRef {
+                    program: program.to_string(),
                     pc,
-                    map: def.name.to_string(),
+                    map: maps.get(index).map_or("?", RtMap::name).to_string(),
                     offset,
-                    value_size: def.value_size,
                 };
+                let map = maps.data(index).ok_or_else(bad)?;
                 if map.array_layout().is_none()
-                    || def.max_entries != 1
-                    || offset < 0
-                    || offset >= i64::from(def.value_size)
+                    || map.def().max_entries != 1
+                    || !(0..i64::from(map.def().value_size)).contains(&offset)
                 {
                     return Err(bad());
                 }
                 let base = map.lookup(&0u32.to_le_bytes(), 0).ok_or_else(bad)?;
                 Some(base.as_ptr() as u64 + offset as u64)
             }
-            op::PSEUDO_FUNC => {
-                return Err(LoadError::Unsupported { pc, what: "a function address (callback)" })
+            _ => {
+                return Err(LoadError::Unsupported {
+                    program: program.to_string(),
+                    pc,
+                    what: "a function address (callback)",
+                })
             }
-            _ => return Err(LoadError::Unsupported { pc, what: "this lddw pseudo source" }),
         };
         if let Some(v) = value {
             let [a, b] = Insn::lddw(i.dst, op::PSEUDO_NONE, v);

@@ -29,6 +29,22 @@ impl Geometry {
         tailroom: xdp_frame::TAILROOM,
     };
 
+    /// A spine pool buffer (`spine_pool`): `size` bytes with `headroom` before the packet
+    /// and no reserve at either end (spine keeps no kernel structures in its buffers),
+    /// so a packet may grow to the buffer's end, as an AF_XDP frame may.
+    pub const fn pool(size: usize, headroom: usize) -> Geometry {
+        Geometry { size, headroom, reserved: 0, tailroom: 0 }
+    }
+
+    /// Whether `b` describes a packet this geometry allows in a buffer of `len` bytes.
+    pub fn holds(&self, b: &Bounds, len: usize) -> bool {
+        len == self.size
+            && self.reserved <= b.meta
+            && b.meta <= b.data
+            && b.data <= b.end
+            && b.end <= self.hard_end()
+    }
+
     /// Largest packet a fresh frame holds.
     pub const fn max_packet(&self) -> usize {
         self.size - self.headroom - self.tailroom
@@ -52,8 +68,17 @@ pub enum FrameError {
 /// Shortest packet an XDP frame may hold (`ETH_HLEN`); `xdp_adjust_head/tail` keep it.
 pub const ETH_HLEN: usize = 14;
 
-/// A packet in an owned, zero-initialised buffer. Offsets satisfy
-/// `reserved <= meta <= data <= end <= hard_end`.
+/// Where a packet lies in its buffer: the metadata `[meta, data)`, the packet
+/// `[data, end)`. A geometry's invariant: `reserved <= meta <= data <= end <= hard_end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bounds {
+    pub meta: usize,
+    pub data: usize,
+    pub end: usize,
+}
+
+/// A packet in an owned, zero-initialised buffer (tests, replays, the kernel-shaped test
+/// run); the adapter runs extensions on pool buffers through `XdpRunner::run_raw` instead.
 #[derive(Debug, Clone)]
 pub struct Frame {
     buf: Box<[u8]>,
@@ -121,9 +146,13 @@ impl Frame {
         &mut self.buf
     }
 
-    /// Start address of the buffer, for the regions an invocation may touch.
-    pub(crate) fn base_addr(&mut self) -> u64 {
-        self.buf.as_mut_ptr() as u64
+    /// The buffer and the packet's place in it, for `XdpRunner::run_raw`.
+    pub(crate) fn parts(&mut self) -> (&mut [u8], Geometry, Bounds) {
+        (&mut self.buf, self.geometry, Bounds { meta: self.meta, data: self.data, end: self.end })
+    }
+
+    pub(crate) fn set_bounds(&mut self, b: Bounds) {
+        (self.meta, self.data, self.end) = (b.meta, b.data, b.end);
     }
 }
 
@@ -140,6 +169,16 @@ mod tests {
         assert!(f.meta().is_empty());
         assert!(f.bytes()[256 + 20..].iter().all(|&b| b == 0), "old bytes must not show through");
         assert_eq!(f.bytes().len(), 4096);
+    }
+
+    #[test]
+    fn pool_geometry_lets_packets_grow_to_the_buffer_end() {
+        let g = Geometry::pool(2048, 256);
+        assert_eq!(g.max_packet(), 1792);
+        assert!(g.holds(&Bounds { meta: 0, data: 0, end: 2048 }, 2048));
+        assert!(!g.holds(&Bounds { meta: 0, data: 0, end: 2049 }, 2048));
+        assert!(!g.holds(&Bounds { meta: 10, data: 5, end: 20 }, 2048));
+        assert!(!g.holds(&Bounds { meta: 0, data: 0, end: 20 }, 4096), "buffer of another size");
     }
 
     #[test]

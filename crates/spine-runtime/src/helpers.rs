@@ -1,24 +1,54 @@
 //! The helpers an XDP extension may call, with the kernel's semantics and return values.
-//! Every pointer argument is checked against the invocation's regions before use.
+//!
+//! Two ways in, one implementation: through [`Env::call`] (the interpreter, and the JIT's
+//! generic trampoline), where every pointer argument is checked against the invocation's
+//! regions; and as native functions the JIT calls directly (map operations, the hot
+//! path), where the verifier has proved the pointer arguments and the bytes are read in
+//! place.
 
+use std::ffi::c_void;
 use std::sync::Arc;
 
 use spine_abi::{errno, helper};
+use spine_jit::NativeHelper;
 use spine_maps::Map;
-use spine_vm::{CallAbort, Env, Memory, Region};
+use spine_vm::{BudgetVerdict, CallAbort, Env, Memory, Region};
 
 use crate::csum;
 use crate::ctx::XdpCtx;
-use crate::ext::map_index;
+use crate::ext::Extension;
 use crate::frame::{Geometry, ETH_HLEN};
+use crate::maps::{map_index, MapTable};
 use crate::printk;
 use crate::Host;
 
 const MAX_META: u64 = spine_abi::xdp_frame::MAX_META as u64;
+/// Tail calls one invocation may make (the kernel's `MAX_TAIL_CALL_CNT`).
+pub const MAX_TAIL_CALLS: u32 = 33;
+
+/// Where an `XDP_REDIRECT` verdict sends its packet; the adapter resolves the target (and
+/// checks the extension's domain may use it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redirect {
+    /// To the port with this interface index (`bpf_redirect`, or a devmap entry).
+    Port { ifindex: u32 },
+    /// To the worker of this CPU (a cpumap entry).
+    Cpu { cpu: u32 },
+}
+
+/// `bpf_redirect_map` flags: the low bits are the verdict when the key is missing.
+const REDIRECT_ACTION_MASK: u64 = 3;
+const BPF_F_BROADCAST: u64 = 1 << 3;
+const BPF_F_EXCLUDE_INGRESS: u64 = 1 << 4;
+
+/// Where the worker's CPU index lies in [`XdpEnv`], for JIT code that finds its per-CPU
+/// array copy inline.
+pub(crate) const CPU_OFFSET: usize = std::mem::offset_of!(XdpEnv<'static>, cpu);
 
 /// The helper environment of one XDP invocation.
 pub(crate) struct XdpEnv<'a> {
-    pub maps: &'a [Arc<Map>],
+    pub maps: &'a MapTable,
+    /// The worker's CPU index; JIT code reads it at [`CPU_OFFSET`] (a `u64`).
     pub cpu: usize,
     pub host: &'a mut dyn Host,
     /// The context the program was given; helpers taking `ctx` must be passed this.
@@ -28,17 +58,34 @@ pub(crate) struct XdpEnv<'a> {
     pub geometry: Geometry,
     /// Index of the packet region (`[data_meta, data_end)`) in the invocation's memory.
     pub pkt_region: usize,
+    /// Set by `bpf_tail_call`: the program to run next, in place of the current one.
+    pub tail: Option<Arc<Extension>>,
+    /// Tail calls made so far in this invocation.
+    pub tail_calls: u32,
+    /// Set by `bpf_redirect`/`bpf_redirect_map`, read when the verdict is `XDP_REDIRECT`.
+    pub redirect: Option<Redirect>,
+    /// The watchdog's limits for this invocation.
+    pub budget: crate::Budget,
+    /// Set at the first clock check of the invocation, so invocations that never reach
+    /// one (no loops, few calls: most packet programs) never read the clock.
+    pub deadline: Option<u64>,
 }
 
 fn neg(e: i64) -> u64 {
     (-e) as u64
 }
 
+fn map_result(r: Result<(), spine_maps::MapError>) -> u64 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.errno() as u64,
+    }
+}
+
 impl XdpEnv<'_> {
     fn map(&self, handle: u64) -> Result<&Map, CallAbort> {
         map_index(handle)
-            .and_then(|i| self.maps.get(i))
-            .map(|m| &**m)
+            .and_then(|i| self.maps.data(i))
             .ok_or(CallAbort::Fault("argument 1 is not a map"))
     }
 
@@ -120,40 +167,91 @@ impl XdpEnv<'_> {
         self.set_bounds(mem, c.data_meta, c.data, end);
         0
     }
+
+    /// `bpf_xdp_load_bytes`/`store_bytes`: the packet range `[offset, offset + len)`.
+    fn packet_range(&self, offset: u64, len: u64) -> Option<(u64, usize)> {
+        let c = self.ctx();
+        let plen = c.data_end - c.data;
+        let end = offset.checked_add(len)?;
+        (len > 0 && end <= plen).then(|| (c.data + offset, len as usize))
+    }
+
+    /// `bpf_redirect_map`, as the kernel's `__bpf_xdp_redirect_map`: a missing key returns
+    /// the low bits of `flags` as the verdict. Broadcast is not supported (`XDP_ABORTED`).
+    fn redirect_map(&mut self, handle: u64, key: u64, flags: u64) -> Result<u64, CallAbort> {
+        use spine_abi::{map_type as mt, xdp_action as act};
+        if flags & !(REDIRECT_ACTION_MASK | BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS) != 0
+            || flags & BPF_F_BROADCAST != 0
+        {
+            return Ok(u64::from(act::ABORTED));
+        }
+        let map = self.map(handle)?;
+        let key = key as u32;
+        let Some(value) = map.lookup(&key.to_le_bytes(), self.cpu) else {
+            self.redirect = None;
+            return Ok(flags & REDIRECT_ACTION_MASK);
+        };
+        self.redirect = match map.def().map_type {
+            mt::DEVMAP | mt::DEVMAP_HASH => {
+                // SAFETY: devmap values are at least 4 bytes (the ifindex first), 8-aligned.
+                let ifindex = unsafe { value.as_ptr().cast::<u32>().read() };
+                Some(Redirect::Port { ifindex })
+            }
+            mt::CPUMAP => Some(Redirect::Cpu { cpu: key }),
+            _ => {
+                return Err(CallAbort::Fault("redirect through a map that is no devmap or cpumap"))
+            }
+        };
+        Ok(u64::from(act::REDIRECT))
+    }
+
+    fn tail_call(&mut self, map: u64, index: u64) -> Result<u64, CallAbort> {
+        let Some(pa) = map_index(map).and_then(|i| self.maps.progs(i)) else {
+            return Err(CallAbort::Fault("argument 2 is not a program array"));
+        };
+        if self.tail_calls >= MAX_TAIL_CALLS {
+            return Ok(neg(errno::ENOENT));
+        }
+        let Some(target) = u32::try_from(index).ok().and_then(|i| pa.get(i)) else {
+            return Ok(neg(errno::ENOENT));
+        };
+        self.tail_calls += 1;
+        self.tail = Some(target);
+        // Ends the current program; the runner starts `tail` on the same context.
+        Err(CallAbort::Exit(0))
+    }
 }
 
 impl Env for XdpEnv<'_> {
     fn call(&mut self, id: u32, a: [u64; 5], mem: &mut Memory) -> Result<u64, CallAbort> {
-        let bad_ptr = CallAbort::Fault("pointer argument outside the program's memory");
+        let bad_ptr = || CallAbort::Fault("pointer argument outside the program's memory");
         Ok(match id {
-            helper::MAP_LOOKUP_ELEM => {
+            helper::MAP_LOOKUP_ELEM | helper::MAP_LOOKUP_PERCPU_ELEM => {
                 let map = self.map(a[0])?;
-                let key = mem.slice(a[1], map.def().key_size as usize).ok_or(bad_ptr)?;
-                map.lookup(key, self.cpu).map_or(0, |p| p.as_ptr() as u64)
+                let key = mem.slice(a[1], map.def().key_size as usize).ok_or_else(bad_ptr)?;
+                let cpu = if id == helper::MAP_LOOKUP_ELEM { self.cpu } else { a[2] as usize };
+                if cpu >= map.ncpus() {
+                    return Ok(0);
+                }
+                map.lookup(key, cpu).map_or(0, |p| p.as_ptr() as u64)
             }
             helper::MAP_UPDATE_ELEM => {
                 let map = self.map(a[0])?;
                 let d = map.def();
-                let key = mem.slice(a[1], d.key_size as usize).ok_or(bad_ptr.clone())?;
-                let value = mem.slice(a[2], d.value_size as usize).ok_or(bad_ptr)?;
-                match map.update(key, value, a[3], self.cpu) {
-                    Ok(()) => 0,
-                    Err(e) => e.errno() as u64,
-                }
+                let key = mem.slice(a[1], d.key_size as usize).ok_or_else(bad_ptr)?;
+                let value = mem.slice(a[2], d.value_size as usize).ok_or_else(bad_ptr)?;
+                map_result(map.update(key, value, a[3], self.cpu))
             }
             helper::MAP_DELETE_ELEM => {
                 let map = self.map(a[0])?;
-                let key = mem.slice(a[1], map.def().key_size as usize).ok_or(bad_ptr)?;
-                match map.delete(key, self.cpu) {
-                    Ok(()) => 0,
-                    Err(e) => e.errno() as u64,
-                }
+                let key = mem.slice(a[1], map.def().key_size as usize).ok_or_else(bad_ptr)?;
+                map_result(map.delete(key, self.cpu))
             }
             helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS => self.host.now_ns(),
             helper::GET_PRANDOM_U32 => u64::from(self.host.prandom_u32()),
             helper::GET_SMP_PROCESSOR_ID => self.cpu as u64,
             helper::TRACE_PRINTK => {
-                let fmt = mem.slice(a[0], a[1] as u32 as usize).ok_or(bad_ptr)?;
+                let fmt = mem.slice(a[0], a[1] as u32 as usize).ok_or_else(bad_ptr)?;
                 match printk::format(fmt, [a[2], a[3], a[4]], mem) {
                     Ok(line) => {
                         self.host.trace(self.cpu, &line);
@@ -167,8 +265,8 @@ impl Env for XdpEnv<'_> {
                 if (from_size | to_size) & 3 != 0 {
                     return Ok(neg(errno::EINVAL));
                 }
-                let from = mem.slice(a[0], from_size as usize).ok_or(bad_ptr.clone())?;
-                let to = mem.slice(a[2], to_size as usize).ok_or(bad_ptr)?;
+                let from = mem.slice(a[0], from_size as usize).ok_or_else(bad_ptr)?;
+                let to = mem.slice(a[2], to_size as usize).ok_or_else(bad_ptr)?;
                 u64::from(csum::csum_diff(from, to, a[4] as u32))
             }
             helper::XDP_ADJUST_HEAD => {
@@ -183,7 +281,138 @@ impl Env for XdpEnv<'_> {
                 self.check_ctx(a[0])?;
                 self.adjust_tail(mem, i64::from(a[1] as i32))
             }
+            helper::XDP_GET_BUFF_LEN => {
+                self.check_ctx(a[0])?;
+                let c = self.ctx();
+                c.data_end - c.data
+            }
+            helper::XDP_LOAD_BYTES | helper::XDP_STORE_BYTES => {
+                self.check_ctx(a[0])?;
+                let Some((pkt, len)) = self.packet_range(a[1] as u32 as u64, a[3] as u32 as u64)
+                else {
+                    return Ok(neg(errno::EINVAL));
+                };
+                if id == helper::XDP_LOAD_BYTES {
+                    let buf = mem.slice_mut(a[2], len).ok_or_else(bad_ptr)?.as_mut_ptr();
+                    // SAFETY: `pkt..pkt+len` lies in the packet (checked above), `buf` in a
+                    // writable region; a program buffer never overlaps the packet region
+                    // of its own invocation except through the packet itself, and `copy`
+                    // allows overlap.
+                    unsafe { std::ptr::copy(pkt as *const u8, buf, len) };
+                } else {
+                    let buf = mem.slice(a[2], len).ok_or_else(bad_ptr)?.as_ptr();
+                    // SAFETY: as above, in the other direction.
+                    unsafe { std::ptr::copy(buf, pkt as *mut u8, len) };
+                }
+                0
+            }
+            helper::TAIL_CALL => {
+                self.check_ctx(a[0])?;
+                return self.tail_call(a[1], a[2]);
+            }
+            helper::REDIRECT => {
+                // The kernel's XDP `bpf_redirect` takes no flags.
+                if a[1] != 0 {
+                    return Ok(u64::from(spine_abi::xdp_action::ABORTED));
+                }
+                self.redirect = Some(Redirect::Port { ifindex: a[0] as u32 });
+                u64::from(spine_abi::xdp_action::REDIRECT)
+            }
+            helper::REDIRECT_MAP => return self.redirect_map(a[0], a[1], a[2]),
             _ => return Err(CallAbort::Unknown),
         })
     }
+
+    fn budget_expired(&mut self) -> BudgetVerdict {
+        let now = self.host.now_ns();
+        let deadline = *self.deadline.get_or_insert(now.saturating_add(self.budget.ns));
+        if now < deadline {
+            BudgetVerdict::Continue(self.budget.points)
+        } else {
+            BudgetVerdict::Abort
+        }
+    }
+}
+
+/// The helpers the JIT calls directly, for verified programs: `rt` is the invocation's
+/// [`XdpEnv`] (the runner enters the JIT with `run_with_env_runtime`) and pointer arguments were proven by the verifier (key and value pointers
+/// to `key_size`/`value_size` readable bytes).
+pub(crate) fn native_helpers() -> Vec<NativeHelper> {
+    // SAFETY: each function reads only what the verifier proved for its arguments and
+    // uses `rt` as the `XdpEnv` the runner passes to every JIT run of this extension.
+    unsafe {
+        vec![
+            NativeHelper::new(helper::MAP_LOOKUP_ELEM, native_lookup),
+            NativeHelper::new(helper::MAP_UPDATE_ELEM, native_update),
+            NativeHelper::new(helper::MAP_DELETE_ELEM, native_delete),
+            NativeHelper::new(helper::GET_SMP_PROCESSOR_ID, native_cpu),
+        ]
+    }
+}
+
+/// # Safety
+/// `rt` is the live `XdpEnv` of the run; `h` a handle the verifier typed as a map.
+unsafe fn native_map<'a>(rt: *mut c_void, h: u64) -> Option<(&'a Map, usize)> {
+    // SAFETY: the runner passes its `XdpEnv` as `rt` and keeps it alive for the run.
+    let env = unsafe { &*rt.cast::<XdpEnv<'a>>() };
+    Some((env.maps.data(map_index(h)?)?, env.cpu))
+}
+
+/// # Safety
+/// `ptr` points at `len` readable bytes (proven by the verifier).
+unsafe fn bytes<'a>(ptr: u64, len: u32) -> &'a [u8] {
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) }
+}
+
+unsafe extern "C" fn native_lookup(
+    map: u64,
+    key: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    rt: *mut c_void,
+) -> u64 {
+    // SAFETY: the contract of `native_helpers`.
+    let Some((m, cpu)) = (unsafe { native_map(rt, map) }) else { return 0 };
+    // SAFETY: the verifier proved `key_size` readable bytes at `key`.
+    let key = unsafe { bytes(key, m.def().key_size) };
+    m.lookup(key, cpu).map_or(0, |p| p.as_ptr() as u64)
+}
+
+unsafe extern "C" fn native_update(
+    map: u64,
+    key: u64,
+    value: u64,
+    flags: u64,
+    _: u64,
+    rt: *mut c_void,
+) -> u64 {
+    // SAFETY: the contract of `native_helpers`.
+    let Some((m, cpu)) = (unsafe { native_map(rt, map) }) else { return neg(errno::EINVAL) };
+    let d = m.def();
+    // SAFETY: the verifier proved `key_size` and `value_size` readable bytes.
+    let (key, value) = unsafe { (bytes(key, d.key_size), bytes(value, d.value_size)) };
+    map_result(m.update(key, value, flags, cpu))
+}
+
+unsafe extern "C" fn native_delete(
+    map: u64,
+    key: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    rt: *mut c_void,
+) -> u64 {
+    // SAFETY: the contract of `native_helpers`.
+    let Some((m, cpu)) = (unsafe { native_map(rt, map) }) else { return neg(errno::EINVAL) };
+    // SAFETY: the verifier proved `key_size` readable bytes at `key`.
+    let key = unsafe { bytes(key, m.def().key_size) };
+    map_result(m.delete(key, cpu))
+}
+
+unsafe extern "C" fn native_cpu(_: u64, _: u64, _: u64, _: u64, _: u64, rt: *mut c_void) -> u64 {
+    // SAFETY: the runner passes its `XdpEnv` as `rt`.
+    let env = unsafe { &*rt.cast::<XdpEnv<'_>>() };
+    env.cpu as u64
 }

@@ -1,6 +1,17 @@
 //! What an extension may get from the world outside the adapter, injected by whoever
 //! runs it: the clock, randomness and the trace log. The runtime itself reads no clock.
 
+use spine_vm::Fault;
+
+/// Something the runtime reports about an extension, for the operator's log.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// An invocation was stopped (its packet aborted).
+    Fault { ext: &'a str, cpu: usize, fault: &'a Fault },
+    /// Too many faults within the domain's window: the extension is detached.
+    Detached { ext: &'a str, domain: &'a str, faults: u64 },
+}
+
 /// Services an invocation's helpers call out to.
 pub trait Host {
     /// CLOCK_MONOTONIC in nanoseconds, for `bpf_ktime_get_ns`.
@@ -9,6 +20,8 @@ pub trait Host {
     fn prandom_u32(&mut self) -> u32;
     /// One `bpf_trace_printk` line, formatted, from the worker `cpu`.
     fn trace(&mut self, cpu: usize, line: &[u8]);
+    /// A fault or a detach; the default ignores it.
+    fn event(&mut self, _ev: &Event<'_>) {}
 }
 
 /// A deterministic host for tests and replays: a clock that advances by a fixed step at
@@ -19,11 +32,13 @@ pub struct FixedHost {
     pub step: u64,
     pub rng: u64,
     pub lines: Vec<(usize, Vec<u8>)>,
+    /// Events, rendered (`fault <ext>: ...`, `detached <ext> ...`).
+    pub events: Vec<String>,
 }
 
 impl FixedHost {
     pub fn new(seed: u64) -> Self {
-        FixedHost { now: 0, step: 1000, rng: seed, lines: Vec::new() }
+        FixedHost { now: 0, step: 1000, rng: seed, lines: Vec::new(), events: Vec::new() }
     }
 }
 
@@ -37,6 +52,14 @@ impl Host for FixedHost {
     }
     fn trace(&mut self, cpu: usize, line: &[u8]) {
         self.lines.push((cpu, line.to_vec()));
+    }
+    fn event(&mut self, ev: &Event<'_>) {
+        self.events.push(match ev {
+            Event::Fault { ext, fault, .. } => format!("fault {ext}: {fault}"),
+            Event::Detached { ext, domain, faults } => {
+                format!("detached {ext} (domain {domain}) after {faults} faults")
+            }
+        });
     }
 }
 

@@ -1,21 +1,33 @@
-//! The adapter runtime's core: turning a loaded object into a runnable extension (maps
-//! instantiated, map references linked, context accesses rewritten), the helpers with
-//! the kernel's semantics, and the per-worker XDP runner.
+//! The adapter runtime's core: turning a loaded object into runnable extensions in a
+//! protection domain (maps instantiated or shared, programs verified, map references
+//! linked, context accesses rewritten, JIT or interpreter), the helpers with the
+//! kernel's semantics, the per-worker XDP runner, and the watchdog's bookkeeping.
 //!
 //! Sans-IO: time, randomness and the trace log come from a [`Host`] the caller injects;
 //! packets arrive in [`Frame`]s the caller owns.
 
 pub mod csum;
 mod ctx;
+mod domain;
 mod ext;
 mod frame;
 mod helpers;
 mod host;
+mod maps;
 mod printk;
+mod watchdog;
 mod xdp;
 
-pub use ctx::{rewrite as rewrite_ctx, CtxError, CtxErrorKind, XdpCtx, XDP_CTX_SIZE};
-pub use ext::{map_index, Extension, LoadError, LoadOptions, MAP_HANDLE_BASE, MAX_MAPS};
-pub use frame::{Frame, FrameError, Geometry, ETH_HLEN};
-pub use host::{splitmix64, FixedHost, Host};
+pub use ctx::{rewrite_load, XdpCtx, XDP_CTX_SIZE};
+pub use domain::{Domain, DomainError, DomainSpec, Quota, XDP_HELPERS};
+pub use ext::{
+    load_object, verify_program, EngineKind, Extension, LoadError, LoadOptions, LoadedObject,
+    VerifyStats,
+};
+pub use frame::{Bounds, Frame, FrameError, Geometry, ETH_HLEN};
+pub use helpers::{Redirect, MAX_TAIL_CALLS};
+pub use host::{splitmix64, Event, FixedHost, Host};
+pub use maps::{map_index, MapTable, ProgArray, ProgArrayError, RtMap, MAP_HANDLE_BASE, MAX_MAPS};
+pub use spine_verifier::{VerifyError, VerifyErrorKind};
+pub use watchdog::{FaultOutcome, FaultPolicy, Health};
 pub use xdp::{Budget, RunnerError, RxInfo, XdpRunner};

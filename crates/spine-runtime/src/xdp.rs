@@ -1,14 +1,17 @@
 //! Running an XDP extension on a frame: the per-worker state (registered map memory, the
-//! stack, the context) and one call per packet. Nothing allocates per packet.
+//! stack, the context) and one call per packet, following tail calls. Nothing allocates
+//! per packet.
 
 use std::sync::Arc;
 
-use spine_vm::{BudgetVerdict, Env, Fault, Memory, Region, RunLimits, Stack, MAX_REGIONS};
+use spine_vm::{Fault, Memory, Region, RunLimits, Stack, MAX_REGIONS};
 
 use crate::ctx::{XdpCtx, XDP_CTX_SIZE};
-use crate::ext::Extension;
-use crate::frame::Frame;
-use crate::helpers::XdpEnv;
+use crate::ext::{Engine, Extension};
+use crate::frame::{Bounds, Frame, Geometry};
+use crate::helpers::{Redirect, XdpEnv};
+use crate::host::Event;
+use crate::watchdog::FaultOutcome;
 use crate::Host;
 
 /// Where a packet came from, as the program reads it in `struct xdp_md`.
@@ -41,6 +44,11 @@ impl Default for Budget {
     }
 }
 
+impl Budget {
+    /// No time limit worth the name (an hour), for fidelity runs that must never be cut.
+    pub const UNLIMITED: Budget = Budget { ns: 3_600_000_000_000, points: 1 << 20 };
+}
+
 /// Why a runner cannot be set up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RunnerError {
@@ -55,143 +63,214 @@ pub enum RunnerError {
 pub struct XdpRunner {
     ext: Arc<Extension>,
     cpu: usize,
+    /// Map values and the context, registered once; and the packet's region.
     mem: Memory,
-    /// Regions that stay registered between runs (map values).
-    base: usize,
+    pkt_region: usize,
     stack: Stack,
     ctx: Box<XdpCtx>,
     budget: Budget,
+    /// Where the last `XDP_REDIRECT` verdict sends its packet.
+    redirect: Option<Redirect>,
 }
 
-/// Regions each invocation adds besides the map values: context, packet, stack.
+/// Regions besides the map values: context, packet, and the stack the engine adds.
 const PER_RUN_REGIONS: usize = 3;
 
 impl XdpRunner {
-    pub fn new(ext: Arc<Extension>, cpu: usize, budget: Budget) -> Result<Self, RunnerError> {
-        if let Some(m) = ext.maps().iter().find(|m| cpu >= m.ncpus()) {
+    /// A runner for worker `cpu`, with the budget of the extension's domain.
+    pub fn new(ext: Arc<Extension>, cpu: usize) -> Result<Self, RunnerError> {
+        let maps = ext.maps();
+        if let Some(m) = maps.data_maps().find(|m| cpu >= m.ncpus()) {
             return Err(RunnerError::Cpu { cpu, ncpus: m.ncpus() });
         }
-        let spans: usize = ext.maps().iter().map(|m| m.value_spans().len()).sum();
+        let spans: usize = maps.data_maps().map(|m| m.value_spans().len()).sum();
         if spans + PER_RUN_REGIONS > MAX_REGIONS {
             return Err(RunnerError::TooManyRegions { needed: spans + PER_RUN_REGIONS });
         }
         let mut mem = Memory::new();
-        for span in ext.maps().iter().flat_map(|m| m.value_spans()) {
+        for span in maps.data_maps().flat_map(|m| m.value_spans()) {
             let r = Region { start: span.start, len: span.len, writable: span.writable };
             // SAFETY: map value memory lives as long as the map, which `ext` (held by
             // this runner for its whole life) keeps alive; maps never move their storage.
             let pushed = unsafe { mem.push(r) };
             debug_assert!(pushed.is_some(), "counted above");
         }
-        let base = mem.len();
+        let mut ctx: Box<XdpCtx> = Box::default();
+        let ctx_region = Region {
+            start: &mut *ctx as *mut XdpCtx as u64,
+            len: XDP_CTX_SIZE as u64,
+            writable: false,
+        };
+        // SAFETY: the context lives in a box this runner owns and never replaces, so its
+        // address stays valid as long as `mem`; the program only reads it.
+        unsafe { mem.push(ctx_region) };
+        // The packet's region, rewritten for every packet (empty until the first).
+        // SAFETY: an empty region grants access to nothing.
+        let pkt_region = unsafe { mem.push(Region::default()) }.expect("room counted above");
+        let budget = ext.domain().spec().budget;
         Ok(XdpRunner {
             ext,
             cpu,
             mem,
-            base,
+            pkt_region,
             stack: Stack::new(),
-            ctx: Box::new(XdpCtx::default()),
+            ctx,
             budget,
+            redirect: None,
         })
+    }
+
+    /// Replaces the domain's budget for this runner (benchmarks, fidelity runs).
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
     }
 
     pub fn extension(&self) -> &Arc<Extension> {
         &self.ext
     }
 
+    /// Where the packet of the last run goes, when its verdict was `XDP_REDIRECT` (a
+    /// verdict without a target, as from `bpf_redirect_map` on a missing key with
+    /// `XDP_REDIRECT` as its fallback, has none: the packet is then dropped).
+    pub fn redirect(&self) -> Option<Redirect> {
+        self.redirect
+    }
+
+    /// Whether the extension still runs (the watchdog has not detached it).
+    pub fn is_attached(&self) -> bool {
+        !self.ext.health().is_detached()
+    }
+
     /// Runs the extension on `frame` and returns its verdict (r0 truncated to 32 bits, as
-    /// the kernel's `bpf_prog_run_xdp`). The frame's packet bounds follow whatever the
-    /// program did with `xdp_adjust_*`. A fault leaves the frame as the program left it;
-    /// the caller treats the packet as `XDP_ABORTED`.
+    /// the kernel's `bpf_prog_run_xdp`), following tail calls. The frame's packet bounds
+    /// follow whatever the program did with `xdp_adjust_*`. A fault leaves the frame as
+    /// the program left it; it is counted against the extension that faulted (which the
+    /// watchdog may then detach) and the caller treats the packet as `XDP_ABORTED`. The
+    /// fault is boxed so the common result fits in registers; faults are the slow path.
     pub fn run(
         &mut self,
         frame: &mut Frame,
         rx: RxInfo,
         host: &mut dyn Host,
-    ) -> Result<u32, Fault> {
-        let buf = frame.base_addr();
+    ) -> Result<u32, Box<Fault>> {
+        let (buf, geometry, mut bounds) = frame.parts();
+        let r = self.run_raw(buf, geometry, &mut bounds, rx, host);
+        frame.set_bounds(bounds);
+        r
+    }
+
+    /// As [`XdpRunner::run`], on any buffer: `bounds` says where the packet lies in `buf`
+    /// (laid out as `geometry` says) and afterwards where the program left it.
+    ///
+    /// # Panics
+    /// If `bounds` or the buffer's length break `geometry` — a bug in the caller, which
+    /// owns the buffer, never something an extension can cause.
+    pub fn run_raw(
+        &mut self,
+        buf: &mut [u8],
+        geometry: Geometry,
+        bounds: &mut Bounds,
+        rx: RxInfo,
+        host: &mut dyn Host,
+    ) -> Result<u32, Box<Fault>> {
+        assert!(geometry.holds(bounds, buf.len()), "packet bounds {bounds:?} break {geometry:?}");
+        self.redirect = None;
+        let base = buf.as_mut_ptr() as u64;
         *self.ctx = XdpCtx {
-            data: buf + frame.data as u64,
-            data_end: buf + frame.end as u64,
-            data_meta: buf + frame.meta as u64,
+            data: base + bounds.data as u64,
+            data_end: base + bounds.end as u64,
+            data_meta: base + bounds.meta as u64,
             ingress_ifindex: rx.ingress_ifindex,
             rx_queue_index: rx.rx_queue_index,
             egress_ifindex: 0,
             _pad: 0,
         };
         let ctx_ptr: *mut XdpCtx = &mut *self.ctx;
-        self.mem.truncate(self.base);
-        let ctx_region =
-            Region { start: ctx_ptr as u64, len: XDP_CTX_SIZE as u64, writable: false };
         let pkt = Region {
             start: self.ctx.data_meta,
             len: self.ctx.data_end - self.ctx.data_meta,
             writable: true,
         };
-        // SAFETY: the context box and the frame buffer outlive the call below (both are
-        // borrowed for all of `run`) and nothing else references them while it runs; the
-        // regions are removed before returning.
-        let pkt_region = unsafe {
-            self.mem.push(ctx_region);
-            self.mem.push(pkt)
-        }
-        .expect("room reserved in new()");
-        let mut env = RunEnv {
-            xdp: XdpEnv {
-                maps: self.ext.maps(),
-                cpu: self.cpu,
-                host,
-                ctx: ctx_ptr,
-                frame: buf as *mut u8,
-                geometry: frame.geometry(),
-                pkt_region,
-            },
+        // SAFETY: the frame buffer is borrowed for all of `run` and nothing else references
+        // it while the program runs; the region is emptied again before returning.
+        unsafe { self.mem.set(self.pkt_region, pkt) };
+        let pkt_region = self.pkt_region;
+        let mut env = XdpEnv {
+            maps: self.ext.maps(),
+            cpu: self.cpu,
+            host,
+            ctx: ctx_ptr,
+            frame: base as *mut u8,
+            geometry,
+            pkt_region,
+            tail: None,
+            tail_calls: 0,
+            redirect: None,
             budget: self.budget,
             deadline: None,
         };
         let limits = RunLimits { points: self.budget.points };
-        let r = self.ext.interp().run(
-            [ctx_ptr as u64, 0, 0, 0, 0],
-            &mut self.mem,
-            &mut self.stack,
-            &mut env,
-            limits,
-        );
-        self.mem.truncate(self.base);
-        let c = *self.ctx;
-        frame.meta = (c.data_meta - buf) as usize;
-        frame.data = (c.data - buf) as usize;
-        frame.end = (c.data_end - buf) as usize;
-        r.map(|r0| r0 as u32)
-    }
-}
-
-/// The helpers plus the watchdog's clock checks.
-struct RunEnv<'a> {
-    xdp: XdpEnv<'a>,
-    budget: Budget,
-    /// Set at the first clock check of the invocation, so invocations that never reach
-    /// one (no loops, few calls: most packet programs) never read the clock.
-    deadline: Option<u64>,
-}
-
-impl Env for RunEnv<'_> {
-    fn call(
-        &mut self,
-        id: u32,
-        args: [u64; 5],
-        mem: &mut Memory,
-    ) -> Result<u64, spine_vm::CallAbort> {
-        self.xdp.call(id, args, mem)
-    }
-
-    fn budget_expired(&mut self) -> BudgetVerdict {
-        let now = self.xdp.host.now_ns();
-        let deadline = *self.deadline.get_or_insert(now.saturating_add(self.budget.ns));
-        if now < deadline {
-            BudgetVerdict::Continue(self.budget.points)
-        } else {
-            BudgetVerdict::Abort
+        let args = [ctx_ptr as u64, 0, 0, 0, 0];
+        let mut target: Option<Arc<Extension>> = None;
+        // The engine's result is taken apart at once: moving the whole `Result<u64, Fault>`
+        // around costs a store-forwarding stall per packet.
+        let result = loop {
+            let ext: &Extension = target.as_deref().unwrap_or(&self.ext);
+            if ext.stats().zeroed_stack > 0 {
+                self.stack.zero_top(ext.stats().zeroed_stack);
+            }
+            let r = match &ext.engine {
+                Engine::Interp(vm) => {
+                    vm.run(args, &mut self.mem, &mut self.stack, &mut env, limits)
+                }
+                // SAFETY: the JIT registered `helpers::native_helpers`, which take the
+                // `XdpEnv` passed here as their runtime pointer.
+                Engine::Jit(code) => unsafe {
+                    code.run_with_env_runtime(
+                        args,
+                        &mut self.mem,
+                        &mut self.stack,
+                        &mut env,
+                        limits,
+                    )
+                },
+            };
+            let r0 = match r {
+                Ok(r0) => r0,
+                Err(fault) => {
+                    record_fault(ext, self.cpu, &fault, env.host);
+                    break Err(Box::new(fault));
+                }
+            };
+            match env.tail.take() {
+                Some(next) => target = Some(next),
+                None => break Ok(r0 as u32),
+            }
+        };
+        if result == Ok(spine_abi::xdp_action::REDIRECT) {
+            self.redirect = env.redirect;
         }
+        // SAFETY: an empty region grants access to nothing.
+        unsafe { self.mem.set(self.pkt_region, Region::default()) };
+        let c = *self.ctx;
+        *bounds = Bounds {
+            meta: (c.data_meta - base) as usize,
+            data: (c.data - base) as usize,
+            end: (c.data_end - base) as usize,
+        };
+        result
+    }
+}
+
+fn record_fault(ext: &Extension, cpu: usize, fault: &Fault, host: &mut dyn Host) {
+    host.event(&Event::Fault { ext: ext.name(), cpu, fault });
+    let policy = ext.domain().spec().faults;
+    if ext.health().record(host.now_ns(), policy) == FaultOutcome::Detached {
+        host.event(&Event::Detached {
+            ext: ext.name(),
+            domain: ext.domain().name(),
+            faults: ext.health().faults(),
+        });
     }
 }

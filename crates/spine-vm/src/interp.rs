@@ -63,6 +63,14 @@ impl Stack {
     fn base(&mut self) -> u64 {
         self.as_mut_ptr() as u64
     }
+
+    /// Zeroes the `n` bytes below the top, where the entry frame and its callees' frames
+    /// lie, so nothing of an earlier invocation can be read there.
+    pub fn zero_top(&mut self, n: usize) {
+        let words = n.div_ceil(8).min(self.words.len());
+        let len = self.words.len();
+        self.words[len - words..].fill(0);
+    }
 }
 
 #[derive(Clone, Copy, Default)]
