@@ -3,12 +3,11 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use spine_runtime::{Budget, Extension, Frame, Geometry, LoadOptions, RxInfo, XdpRunner};
+use spine_runtime::{load_object, EngineKind, Frame, Geometry, LoadOptions, RxInfo, XdpRunner};
 
 use crate::host::CliHost;
 use crate::prog::Counts;
@@ -23,8 +22,10 @@ const TIMING_PASSES: usize = 20;
 pub fn main(json: bool) -> Result<ExitCode> {
     let bundled = spine_progs::get(PROGRAM).context("bundled program missing")?;
     let obj = spine_obj::parse(bundled.object).context("parsing the bundled program")?;
-    let ext = Arc::new(Extension::load_xdp(&obj, None, &LoadOptions::default())?);
-    let mut runner = XdpRunner::new(ext.clone(), 0, Budget::default())?;
+    let loaded =
+        load_object(&obj, &LoadOptions { engine: EngineKind::Jit, ..LoadOptions::default() })?;
+    let ext = loaded.program(None)?.clone();
+    let mut runner = XdpRunner::new(ext.clone(), 0)?;
     let capture = spine_ports::read_capture(CAPTURE).context("reading the bundled capture")?;
     let mut host = CliHost::new();
     host.echo = false;
@@ -59,18 +60,18 @@ pub fn main(json: bool) -> Result<ExitCode> {
         let mut v = counts.to_json(capture.packets.len(), ns);
         v["program"] = json!(PROGRAM);
         v["summary"] = json!(bundled.summary);
-        v["engine"] = json!("interpreter");
+        v["engine"] = json!("jit");
         println!("{v}");
         return Ok(ExitCode::SUCCESS);
     }
-    println!("spine demo: bundled program '{PROGRAM}' on the interpreter");
+    println!("spine demo: bundled program '{PROGRAM}', verified and compiled by the JIT");
     println!("  {}", bundled.summary);
     println!(
         "capture: {} packets (bundled: `spine gen --count 1000 --seed 1`)",
         capture.packets.len()
     );
     counts.print(capture.packets.len(), ns, false);
-    for m in ext.maps() {
+    for m in ext.maps().data_maps() {
         let d = m.def();
         println!(
             "map {}: {} ({} entries max)",

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use spine_runtime::{splitmix64, Host};
+use spine_runtime::{splitmix64, Event, Host};
 
 #[derive(Debug)]
 pub struct CliHost {
@@ -12,11 +12,12 @@ pub struct CliHost {
     /// Print trace lines (off while timing).
     pub echo: bool,
     pub traced: u64,
+    pub faults: u64,
 }
 
 impl CliHost {
     pub fn new() -> Self {
-        CliHost { epoch: Instant::now(), rng: 0x5eed, echo: true, traced: 0 }
+        CliHost { epoch: Instant::now(), rng: 0x5eed, echo: true, traced: 0, faults: 0 }
     }
 }
 
@@ -31,6 +32,15 @@ impl Host for CliHost {
         self.traced += 1;
         if self.echo {
             eprintln!("trace cpu{cpu}: {}", String::from_utf8_lossy(line).trim_end());
+        }
+    }
+    fn event(&mut self, ev: &Event<'_>) {
+        match ev {
+            // One line per fault would drown the log; the counters carry the numbers.
+            Event::Fault { .. } => self.faults += 1,
+            Event::Detached { ext, domain, faults } => {
+                eprintln!("spine: extension {ext} (domain {domain}) detached after {faults} faults")
+            }
         }
     }
 }

@@ -1,10 +1,13 @@
 //! `spine`: the command line of the spine adapter, shaped like `ip` and `bpftool`.
 
+mod bench;
 mod conformance;
 mod demo;
 mod host;
 mod output;
 mod prog;
+mod run;
+mod verify;
 
 use std::path::PathBuf;
 
@@ -39,6 +42,13 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Benchmarks, each against its reference in the same run.
+    Bench {
+        #[command(subcommand)]
+        cmd: BenchCmd,
+    },
+    /// Run an adapter described by a configuration file (docs/CONFIG.md).
+    Run(run::RunArgs),
     /// Write generated traffic (a realistic mix with malformed packets) to a pcap file.
     Gen {
         out: PathBuf,
@@ -52,6 +62,38 @@ enum Cmd {
     },
 }
 
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// ns per run of every bundled program: interpreter, JIT (with and without the
+    /// watchdog) and the kernel's JIT; and load + verify + JIT time of 1,000 instructions.
+    Exec {
+        /// Runs per packet (on one buffer, as the kernel's test run repeats).
+        #[arg(long, default_value_t = 20_000)]
+        repeat: u32,
+        /// Trials per figure; the median is reported.
+        #[arg(long, default_value_t = 5)]
+        trials: usize,
+        #[arg(long)]
+        json: bool,
+        /// Also write bench-exec.json and bench-exec.svg here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Packets per second through the adapter (mem ports, 64-byte frames): XDP_DROP,
+    /// XDP_TX and port-to-port XDP_REDIRECT on one and two workers, with the kernel's
+    /// BPF_PROG_TEST_RUN cost of the same programs.
+    Forward {
+        /// Seconds each configuration runs.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        #[arg(long)]
+        json: bool,
+        /// Also write bench-forward.json here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
 fn main() -> std::process::ExitCode {
     spine_sys::default_sigpipe();
     let cli = Cli::parse();
@@ -60,6 +102,15 @@ fn main() -> std::process::ExitCode {
         Cmd::Conformance { dir, engine } => conformance::main(&dir, engine),
         Cmd::Demo { json } => demo::main(json),
         Cmd::Gen { out, count, seed, max_len } => demo::gen(&out, count, seed, max_len),
+        Cmd::Run(args) => run::main(&args),
+        Cmd::Bench { cmd: BenchCmd::Exec { repeat, trials, json, out } } => {
+            bench::exec::main(repeat.max(1), trials.max(1), json, out.as_deref())
+                .map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Bench { cmd: BenchCmd::Forward { seconds, json, out } } => {
+            bench::forward::main(seconds.max(0.1), json, out.as_deref())
+                .map(|()| std::process::ExitCode::SUCCESS)
+        }
     };
     match r {
         Ok(code) => code,

@@ -2,17 +2,50 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use serde_json::json;
 use spine_obj::Object;
-use spine_runtime::{Budget, Extension, Frame, Geometry, LoadOptions, RxInfo, XdpRunner};
+use spine_runtime::{
+    load_object, Budget, EngineKind, Frame, Geometry, LoadOptions, LoadedObject, RxInfo, XdpRunner,
+};
 
 use crate::host::CliHost;
 use crate::output::{hex, hexdump, verdict_name};
+
+/// Which engine runs the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    /// Native code from the JIT (accesses the verifier proved run unchecked).
+    Jit,
+    /// The reference interpreter (every access checked).
+    Interp,
+}
+
+impl From<EngineArg> for EngineKind {
+    fn from(e: EngineArg) -> Self {
+        match e {
+            EngineArg::Jit => EngineKind::Jit,
+            EngineArg::Interp => EngineKind::Interpreter,
+        }
+    }
+}
+
+/// What every verb that loads a program takes.
+#[derive(Debug, clap::Args)]
+pub struct LoadArgs {
+    pub file: PathBuf,
+    /// Program section (or function name); the first program by default.
+    #[arg(long)]
+    pub section: Option<String>,
+    #[arg(long, value_enum, default_value = "jit")]
+    pub engine: EngineArg,
+    /// Watchdog budget per invocation in microseconds (default: the domain's, 10 µs).
+    #[arg(long)]
+    pub budget_us: Option<u64>,
+}
 
 #[derive(Subcommand)]
 pub enum ProgCmd {
@@ -21,13 +54,26 @@ pub enum ProgCmd {
         file: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Also verify and compile every XDP program and write its x86-64 code to
+        /// DIR/<program>.bin (disassemble with `objdump -D -b binary -m i386:x86-64`).
+        #[arg(long)]
+        jit_out: Option<PathBuf>,
+    },
+    /// Verify a program without running it; exits non-zero if it is refused.
+    Verify {
+        file: PathBuf,
+        #[arg(long)]
+        section: Option<String>,
+        /// 0: the verdict; 1: the error and the state at it; 2: every instruction.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+        log_level: u8,
+        #[arg(long)]
+        json: bool,
     },
     /// Run a program on one packet: return value and average ns per run.
     Run {
-        file: PathBuf,
-        /// Program section (or function name); the first program by default.
-        #[arg(long)]
-        section: Option<String>,
+        #[command(flatten)]
+        load: LoadArgs,
         /// The packet (raw bytes, starting with the Ethernet header).
         #[arg(long)]
         data_in: PathBuf,
@@ -40,24 +86,18 @@ pub enum ProgCmd {
         /// Also run the object in the kernel (BPF_PROG_TEST_RUN; needs root) and compare.
         #[arg(long)]
         kernel: bool,
-        /// Watchdog budget per invocation, in microseconds.
-        #[arg(long, default_value_t = 10_000)]
-        budget_us: u64,
         #[arg(long)]
         json: bool,
     },
     /// Replay a capture through a program: verdict counts, packets that leave written out.
     Test {
-        file: PathBuf,
-        #[arg(long)]
-        section: Option<String>,
+        #[command(flatten)]
+        load: LoadArgs,
         #[arg(long)]
         pcap_in: PathBuf,
         /// Every packet that leaves (XDP_PASS, XDP_TX, XDP_REDIRECT), as pcap.
         #[arg(long)]
         pcap_out: Option<PathBuf>,
-        #[arg(long, default_value_t = 10_000)]
-        budget_us: u64,
         #[arg(long)]
         json: bool,
     },
@@ -65,21 +105,35 @@ pub enum ProgCmd {
 
 pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
     match cmd {
-        ProgCmd::Dump { file, json } => dump(&file, json),
-        ProgCmd::Run { file, section, data_in, data_out, repeat, kernel, budget_us, json } => run(
-            &file,
-            section.as_deref(),
-            &data_in,
-            data_out.as_deref(),
-            repeat.max(1),
-            kernel,
-            budget_us,
-            json,
-        ),
-        ProgCmd::Test { file, section, pcap_in, pcap_out, budget_us, json } => {
-            test(&file, section.as_deref(), &pcap_in, pcap_out.as_deref(), budget_us, json)
+        ProgCmd::Dump { file, json, jit_out } => {
+            if let Some(dir) = jit_out {
+                write_native(&file, &dir)?;
+            }
+            dump(&file, json)
+        }
+        ProgCmd::Verify { file, section, log_level, json } => {
+            crate::verify::main(&file, section.as_deref(), log_level, json)
+        }
+        ProgCmd::Run { load, data_in, data_out, repeat, kernel, json } => {
+            run(&load, &data_in, data_out.as_deref(), repeat.max(1), kernel, json)
+        }
+        ProgCmd::Test { load, pcap_in, pcap_out, json } => {
+            test(&load, &pcap_in, pcap_out.as_deref(), json)
         }
     }
+}
+
+fn write_native(file: &Path, dir: &Path) -> Result<()> {
+    let obj = read_object(file)?;
+    let loaded = load_object(&obj, &LoadOptions::default())?;
+    std::fs::create_dir_all(dir)?;
+    for p in &loaded.programs {
+        let code = p.native_code().context("not compiled")?;
+        let path = dir.join(format!("{}.bin", p.name()));
+        std::fs::write(&path, code).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("{}: {} bytes of x86-64 code in {}", p.name(), code.len(), path.display());
+    }
+    Ok(())
 }
 
 pub fn read_object(file: &Path) -> Result<Object> {
@@ -154,27 +208,37 @@ fn map_json(m: &spine_obj::MapSpec) -> serde_json::Value {
     })
 }
 
-fn load(file: &Path, section: Option<&str>, budget_us: u64) -> Result<(Object, XdpRunner)> {
-    let obj = read_object(file)?;
-    let ext = Extension::load_xdp(&obj, section, &LoadOptions::default())
-        .with_context(|| format!("loading {} into spine", file.display()))?;
-    let budget = Budget { ns: budget_us.saturating_mul(1000), ..Budget::default() };
-    let runner = XdpRunner::new(Arc::new(ext), 0, budget)?;
-    Ok((obj, runner))
+/// An object loaded into spine, with a runner for worker 0 on the chosen program.
+pub struct Loaded {
+    pub obj: Object,
+    /// Keeps the object's other programs (tail-call targets) loaded.
+    pub loaded: LoadedObject,
+    pub runner: XdpRunner,
 }
 
-#[allow(clippy::too_many_arguments)]
+pub fn load(args: &LoadArgs) -> Result<Loaded> {
+    let obj = read_object(&args.file)?;
+    let opts = LoadOptions { engine: args.engine.into(), ..LoadOptions::default() };
+    let loaded = load_object(&obj, &opts)
+        .with_context(|| format!("loading {} into spine", args.file.display()))?;
+    let ext = loaded.program(args.section.as_deref())?.clone();
+    let mut runner = XdpRunner::new(ext, 0)?;
+    if let Some(us) = args.budget_us {
+        runner = runner.with_budget(Budget { ns: us.saturating_mul(1000), ..Budget::default() });
+    }
+    Ok(Loaded { obj, loaded, runner })
+}
+
 fn run(
-    file: &Path,
-    section: Option<&str>,
+    args: &LoadArgs,
     data_in: &Path,
     data_out: Option<&Path>,
     repeat: u32,
     kernel: bool,
-    budget_us: u64,
     json: bool,
 ) -> Result<ExitCode> {
-    let (obj, mut runner) = load(file, section, budget_us)?;
+    let Loaded { obj, loaded: _loaded, mut runner } = load(args)?;
+    let section = args.section.as_deref();
     let packet =
         std::fs::read(data_in).with_context(|| format!("reading {}", data_in.display()))?;
     let mut frame = Frame::new(Geometry::TEST_RUN);
@@ -265,15 +329,8 @@ fn run_in_kernel(
     Ok(KernelRun { retval: out.retval, duration_ns: out.duration_ns, data_out: out.data_out })
 }
 
-fn test(
-    file: &Path,
-    section: Option<&str>,
-    pcap_in: &Path,
-    pcap_out: Option<&Path>,
-    budget_us: u64,
-    json: bool,
-) -> Result<ExitCode> {
-    let (_, mut runner) = load(file, section, budget_us)?;
+fn test(args: &LoadArgs, pcap_in: &Path, pcap_out: Option<&Path>, json: bool) -> Result<ExitCode> {
+    let Loaded { loaded: _loaded, mut runner, .. } = load(args)?;
     let bytes = std::fs::read(pcap_in).with_context(|| format!("reading {}", pcap_in.display()))?;
     let capture = spine_ports::read_capture(&bytes)
         .with_context(|| format!("reading {}", pcap_in.display()))?;
@@ -336,7 +393,7 @@ pub struct Counts {
 
 impl Counts {
     /// Counts one invocation; returns the effective verdict.
-    pub fn add(&mut self, r: &Result<u32, spine_vm::Fault>) -> u32 {
+    pub fn add(&mut self, r: &Result<u32, Box<spine_vm::Fault>>) -> u32 {
         let v = match r {
             Ok(v) => *v,
             Err(_) => {

@@ -1,0 +1,898 @@
+//! Building an adapter (ports opened, extensions loaded into their domains, maps filled,
+//! workers wired to each other) and running it: on pinned threads ([`Adapter::start`])
+//! or stepped round by round in the caller's thread ([`Adapter::step`]), which is
+//! deterministic and what tests of the dispatcher use.
+//!
+//! Buffer ownership: one pool for every port, so a buffer received on one port is sent
+//! on another as is. A buffer belongs to the worker holding its handle: received from
+//! a port, queued for a port the worker owns, or moving through a ring to another
+//! worker. Each port is owned by one worker (its home), which alone receives from it and
+//! transmits on it; other workers send it packets through their ring to that worker.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use spine_pool::{Burst, Pool, PoolCache, PoolConfig, PoolError};
+use spine_ports::PortError;
+use spine_runtime::{
+    load_object, Domain, DomainSpec, EngineKind, Extension, Geometry, LoadError, LoadOptions,
+    LoadedObject, RunnerError, XdpRunner,
+};
+
+use crate::config::{Assign, Config, ObjectSource, PortConfig};
+use crate::counters::{Counters, Labels, Totals};
+use crate::device::{self, Device};
+use crate::host::WorkerHost;
+use crate::ring::{ring, RingView};
+use crate::trace::{chrome_trace, TraceRing};
+use crate::worker::{Msg, PortInfo, Wiring, Worker};
+
+/// How to run: the `[adapter]` table, plus what only the command line decides.
+#[derive(Debug, Clone)]
+pub struct AdapterOptions {
+    pub workers: usize,
+    /// CPU of each worker; `None`: no pinning.
+    pub cpus: Option<Vec<usize>>,
+    pub engine: EngineKind,
+    pub burst: usize,
+    pub assign: Assign,
+    pub idle_sleep_us: u64,
+    /// Events per worker's trace ring; `None`: no trace.
+    pub trace_events: Option<usize>,
+    pub peer_ring: usize,
+    pub pool: PoolConfig,
+    /// Log faults, detaches, port errors and `bpf_trace_printk` lines to stderr.
+    pub log: bool,
+    /// Seed of the extensions' `bpf_get_prandom_u32` and of hash maps.
+    pub seed: u64,
+}
+
+impl Default for AdapterOptions {
+    /// One unpinned worker, no trace, no log: what tests want.
+    fn default() -> Self {
+        let a = crate::config::AdapterConfig::default();
+        AdapterOptions { cpus: None, ..AdapterOptions::from_config(&a) }
+    }
+}
+
+impl AdapterOptions {
+    pub fn from_config(a: &crate::config::AdapterConfig) -> Self {
+        AdapterOptions {
+            workers: a.workers,
+            cpus: a.cpus.clone(),
+            engine: a.engine,
+            burst: a.burst,
+            assign: a.assign,
+            idle_sleep_us: a.idle_sleep_us,
+            trace_events: None,
+            peer_ring: a.peer_ring,
+            pool: a.pool,
+            log: false,
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// Why an adapter could not be built or run. `at` names the configuration entry
+/// (`port[1]`, `extension[0]`) or, for adapters built in code, the port or extension.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error(transparent)]
+    Config(#[from] Box<crate::config::ConfigError>),
+    #[error("buffer pool: {0}")]
+    Pool(#[from] PoolError),
+    #[error("{at}: {source}")]
+    Port { at: String, source: Box<PortError> },
+    #[error("{at}: reading {path}: {source}")]
+    Read { at: String, path: String, source: std::io::Error },
+    #[error("{at}: not a BPF object: {source}")]
+    Object { at: String, source: Box<spine_obj::ObjError> },
+    #[error("{at}: {source}")]
+    Load { at: String, source: Box<LoadError> },
+    #[error("{at}: {source}")]
+    Runner { at: String, source: RunnerError },
+    #[error("{at}: {reason}")]
+    Wiring { at: String, reason: String },
+    #[error("{at}: map '{map}': {source}")]
+    Map { at: String, map: String, source: spine_maps::MapError },
+    #[error("starting worker {worker}: {source}")]
+    Thread { worker: usize, source: std::io::Error },
+    #[error("worker {worker} panicked")]
+    Panicked { worker: usize },
+}
+
+impl From<crate::config::ConfigError> for AdapterError {
+    fn from(e: crate::config::ConfigError) -> Self {
+        AdapterError::Config(Box::new(e))
+    }
+}
+
+fn wiring_err(at: impl Into<String>, reason: impl Into<String>) -> AdapterError {
+    AdapterError::Wiring { at: at.into(), reason: reason.into() }
+}
+
+/// Handle of a port or extension inside a builder.
+pub type Id = usize;
+
+struct PortEntry {
+    name: String,
+    device: Device,
+    ifindex: u32,
+    queue: u32,
+    worker: Option<usize>,
+    host_path: Option<Id>,
+    ext: Option<Id>,
+}
+
+/// An extension and the object that keeps its maps and program arrays alive.
+struct ExtEntry {
+    name: String,
+    ext: Arc<Extension>,
+    _object: LoadedObject,
+}
+
+/// Assembles an adapter piece by piece ([`Adapter::from_config`] uses it too).
+pub struct AdapterBuilder {
+    opts: AdapterOptions,
+    pool: Arc<Pool>,
+    cache: PoolCache,
+    ports: Vec<PortEntry>,
+    domains: Vec<Arc<Domain>>,
+    exts: Vec<ExtEntry>,
+}
+
+impl std::fmt::Debug for AdapterBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdapterBuilder").field("ports", &self.ports.len()).finish_non_exhaustive()
+    }
+}
+
+/// First ifindex given to ports without an interface (mem, pcap, `Other`), far above
+/// what interfaces get, so the two never collide.
+pub const VIRTUAL_IFINDEX_BASE: u32 = 10_000;
+
+impl AdapterBuilder {
+    pub fn new(opts: AdapterOptions) -> Result<Self, AdapterError> {
+        if opts.workers == 0 || opts.burst == 0 {
+            return Err(wiring_err("adapter", "needs at least one worker and a burst of 1"));
+        }
+        let pool = Pool::new(opts.pool)?;
+        let cache = pool.cache();
+        Ok(AdapterBuilder {
+            opts,
+            pool,
+            cache,
+            ports: Vec::new(),
+            domains: vec![Domain::default_domain()],
+            exts: Vec::new(),
+        })
+    }
+
+    /// The pool every port's buffers come from.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// A cache of the pool, for opening ports that need one (AF_XDP fills its ring).
+    pub fn cache(&mut self) -> &mut PoolCache {
+        &mut self.cache
+    }
+
+    /// Adds an opened port; `ifindex` is what extensions see and redirect to (for
+    /// interfaces, the kernel's).
+    pub fn add_port(
+        &mut self,
+        name: &str,
+        device: Device,
+        ifindex: Option<u32>,
+    ) -> Result<Id, AdapterError> {
+        if self.ports.iter().any(|p| p.name == name) {
+            return Err(wiring_err(format!("port '{name}'"), "defined twice"));
+        }
+        let id = self.ports.len();
+        let ifindex = match (&device, ifindex) {
+            (_, Some(i)) => i,
+            (Device::AfXdp(p), None) => p.ifindex(),
+            (Device::AfPacket(p), None) => iface_index(spine_ports::Port::name(p))?,
+            (Device::Tap(p), None) => iface_index(spine_ports::Port::name(p))?,
+            _ => VIRTUAL_IFINDEX_BASE + id as u32,
+        };
+        if let Some(other) = self.ports.iter().find(|p| p.ifindex == ifindex) {
+            return Err(wiring_err(
+                format!("port '{name}'"),
+                format!("ifindex {ifindex} is already port '{}'", other.name),
+            ));
+        }
+        self.ports.push(PortEntry {
+            name: name.to_string(),
+            device,
+            ifindex,
+            queue: 0,
+            worker: None,
+            host_path: None,
+            ext: None,
+        });
+        Ok(id)
+    }
+
+    /// Opens a configured port (`at` is its configuration path, for errors).
+    pub fn open_port(&mut self, cfg: &PortConfig, at: &str) -> Result<Id, AdapterError> {
+        let id = self.ports.len() as u32;
+        let owner = self.ports.iter().find_map(|p| match &p.device {
+            Device::AfXdp(x) => Some(x),
+            _ => None,
+        });
+        let dev = device::open(&cfg.name, &cfg.kind, id, &mut self.cache, owner)
+            .map_err(|e| AdapterError::Port { at: at.to_string(), source: Box::new(e) })?;
+        let id = self.add_port(&cfg.name, dev, cfg.ifindex).map_err(|e| match e {
+            AdapterError::Wiring { reason, .. } => wiring_err(at, reason),
+            e => e,
+        })?;
+        self.ports[id].queue = cfg.kind.queue();
+        Ok(id)
+    }
+
+    pub fn port_id(&self, name: &str) -> Option<Id> {
+        self.ports.iter().position(|p| p.name == name)
+    }
+
+    /// `host` receives `port`'s `XDP_PASS` packets; what `host` receives goes out on
+    /// `port` (the host's transmissions reach the wire).
+    pub fn set_host_path(&mut self, port: Id, host: Id) -> Result<(), AdapterError> {
+        let at = format!("port '{}'", self.ports[port].name);
+        if port == host || self.ports.iter().any(|p| p.host_path == Some(host)) {
+            return Err(wiring_err(
+                at,
+                "host path is the port itself or already serves another port",
+            ));
+        }
+        self.ports[port].host_path = Some(host);
+        Ok(())
+    }
+
+    /// Pins `port`'s receive queue to `worker` (partition assignment).
+    pub fn set_worker(&mut self, port: Id, worker: usize) -> Result<(), AdapterError> {
+        if worker >= self.opts.workers {
+            return Err(wiring_err(format!("port '{}'", self.ports[port].name), "no such worker"));
+        }
+        self.ports[port].worker = Some(worker);
+        Ok(())
+    }
+
+    /// Creates a protection domain.
+    pub fn add_domain(&mut self, spec: DomainSpec) -> Result<(), AdapterError> {
+        if self.domains.iter().any(|d| d.name() == spec.name) {
+            return Err(wiring_err(format!("domain '{}'", spec.name), "defined twice"));
+        }
+        self.domains.push(Domain::new(spec));
+        Ok(())
+    }
+
+    /// Loads the program in `section` (or the first) of ELF `object` into `domain`.
+    pub fn load_extension(
+        &mut self,
+        name: &str,
+        object: &[u8],
+        section: Option<&str>,
+        domain: &str,
+        at: &str,
+    ) -> Result<Id, AdapterError> {
+        let obj = spine_obj::parse(object)
+            .map_err(|e| AdapterError::Object { at: at.to_string(), source: Box::new(e) })?;
+        self.load_parsed(name, &obj, section, domain, at)
+    }
+
+    /// As [`load_extension`](Self::load_extension), from an already parsed object.
+    pub fn load_parsed(
+        &mut self,
+        name: &str,
+        obj: &spine_obj::Object,
+        section: Option<&str>,
+        domain: &str,
+        at: &str,
+    ) -> Result<Id, AdapterError> {
+        if self.exts.iter().any(|e| e.name == name) {
+            return Err(wiring_err(at, format!("extension '{name}' defined twice")));
+        }
+        let domain = self
+            .domains
+            .iter()
+            .find(|d| d.name() == domain)
+            .cloned()
+            .ok_or_else(|| wiring_err(at, format!("no domain '{domain}'")))?;
+        let opts = LoadOptions {
+            ncpus: self.opts.workers,
+            engine: self.opts.engine,
+            domain,
+            map_seed: self.opts.seed,
+            ..LoadOptions::default()
+        };
+        let load = |e| AdapterError::Load { at: at.to_string(), source: Box::new(e) };
+        let loaded = load_object(obj, &opts).map_err(load)?;
+        let ext = loaded.program(section).map_err(load)?.clone();
+        self.exts.push(ExtEntry { name: name.to_string(), ext, _object: loaded });
+        Ok(self.exts.len() - 1)
+    }
+
+    pub fn extension(&self, id: Id) -> &Arc<Extension> {
+        &self.exts[id].ext
+    }
+
+    /// Attaches extension `ext` to `port`'s receive hook. Its domain must allow the port.
+    pub fn attach(&mut self, ext: Id, port: Id) -> Result<(), AdapterError> {
+        let p = &self.ports[port];
+        let e = &self.exts[ext];
+        let at = format!("port '{}'", p.name);
+        if p.ext.is_some() {
+            return Err(wiring_err(at, "already has an extension attached"));
+        }
+        if !e.ext.domain().may_use_port(&p.name) {
+            return Err(wiring_err(
+                at,
+                format!(
+                    "domain '{}' of extension '{}' may not use this port",
+                    e.ext.domain().name(),
+                    e.name
+                ),
+            ));
+        }
+        self.ports[port].ext = Some(ext);
+        Ok(())
+    }
+
+    /// Writes one entry of map `map` of extension `ext`, as `bpf_map_update_elem` from
+    /// user space would (`value` is one value; per-CPU maps get it on every CPU).
+    pub fn update_map(
+        &mut self,
+        ext: Id,
+        map: &str,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), AdapterError> {
+        let at = format!("extension '{}'", self.exts[ext].name);
+        let m = self.exts[ext]
+            .ext
+            .map(map)
+            .ok_or_else(|| wiring_err(&at, format!("no map '{map}'")))?;
+        let value = per_cpu_value(m, value);
+        m.update_user(key, &value, 0).map_err(|source| AdapterError::Map {
+            at,
+            map: map.to_string(),
+            source,
+        })
+    }
+
+    /// Wires the workers: each port gets its home worker, each worker a ring to every
+    /// other, and a runner for every extension.
+    pub fn build(self) -> Result<Adapter, AdapterError> {
+        let AdapterBuilder { opts, pool, cache, ports, domains: _, exts } = self;
+        drop(cache);
+        let nw = opts.workers;
+        let rss = opts.assign == Assign::Rss && nw > 1;
+        let mut infos: Vec<PortInfo> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PortInfo {
+                name: p.name.clone(),
+                ifindex: p.ifindex,
+                queue: p.queue,
+                home: match opts.assign {
+                    Assign::Rss => p.worker.unwrap_or(i % nw),
+                    Assign::Partition => p.worker.unwrap_or(0),
+                },
+                uplink: p.host_path.map(|h| h as u16),
+                ext: p.ext.map(|e| e as u16),
+            })
+            .collect();
+        for (i, p) in ports.iter().enumerate() {
+            if let Some(h) = p.host_path {
+                if infos[h].uplink.is_none() {
+                    infos[h].uplink = Some(i as u16);
+                }
+            }
+        }
+        let mut by_ifindex: Vec<(u32, u16)> =
+            infos.iter().enumerate().map(|(i, p)| (p.ifindex, i as u16)).collect();
+        by_ifindex.sort_unstable();
+        let may_use = exts
+            .iter()
+            .map(|e| infos.iter().map(|p| e.ext.domain().may_use_port(&p.name)).collect())
+            .collect();
+        let wiring = Arc::new(Wiring {
+            ports: infos,
+            by_ifindex,
+            may_use,
+            workers: nw,
+            rss,
+            burst: opts.burst,
+        });
+        let labels = Labels {
+            ports: ports.iter().map(|p| (p.name.clone(), p.device.kind(), p.ifindex)).collect(),
+            exts: exts
+                .iter()
+                .map(|e| (e.name.clone(), e.ext.domain().name().to_string()))
+                .collect(),
+        };
+        // Rings: out[i][j] from worker i to worker j.
+        let mut outs: Vec<Vec<Option<crate::ring::Producer<Msg>>>> =
+            (0..nw).map(|_| (0..nw).map(|_| None).collect()).collect();
+        let mut inboxes: Vec<Vec<crate::ring::Consumer<Msg>>> =
+            (0..nw).map(|_| Vec::new()).collect();
+        let mut views = Vec::new();
+        // Room for a burst from every port, twice over: receive waits for it.
+        let ring_slots = opts.peer_ring.max(4 * opts.burst * wiring.ports.len().max(1));
+        for (i, out) in outs.iter_mut().enumerate() {
+            for (j, inbox) in inboxes.iter_mut().enumerate() {
+                if i != j {
+                    let (p, c, v) = ring(ring_slots);
+                    out[j] = Some(p);
+                    inbox.push(c);
+                    views.push(v);
+                }
+            }
+        }
+        let mut devices: Vec<Vec<Option<Device>>> =
+            (0..nw).map(|_| (0..ports.len()).map(|_| None).collect()).collect();
+        for (i, p) in ports.into_iter().enumerate() {
+            devices[wiring.ports[i].home][i] = Some(p.device);
+        }
+        let geometry = Geometry::pool(pool.buf_size() as usize, pool.headroom() as usize);
+        let mut workers = Vec::with_capacity(nw);
+        for (index, ((devs, out), inbox)) in devices.into_iter().zip(outs).zip(inboxes).enumerate()
+        {
+            let runners =
+                exts.iter()
+                    .map(|e| {
+                        XdpRunner::new(e.ext.clone(), index).map_err(|source| {
+                            AdapterError::Runner { at: format!("extension '{}'", e.name), source }
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+            let nports = devs.len();
+            let rx_ports = (0..nports as u16).filter(|&p| devs[p as usize].is_some()).collect();
+            workers.push(Worker {
+                index,
+                pool: pool.clone(),
+                cache: pool.cache(),
+                geometry,
+                wiring: wiring.clone(),
+                devices: devs,
+                pending: (0..nports).map(|_| Burst::with_capacity(4 * opts.burst)).collect(),
+                rx_ports,
+                rx_failed: vec![false; nports],
+                tx_failed: vec![false; nports],
+                runners,
+                out,
+                inbox,
+                rx: Burst::with_capacity(opts.burst),
+                counters: Counters::new(nports, exts.len()),
+                host: WorkerHost::new(index, opts.seed, opts.log),
+                trace: opts.trace_events.map(TraceRing::new),
+                packet_seq: 0,
+            });
+        }
+        Ok(Adapter {
+            workers,
+            views,
+            labels,
+            exts,
+            opts,
+            pool,
+            epoch_ns: crate::sys::monotonic_ns(),
+            started: Instant::now(),
+        })
+    }
+}
+
+fn iface_index(name: &str) -> Result<u32, AdapterError> {
+    crate::sys::ifindex(name)
+        .ok_or_else(|| wiring_err(format!("port '{name}'"), "interface vanished after opening"))
+}
+
+/// `value` for every CPU of a per-CPU map (each copy padded to 8 bytes), as user space
+/// writes per-CPU values; other maps take it as it is.
+fn per_cpu_value(m: &spine_maps::Map, value: &[u8]) -> Vec<u8> {
+    let per = m.def().value_size as usize;
+    if m.user_value_size() == per || value.len() != per {
+        return value.to_vec();
+    }
+    let stride = per.next_multiple_of(8);
+    let mut out = vec![0u8; m.user_value_size()];
+    for c in out.chunks_mut(stride) {
+        c[..per].copy_from_slice(value);
+    }
+    out
+}
+
+/// A built adapter, not yet running on threads.
+pub struct Adapter {
+    workers: Vec<Worker>,
+    views: Vec<RingView<Msg>>,
+    labels: Labels,
+    exts: Vec<ExtEntry>,
+    opts: AdapterOptions,
+    pool: Arc<Pool>,
+    epoch_ns: u64,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter").field("workers", &self.workers.len()).finish_non_exhaustive()
+    }
+}
+
+/// What an adapter counted and traced, once stopped.
+#[derive(Debug)]
+pub struct Report {
+    pub totals: Totals,
+    /// The Chrome/Perfetto trace, when tracing was on.
+    pub trace: Option<serde_json::Value>,
+    /// Ports that failed to close cleanly (a pcap file that could not be flushed).
+    pub close_errors: Vec<PortError>,
+}
+
+impl Adapter {
+    /// Opens every port, loads every extension, fills the maps and wires the workers.
+    pub fn from_config(cfg: &Config, opts: AdapterOptions) -> Result<Adapter, AdapterError> {
+        let mut b = AdapterBuilder::new(opts)?;
+        for (i, p) in cfg.ports.iter().enumerate() {
+            b.open_port(p, &format!("port[{i}]"))?;
+        }
+        for (i, p) in cfg.ports.iter().enumerate() {
+            if let Some(h) = &p.host_path {
+                let (port, host) = (b.port_id(&p.name), b.port_id(h));
+                if let (Some(port), Some(host)) = (port, host) {
+                    b.set_host_path(port, host)
+                        .map_err(|e| reword(e, &format!("port[{i}].host_path")))?;
+                }
+            }
+        }
+        for (i, p) in cfg.partition.iter().enumerate() {
+            if let Some(port) = b.port_id(&p.port) {
+                b.set_worker(port, p.worker).map_err(|e| reword(e, &format!("partition[{i}]")))?;
+            }
+        }
+        for d in &cfg.domains {
+            b.add_domain(d.clone())?;
+        }
+        for (i, e) in cfg.extensions.iter().enumerate() {
+            let at = format!("extension[{i}]");
+            let bytes = match &e.object {
+                ObjectSource::Bundled(name) => {
+                    spine_progs::get(name).map(|p| p.object.to_vec()).ok_or_else(|| {
+                        wiring_err(format!("{at}.bundled"), format!("no bundled program '{name}'"))
+                    })?
+                }
+                ObjectSource::File(path) => {
+                    std::fs::read(path).map_err(|source| AdapterError::Read {
+                        at: format!("{at}.file"),
+                        path: path.display().to_string(),
+                        source,
+                    })?
+                }
+            };
+            let domain = e.domain.as_deref().unwrap_or("default");
+            b.load_extension(&e.name, &bytes, e.section.as_deref(), domain, &at)?;
+        }
+        let ext_id = |name: &str| cfg.extensions.iter().position(|e| e.name == name);
+        for a in &cfg.attachments {
+            let (Some(e), Some(p)) = (ext_id(&a.extension), b.port_id(&a.port)) else { continue };
+            b.attach(e, p).map_err(|e| reword(e, &format!("{}.port", a.path)))?;
+        }
+        for m in &cfg.maps {
+            let Some(e) = ext_id(&m.extension) else { continue };
+            let map = b.extension(e).map(&m.map).cloned().ok_or_else(|| {
+                wiring_err(
+                    format!("{}.name", m.path),
+                    format!("extension '{}' has no map '{}'", m.extension, m.map),
+                )
+            })?;
+            let (ks, vs) = (map.def().key_size as usize, map.def().value_size as usize);
+            for entry in &m.entries {
+                let key = entry.key.to_size(ks).ok_or_else(|| {
+                    wiring_err(
+                        format!("{}.key", entry.path),
+                        format!("does not fit the map's {ks}-byte key"),
+                    )
+                })?;
+                let value = entry.value.to_size(vs).ok_or_else(|| {
+                    wiring_err(
+                        format!("{}.value", entry.path),
+                        format!("does not fit the map's {vs}-byte value"),
+                    )
+                })?;
+                let value = per_cpu_value(&map, &value);
+                map.update_user(&key, &value, 0).map_err(|source| AdapterError::Map {
+                    at: entry.path.clone(),
+                    map: m.map.clone(),
+                    source,
+                })?;
+            }
+        }
+        b.build()
+    }
+
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    pub fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    /// The extension called `name`.
+    pub fn extension(&self, name: &str) -> Option<&Arc<Extension>> {
+        self.exts.iter().find(|e| e.name == name).map(|e| &e.ext)
+    }
+
+    /// One round of every worker, in order, in the calling thread; returns the packets
+    /// handled. Deterministic: what tests of dispatching use.
+    pub fn step(&mut self) -> usize {
+        self.workers.iter_mut().map(|w| w.round(true)).sum()
+    }
+
+    /// Steps until every port has nothing left to receive and no packet is in flight
+    /// (or `max_rounds` passed); returns the rounds run.
+    pub fn run_to_completion(&mut self, max_rounds: u64) -> u64 {
+        for r in 0..max_rounds {
+            let work = self.step();
+            if work == 0 && self.workers.iter().all(Worker::rx_exhausted) {
+                return r + 1;
+            }
+        }
+        max_rounds
+    }
+
+    /// The counters so far (stepped mode).
+    pub fn totals(&mut self) -> Totals {
+        for w in &mut self.workers {
+            w.refresh_device_stats();
+        }
+        let counters: Vec<Counters> = self.workers.iter().map(|w| w.counters.clone()).collect();
+        self.sum(&counters)
+    }
+
+    fn sum(&self, counters: &[Counters]) -> Totals {
+        let detached: Vec<bool> = self.exts.iter().map(|e| e.ext.health().is_detached()).collect();
+        Totals::sum(&self.labels, counters, &detached, self.started.elapsed().as_secs_f64())
+    }
+
+    /// Stops a stepped adapter: delivers what is in flight, transmits what is queued,
+    /// closes every port and returns the totals.
+    pub fn finish(mut self) -> Result<Report, AdapterError> {
+        for _ in 0..10_000 {
+            if self.workers.iter_mut().map(|w| w.round(false)).sum::<usize>() == 0 {
+                break;
+            }
+        }
+        for w in &mut self.workers {
+            w.finish(50);
+        }
+        let workers = std::mem::take(&mut self.workers);
+        Ok(self.close(workers))
+    }
+
+    fn close(self, workers: Vec<Worker>) -> Report {
+        let counters: Vec<Counters> = workers.iter().map(|w| w.counters.clone()).collect();
+        let totals = self.sum(&counters);
+        let trace = self.opts.trace_events.map(|_| {
+            let rings: Vec<(usize, &TraceRing)> =
+                workers.iter().filter_map(|w| w.trace.as_ref().map(|t| (w.index, t))).collect();
+            chrome_trace(&rings, &self.labels, self.epoch_ns)
+        });
+        let mut close_errors = Vec::new();
+        for w in workers {
+            for d in w.devices.into_iter().flatten() {
+                if let Err(e) = d.close() {
+                    close_errors.push(e);
+                }
+            }
+        }
+        Report { totals, trace, close_errors }
+    }
+
+    /// Starts one thread per worker, pinned to its CPU when the options say so.
+    pub fn start(mut self) -> Result<Running, AdapterError> {
+        let nw = self.workers.len();
+        let ctl = Arc::new(Control {
+            stop_rx: AtomicBool::new(false),
+            exit: AtomicBool::new(false),
+            workers: (0..nw)
+                .map(|i| WorkerControl {
+                    rx_stopped: AtomicBool::new(false),
+                    exhausted: AtomicBool::new(false),
+                    snapshot: Mutex::new(self.workers[i].counters.clone()),
+                })
+                .collect(),
+        });
+        let mut handles = Vec::with_capacity(nw);
+        for w in std::mem::take(&mut self.workers) {
+            let index = w.index;
+            let cpu = self.opts.cpus.as_ref().and_then(|c| c.get(index).copied());
+            let wctl = ctl.clone();
+            let idle_us = self.opts.idle_sleep_us;
+            let log = self.opts.log;
+            let h = std::thread::Builder::new()
+                .name(format!("spine-w{index}"))
+                .spawn(move || worker_main(w, &wctl, cpu, idle_us, log))
+                .map_err(|source| AdapterError::Thread { worker: index, source });
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    let running = Running { adapter: self, handles, ctl };
+                    let _ = running.stop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Running { adapter: self, handles, ctl })
+    }
+}
+
+fn reword(e: AdapterError, at: &str) -> AdapterError {
+    match e {
+        AdapterError::Wiring { reason, .. } => wiring_err(at, reason),
+        e => e,
+    }
+}
+
+/// Flags between the controlling thread and the workers (read once per round).
+struct Control {
+    /// Stop receiving; keep delivering what is in flight.
+    stop_rx: AtomicBool,
+    /// Nothing is in flight: finish and return.
+    exit: AtomicBool,
+    workers: Vec<WorkerControl>,
+}
+
+struct WorkerControl {
+    rx_stopped: AtomicBool,
+    exhausted: AtomicBool,
+    /// The worker's counters as last published (about every 100 ms).
+    snapshot: Mutex<Counters>,
+}
+
+const PUBLISH_NS: u64 = 100_000_000;
+
+fn worker_main(
+    mut w: Worker,
+    ctl: &Control,
+    cpu: Option<usize>,
+    idle_us: u64,
+    log: bool,
+) -> Worker {
+    if let Some(c) = cpu {
+        if let Err(e) = spine_sys::pin_current_thread(c) {
+            if log {
+                eprintln!("spine: worker {} not pinned to CPU {c}: {e}", w.index);
+            }
+        }
+    }
+    let me = &ctl.workers[w.index];
+    let mut rx_stopped = false;
+    let mut idle = 0u32;
+    let mut last_publish = crate::sys::monotonic_ns();
+    let publish = |w: &mut Worker| {
+        w.refresh_device_stats();
+        if let Ok(mut s) = me.snapshot.try_lock() {
+            s.clone_from(&w.counters);
+        }
+    };
+    loop {
+        if !rx_stopped && ctl.stop_rx.load(Ordering::Acquire) {
+            rx_stopped = true;
+            me.rx_stopped.store(true, Ordering::Release);
+        }
+        let work = w.round(!rx_stopped);
+        if !rx_stopped && !me.exhausted.load(Ordering::Relaxed) && w.rx_exhausted() {
+            me.exhausted.store(true, Ordering::Release);
+        }
+        if work == 0 {
+            idle = idle.saturating_add(1);
+            if idle.is_multiple_of(16) {
+                w.flush_devices();
+            }
+            if idle > 32 && idle_us > 0 {
+                std::thread::sleep(Duration::from_micros(idle_us));
+            }
+        } else {
+            idle = 0;
+        }
+        if work == 0 || w.counters.worker.rounds.is_multiple_of(64) {
+            let now = crate::sys::monotonic_ns();
+            if now.saturating_sub(last_publish) >= PUBLISH_NS {
+                last_publish = now;
+                publish(&mut w);
+            }
+        }
+        if rx_stopped && ctl.exit.load(Ordering::Acquire) {
+            break;
+        }
+    }
+    w.finish(500);
+    let me = &ctl.workers[w.index];
+    *me.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = w.counters.clone();
+    w
+}
+
+/// An adapter running on its worker threads.
+pub struct Running {
+    adapter: Adapter,
+    handles: Vec<JoinHandle<Worker>>,
+    ctl: Arc<Control>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running").field("workers", &self.handles.len()).finish_non_exhaustive()
+    }
+}
+
+impl Running {
+    /// The counters as the workers last published them (at most ~100 ms old).
+    pub fn totals(&self) -> Totals {
+        let counters: Vec<Counters> = self
+            .ctl
+            .workers
+            .iter()
+            .map(|w| w.snapshot.lock().unwrap_or_else(PoisonError::into_inner).clone())
+            .collect();
+        self.adapter.sum(&counters)
+    }
+
+    /// True once no port of any worker will receive again (mem ports past their limit,
+    /// pcap inputs at their end).
+    pub fn exhausted(&self) -> bool {
+        self.ctl.workers.iter().all(|w| w.exhausted.load(Ordering::Acquire))
+    }
+
+    pub fn extension(&self, name: &str) -> Option<&Arc<Extension>> {
+        self.adapter.extension(name)
+    }
+
+    pub fn labels(&self) -> &Labels {
+        &self.adapter.labels
+    }
+
+    /// Stops cleanly: workers stop receiving and finish their batch, packets in flight
+    /// between workers are delivered, queued transmissions go out, ports close, and the
+    /// final totals come back.
+    pub fn stop(self) -> Result<Report, AdapterError> {
+        let Running { adapter, handles, ctl } = self;
+        ctl.stop_rx.store(true, Ordering::Release);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let alive = |handles: &[JoinHandle<Worker>]| handles.iter().all(|h| !h.is_finished());
+        while !ctl.workers.iter().all(|w| w.rx_stopped.load(Ordering::Acquire))
+            && Instant::now() < deadline
+            && alive(&handles)
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // Quiet twice in a row, a little apart: nothing is moving between workers.
+        let mut quiet = 0;
+        while quiet < 2 && Instant::now() < deadline && alive(&handles) {
+            if RingView::quiet(&adapter.views) {
+                quiet += 1;
+            } else {
+                quiet = 0;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        ctl.exit.store(true, Ordering::Release);
+        let mut workers = Vec::new();
+        let mut panicked = None;
+        for (i, h) in handles.into_iter().enumerate() {
+            match h.join() {
+                Ok(w) => workers.push(w),
+                Err(_) => panicked = Some(i),
+            }
+        }
+        if let Some(worker) = panicked {
+            return Err(AdapterError::Panicked { worker });
+        }
+        Ok(adapter.close(workers))
+    }
+}

@@ -1,0 +1,499 @@
+//! Counters: plain integers each worker owns and bumps on its packet path (no atomics,
+//! no sharing), published to a snapshot a few times a second and summed on read.
+//!
+//! Ingress counters (received, verdicts, drops by reason) belong to the port a packet
+//! came in on; egress counters (handed to the port, transmit drops) to the port it
+//! leaves by. Extension counters count invocations and their outcomes.
+
+use serde::Serialize;
+use spine_ports::PortStats;
+
+/// XDP verdicts by action number (`XDP_ABORTED` 0 … `XDP_REDIRECT` 4), and values
+/// outside the enum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Verdicts {
+    pub aborted: u64,
+    pub drop: u64,
+    pub pass: u64,
+    pub tx: u64,
+    pub redirect: u64,
+    /// Return values that are no XDP action: the kernel warns and drops.
+    pub invalid: u64,
+}
+
+impl Verdicts {
+    #[inline]
+    pub fn count(&mut self, verdict: u32) {
+        match verdict {
+            0 => self.aborted += 1,
+            1 => self.drop += 1,
+            2 => self.pass += 1,
+            3 => self.tx += 1,
+            4 => self.redirect += 1,
+            _ => self.invalid += 1,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.aborted + self.drop + self.pass + self.tx + self.redirect + self.invalid
+    }
+
+    fn add(&mut self, o: &Verdicts) {
+        self.aborted += o.aborted;
+        self.drop += o.drop;
+        self.pass += o.pass;
+        self.tx += o.tx;
+        self.redirect += o.redirect;
+        self.invalid += o.invalid;
+    }
+}
+
+/// Why the adapter dropped a packet (the port's own losses are in [`PortTotals::device`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Drops {
+    /// The extension said `XDP_DROP`.
+    pub verdict: u64,
+    /// The extension said `XDP_ABORTED`.
+    pub aborted: u64,
+    /// The extension faulted (out of budget, bad access): the packet is aborted.
+    pub fault: u64,
+    /// A return value that is no XDP action.
+    pub invalid: u64,
+    /// `XDP_PASS` (or no extension) on a port without a host path.
+    pub no_host_path: u64,
+    /// `XDP_REDIRECT` without a target (a map lookup that found nothing).
+    pub redirect_no_target: u64,
+    /// `XDP_REDIRECT` to an ifindex no port has.
+    pub redirect_no_port: u64,
+    /// `XDP_REDIRECT` to a port the extension's domain may not use.
+    pub redirect_refused: u64,
+    /// `XDP_REDIRECT` to a CPU no worker runs on.
+    pub redirect_bad_cpu: u64,
+    /// A worker-to-worker ring was full.
+    pub peer_full: u64,
+    /// Egress: the port's transmit queue stayed full.
+    pub tx_full: u64,
+    /// Egress: the port failed (its error was logged once).
+    pub tx_error: u64,
+}
+
+impl Drops {
+    pub fn total(&self) -> u64 {
+        self.verdict
+            + self.aborted
+            + self.fault
+            + self.invalid
+            + self.no_host_path
+            + self.redirect_no_target
+            + self.redirect_no_port
+            + self.redirect_refused
+            + self.redirect_bad_cpu
+            + self.peer_full
+            + self.tx_full
+            + self.tx_error
+    }
+
+    fn add(&mut self, o: &Drops) {
+        self.verdict += o.verdict;
+        self.aborted += o.aborted;
+        self.fault += o.fault;
+        self.invalid += o.invalid;
+        self.no_host_path += o.no_host_path;
+        self.redirect_no_target += o.redirect_no_target;
+        self.redirect_no_port += o.redirect_no_port;
+        self.redirect_refused += o.redirect_refused;
+        self.redirect_bad_cpu += o.redirect_bad_cpu;
+        self.peer_full += o.peer_full;
+        self.tx_full += o.tx_full;
+        self.tx_error += o.tx_error;
+    }
+}
+
+/// One port's counters on one worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Handed to the port for transmission.
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Verdicts of the extension attached to this port.
+    pub verdicts: Verdicts,
+    /// Delivered to the host path (`XDP_PASS`, or no extension attached).
+    pub to_host: u64,
+    /// Received while no extension ran (none attached, or detached).
+    pub unhandled: u64,
+    pub drops: Drops,
+}
+
+/// One extension's counters on one worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExtCounters {
+    pub runs: u64,
+    pub bytes: u64,
+    pub verdicts: Verdicts,
+    pub faults: u64,
+}
+
+/// A worker's own activity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerCounters {
+    pub rounds: u64,
+    /// Rounds in which no source had anything.
+    pub idle_rounds: u64,
+    /// Packets received from other workers' rings.
+    pub peer_in: u64,
+    /// Packets handed to other workers.
+    pub peer_out: u64,
+    /// `bpf_trace_printk` lines.
+    pub trace_lines: u64,
+}
+
+/// Everything one worker counts, indexed by port and extension id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub ports: Vec<PortCounters>,
+    pub exts: Vec<ExtCounters>,
+    pub worker: WorkerCounters,
+    /// The port's own counters, for the ports this worker owns (others: `None`).
+    pub devices: Vec<Option<PortStats>>,
+}
+
+impl Counters {
+    pub fn new(ports: usize, exts: usize) -> Self {
+        Counters {
+            ports: vec![PortCounters::default(); ports],
+            exts: vec![ExtCounters::default(); exts],
+            worker: WorkerCounters::default(),
+            devices: vec![None; ports],
+        }
+    }
+}
+
+/// A port's totals over every worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PortTotals {
+    pub name: String,
+    pub kind: String,
+    pub ifindex: u32,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub verdicts: Verdicts,
+    pub to_host: u64,
+    pub unhandled: u64,
+    pub drops: Drops,
+    /// What the port itself counted (its own losses: no buffer, kernel, bad descriptor).
+    pub device: DeviceTotals,
+}
+
+/// [`PortStats`], as reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceTotals {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_drops: u64,
+    pub tx_drops: u64,
+    pub tx_copied: u64,
+}
+
+impl From<PortStats> for DeviceTotals {
+    fn from(s: PortStats) -> Self {
+        DeviceTotals {
+            rx_packets: s.rx_packets,
+            tx_packets: s.tx_packets,
+            rx_drops: s.rx_drops.total(),
+            tx_drops: s.tx_drops.total(),
+            tx_copied: s.tx_copied,
+        }
+    }
+}
+
+/// An extension's totals over every worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ExtTotals {
+    pub name: String,
+    pub domain: String,
+    pub runs: u64,
+    pub bytes: u64,
+    pub verdicts: Verdicts,
+    pub faults: u64,
+    pub detached: bool,
+}
+
+/// Every counter of the adapter, summed over workers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Totals {
+    /// Seconds since the adapter started.
+    pub elapsed_s: f64,
+    pub ports: Vec<PortTotals>,
+    pub extensions: Vec<ExtTotals>,
+    pub workers: Vec<WorkerCounters>,
+}
+
+/// Names of what the counters are indexed by.
+#[derive(Debug, Clone, Default)]
+pub struct Labels {
+    /// (name, kind, ifindex) per port.
+    pub ports: Vec<(String, &'static str, u32)>,
+    /// (name, domain) per extension.
+    pub exts: Vec<(String, String)>,
+}
+
+impl Totals {
+    /// Sums per-worker counters; `detached` says which extensions the watchdog detached.
+    pub fn sum(labels: &Labels, workers: &[Counters], detached: &[bool], elapsed_s: f64) -> Self {
+        let mut ports: Vec<PortTotals> = labels
+            .ports
+            .iter()
+            .map(|(n, k, i)| PortTotals {
+                name: n.clone(),
+                kind: k.to_string(),
+                ifindex: *i,
+                ..PortTotals::default()
+            })
+            .collect();
+        let mut exts: Vec<ExtTotals> = labels
+            .exts
+            .iter()
+            .enumerate()
+            .map(|(i, (n, d))| ExtTotals {
+                name: n.clone(),
+                domain: d.clone(),
+                detached: detached.get(i).copied().unwrap_or(false),
+                ..ExtTotals::default()
+            })
+            .collect();
+        for w in workers {
+            for (t, c) in ports.iter_mut().zip(&w.ports) {
+                t.rx_packets += c.rx_packets;
+                t.rx_bytes += c.rx_bytes;
+                t.tx_packets += c.tx_packets;
+                t.tx_bytes += c.tx_bytes;
+                t.verdicts.add(&c.verdicts);
+                t.to_host += c.to_host;
+                t.unhandled += c.unhandled;
+                t.drops.add(&c.drops);
+            }
+            for (t, d) in ports.iter_mut().zip(&w.devices) {
+                if let Some(d) = d {
+                    t.device = DeviceTotals::from(*d);
+                }
+            }
+            for (t, c) in exts.iter_mut().zip(&w.exts) {
+                t.runs += c.runs;
+                t.bytes += c.bytes;
+                t.verdicts.add(&c.verdicts);
+                t.faults += c.faults;
+            }
+        }
+        Totals {
+            elapsed_s,
+            ports,
+            extensions: exts,
+            workers: workers.iter().map(|w| w.worker).collect(),
+        }
+    }
+
+    pub fn port(&self, name: &str) -> Option<&PortTotals> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+
+    pub fn extension(&self, name: &str) -> Option<&ExtTotals> {
+        self.extensions.iter().find(|e| e.name == name)
+    }
+
+    pub fn rx_packets(&self) -> u64 {
+        self.ports.iter().map(|p| p.rx_packets).sum()
+    }
+
+    pub fn tx_packets(&self) -> u64 {
+        self.ports.iter().map(|p| p.tx_packets).sum()
+    }
+
+    pub fn drops(&self) -> u64 {
+        self.ports.iter().map(|p| p.drops.total()).sum()
+    }
+
+    /// The counters in the Prometheus text exposition format.
+    pub fn prometheus(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let port = |p: &PortTotals| format!("port=\"{}\"", esc(&p.name));
+        let ports = |f: fn(&PortTotals) -> u64| -> Vec<(String, u64)> {
+            self.ports.iter().map(|p| (port(p), f(p))).collect()
+        };
+        metric(&mut s, "port_rx_packets_total", "Packets received.", ports(|p| p.rx_packets));
+        metric(&mut s, "port_rx_bytes_total", "Bytes received.", ports(|p| p.rx_bytes));
+        metric(
+            &mut s,
+            "port_tx_packets_total",
+            "Packets handed to the port.",
+            ports(|p| p.tx_packets),
+        );
+        metric(&mut s, "port_tx_bytes_total", "Bytes handed to the port.", ports(|p| p.tx_bytes));
+        metric(
+            &mut s,
+            "port_to_host_total",
+            "Packets sent to the host path.",
+            ports(|p| p.to_host),
+        );
+        let mut rows = Vec::new();
+        for p in &self.ports {
+            for (v, n) in verdict_list(&p.verdicts) {
+                rows.push((format!("{},verdict=\"{v}\"", port(p)), n));
+            }
+        }
+        metric(&mut s, "port_verdicts_total", "Verdicts of the port's extension.", rows);
+        let mut rows = Vec::new();
+        for p in &self.ports {
+            for (r, n) in drop_list(&p.drops) {
+                rows.push((format!("{},reason=\"{r}\"", port(p)), n));
+            }
+            rows.push((format!("{},reason=\"device_rx\"", port(p)), p.device.rx_drops));
+            rows.push((format!("{},reason=\"device_tx\"", port(p)), p.device.tx_drops));
+        }
+        metric(&mut s, "port_drops_total", "Packets dropped, by reason.", rows);
+        let ext =
+            |e: &ExtTotals| format!("extension=\"{}\",domain=\"{}\"", esc(&e.name), esc(&e.domain));
+        let rows = self.extensions.iter().map(|e| (ext(e), e.runs)).collect();
+        metric(&mut s, "extension_runs_total", "Invocations.", rows);
+        let rows = self.extensions.iter().map(|e| (ext(e), e.faults)).collect();
+        metric(&mut s, "extension_faults_total", "Invocations stopped by a fault.", rows);
+        let mut rows = Vec::new();
+        for e in &self.extensions {
+            for (v, n) in verdict_list(&e.verdicts) {
+                rows.push((format!("{},verdict=\"{v}\"", ext(e)), n));
+            }
+        }
+        metric(&mut s, "extension_verdicts_total", "Verdicts.", rows);
+        let _ = writeln!(s, "# HELP spine_extension_detached Whether the watchdog detached it.");
+        let _ = writeln!(s, "# TYPE spine_extension_detached gauge");
+        for e in &self.extensions {
+            let _ = writeln!(s, "spine_extension_detached{{{}}} {}", ext(e), u8::from(e.detached));
+        }
+        let workers = |f: fn(&WorkerCounters) -> u64| -> Vec<(String, u64)> {
+            self.workers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("worker=\"{i}\""), f(c)))
+                .collect()
+        };
+        metric(&mut s, "worker_rounds_total", "Dispatch rounds.", workers(|c| c.rounds));
+        metric(
+            &mut s,
+            "worker_idle_rounds_total",
+            "Rounds with no work.",
+            workers(|c| c.idle_rounds),
+        );
+        metric(
+            &mut s,
+            "worker_peer_in_total",
+            "Packets from other workers.",
+            workers(|c| c.peer_in),
+        );
+        metric(
+            &mut s,
+            "worker_peer_out_total",
+            "Packets to other workers.",
+            workers(|c| c.peer_out),
+        );
+        s
+    }
+}
+
+fn metric(s: &mut String, name: &str, help: &str, rows: Vec<(String, u64)>) {
+    use std::fmt::Write;
+    let _ = writeln!(s, "# HELP spine_{name} {help}");
+    let _ = writeln!(s, "# TYPE spine_{name} counter");
+    for (labels, v) in rows {
+        let _ = writeln!(s, "spine_{name}{{{labels}}} {v}");
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn verdict_list(v: &Verdicts) -> [(&'static str, u64); 6] {
+    [
+        ("aborted", v.aborted),
+        ("drop", v.drop),
+        ("pass", v.pass),
+        ("tx", v.tx),
+        ("redirect", v.redirect),
+        ("invalid", v.invalid),
+    ]
+}
+
+fn drop_list(d: &Drops) -> [(&'static str, u64); 12] {
+    [
+        ("verdict", d.verdict),
+        ("aborted", d.aborted),
+        ("fault", d.fault),
+        ("invalid", d.invalid),
+        ("no_host_path", d.no_host_path),
+        ("redirect_no_target", d.redirect_no_target),
+        ("redirect_no_port", d.redirect_no_port),
+        ("redirect_refused", d.redirect_refused),
+        ("redirect_bad_cpu", d.redirect_bad_cpu),
+        ("peer_full", d.peer_full),
+        ("tx_full", d.tx_full),
+        ("tx_error", d.tx_error),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels() -> Labels {
+        Labels {
+            ports: vec![("a".into(), "mem", 1), ("b".into(), "tap", 7)],
+            exts: vec![("swap".into(), "default".into())],
+        }
+    }
+
+    #[test]
+    fn workers_are_summed_per_port_and_extension() {
+        let mut w0 = Counters::new(2, 1);
+        let mut w1 = Counters::new(2, 1);
+        w0.ports[0].rx_packets = 3;
+        w1.ports[0].rx_packets = 4;
+        w0.ports[0].verdicts.count(3);
+        w1.ports[0].verdicts.count(3);
+        w1.ports[0].verdicts.count(9);
+        w1.ports[1].drops.tx_full = 2;
+        w0.exts[0].runs = 5;
+        w1.exts[0].faults = 1;
+        let t = Totals::sum(&labels(), &[w0, w1], &[true], 1.0);
+        assert_eq!(t.port("a").unwrap().rx_packets, 7);
+        assert_eq!(t.port("a").unwrap().verdicts.tx, 2);
+        assert_eq!(t.port("a").unwrap().verdicts.invalid, 1);
+        assert_eq!(t.port("b").unwrap().drops.total(), 2);
+        assert_eq!(t.extension("swap").unwrap().runs, 5);
+        assert!(t.extension("swap").unwrap().detached);
+        assert_eq!(t.rx_packets(), 7);
+        assert_eq!(t.drops(), 2);
+    }
+
+    #[test]
+    fn prometheus_text_has_one_sample_per_label_set() {
+        let mut w = Counters::new(2, 1);
+        w.ports[1].rx_packets = 42;
+        w.ports[0].drops.no_host_path = 5;
+        let t = Totals::sum(&labels(), &[w], &[false], 1.0);
+        let text = t.prometheus();
+        assert!(text.contains("spine_port_rx_packets_total{port=\"b\"} 42\n"), "{text}");
+        assert!(text.contains("spine_port_drops_total{port=\"a\",reason=\"no_host_path\"} 5\n"));
+        assert!(text.contains("# TYPE spine_port_rx_packets_total counter\n"));
+        assert!(
+            text.contains("spine_extension_detached{extension=\"swap\",domain=\"default\"} 0\n")
+        );
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (_, v) = line.rsplit_once(' ').unwrap();
+            assert!(v.parse::<u64>().is_ok(), "{line}");
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The adapter: ports, pinned run-to-completion workers, XDP extensions on every
+//! port's receive hook with the verdicts acted on as XDP defines them, counters and the
+//! event trace; built from `adapter.toml` ([`Config`]) or piece by piece
+//! ([`AdapterBuilder`]).
+//!
+//! - [`Config`]: the configuration file, checked with errors that name the key.
+//! - [`Adapter`]: built and wired; run it on threads ([`Adapter::start`] → [`Running`])
+//!   or step it round by round in the caller's thread ([`Adapter::step`]).
+//! - [`Totals`]: counters summed over workers, as text, JSON or Prometheus.
+//! - [`trace`]: the per-worker event ring and its Chrome/Perfetto export.
+//!
+//! Layer 3 over spine-runtime (extensions), spine-pool (buffers) and spine-ports
+//! (ports); it adds threads, pinning and a clock, and talks to the OS only through
+//! those crates and `sys` (the clock, interface indices, SIGINT).
+#![deny(unsafe_code)]
+
+mod adapter;
+pub mod config;
+pub mod counters;
+mod device;
+mod flow;
+mod host;
+#[expect(unsafe_code, reason = "the lock-free worker-to-worker ring hands values across threads")]
+mod ring;
+#[expect(unsafe_code, reason = "clock_gettime, if_nametoindex and sigaction")]
+pub mod sys;
+pub mod trace;
+mod worker;
+
+pub use adapter::{
+    Adapter, AdapterBuilder, AdapterError, AdapterOptions, Id, Report, Running,
+    VIRTUAL_IFINDEX_BASE,
+};
+pub use config::{Assign, Config, ConfigError, Problem};
+pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
+pub use device::{mem_packets, Device, PcapPort};
+pub use flow::flow_hash;

@@ -1,0 +1,672 @@
+//! A worker: one thread, pinned to its core, running every event to completion. Its
+//! event sources are the receive queues of the ports it owns and one ring from every
+//! other worker; each [`Worker::round`] visits each source once and takes at most one
+//! burst from it, so no source can starve another, and transmissions queued while
+//! handling a source go out before the next source is read (SPINE's adapter swung
+//! between receive bursts and transmit bursts; this interleaves them).
+//!
+//! Each packet runs the extension attached to its port on the pool buffer it arrived in
+//! and goes where the verdict says, as XDP defines it; see [`Worker::handle`]. Buffers
+//! only move (to a port's transmit queue, to another worker, back to the pool); nothing
+//! is allocated per packet.
+
+use std::sync::Arc;
+
+use spine_abi::xdp_action as act;
+use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache};
+use spine_runtime::{Bounds, Geometry, Redirect, RxInfo, XdpRunner};
+
+use crate::counters::{Counters, Drops};
+use crate::device::Device;
+use crate::flow::flow_hash;
+use crate::host::WorkerHost;
+use crate::ring::{Consumer, Producer};
+use crate::trace::{Event, Kind, TraceRing};
+
+/// What one worker hands another.
+#[derive(Debug)]
+pub(crate) struct Msg {
+    pub buf: Buf,
+    pub kind: MsgKind,
+    /// The ingress port (`Rx`, `Pass`) or the port to transmit on (`Tx`).
+    pub port: u16,
+    /// The sending worker's packet number, for the trace.
+    pub packet: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MsgKind {
+    /// Software RSS: run the ingress port's extension here.
+    Rx,
+    /// Transmit on `port`, which this worker owns.
+    Tx,
+    /// A cpumap redirect: deliver as `XDP_PASS` of the ingress port.
+    Pass,
+}
+
+/// What every worker knows about a port (fixed once the adapter is built).
+#[derive(Debug, Clone)]
+pub(crate) struct PortInfo {
+    pub name: String,
+    pub ifindex: u32,
+    pub queue: u32,
+    /// The worker that receives from and transmits on the port.
+    pub home: usize,
+    /// Where `XDP_PASS` sends its packets: a port's host path, or for a host path the
+    /// port it serves (packets the host sends go out on the wire).
+    pub uplink: Option<u16>,
+    pub ext: Option<u16>,
+}
+
+/// The adapter's wiring, shared read-only by every worker.
+#[derive(Debug)]
+pub(crate) struct Wiring {
+    pub ports: Vec<PortInfo>,
+    /// `(ifindex, port)`, sorted, for `XDP_REDIRECT` targets.
+    pub by_ifindex: Vec<(u32, u16)>,
+    /// `may_use[ext][port]`: the extension's domain may redirect to the port.
+    pub may_use: Vec<Vec<bool>>,
+    pub workers: usize,
+    /// Hand packets to the worker their flow hash picks.
+    pub rss: bool,
+    pub burst: usize,
+}
+
+impl Wiring {
+    #[inline]
+    fn port_of_ifindex(&self, ifindex: u32) -> Option<u16> {
+        self.by_ifindex
+            .binary_search_by_key(&ifindex, |&(i, _)| i)
+            .ok()
+            .map(|k| self.by_ifindex[k].1)
+    }
+}
+
+/// Indices into `Drops`, for trace events.
+#[derive(Debug, Clone, Copy)]
+enum Why {
+    Verdict,
+    Aborted,
+    Fault,
+    Invalid,
+    NoHostPath,
+    NoTarget,
+    NoPort,
+    Refused,
+    BadCpu,
+    PeerFull,
+    TxFull,
+}
+
+impl Why {
+    fn count(self, d: &mut Drops) {
+        let c = match self {
+            Why::Verdict => &mut d.verdict,
+            Why::Aborted => &mut d.aborted,
+            Why::Fault => &mut d.fault,
+            Why::Invalid => &mut d.invalid,
+            Why::NoHostPath => &mut d.no_host_path,
+            Why::NoTarget => &mut d.redirect_no_target,
+            Why::NoPort => &mut d.redirect_no_port,
+            Why::Refused => &mut d.redirect_refused,
+            Why::BadCpu => &mut d.redirect_bad_cpu,
+            Why::PeerFull => &mut d.peer_full,
+            Why::TxFull => &mut d.tx_full,
+        };
+        *c += 1;
+    }
+}
+
+/// Where a verdict sends a packet, decided from the verdict and the redirect target
+/// alone (the XDP semantics, kept apart from the moving of buffers so it can be tested
+/// by itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Out of the receiving port.
+    Tx,
+    /// To the receiving port's host path.
+    Pass,
+    /// Out of another port (`XDP_REDIRECT` to a port this extension may use).
+    Redirect(u16),
+    /// To another worker, which delivers it as `XDP_PASS` (a cpumap entry).
+    Cpu(usize),
+    Drop(DropWhy),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DropWhy {
+    Verdict,
+    Aborted,
+    Invalid,
+    NoTarget,
+    NoPort,
+    Refused,
+    BadCpu,
+}
+
+/// The XDP semantics of `verdict` for a packet of extension `ext`.
+pub(crate) fn decide(w: &Wiring, ext: usize, verdict: u32, redirect: Option<Redirect>) -> Action {
+    match verdict {
+        act::PASS => Action::Pass,
+        act::TX => Action::Tx,
+        act::DROP => Action::Drop(DropWhy::Verdict),
+        act::ABORTED => Action::Drop(DropWhy::Aborted),
+        act::REDIRECT => match redirect {
+            None => Action::Drop(DropWhy::NoTarget),
+            Some(Redirect::Port { ifindex }) => match w.port_of_ifindex(ifindex) {
+                None => Action::Drop(DropWhy::NoPort),
+                Some(q) if !w.may_use[ext][q as usize] => Action::Drop(DropWhy::Refused),
+                Some(q) => Action::Redirect(q),
+            },
+            Some(Redirect::Cpu { cpu }) if (cpu as usize) < w.workers => Action::Cpu(cpu as usize),
+            Some(Redirect::Cpu { .. }) => Action::Drop(DropWhy::BadCpu),
+        },
+        _ => Action::Drop(DropWhy::Invalid),
+    }
+}
+
+/// One worker's state. Everything here is owned by the worker's thread (or, stepped
+/// in tests, by the caller's), except the shared `wiring` and pool.
+pub(crate) struct Worker {
+    pub index: usize,
+    pub pool: Arc<Pool>,
+    pub cache: PoolCache,
+    pub geometry: Geometry,
+    pub wiring: Arc<Wiring>,
+    /// The ports this worker owns (`Some` at their index).
+    pub devices: Vec<Option<Device>>,
+    /// Transmissions queued per owned port.
+    pub pending: Vec<Burst>,
+    /// Owned ports, in the order they are polled.
+    pub rx_ports: Vec<u16>,
+    /// Ports whose receive failed (logged once) and are no longer polled.
+    pub rx_failed: Vec<bool>,
+    pub tx_failed: Vec<bool>,
+    /// This worker's instance of every extension, by extension index.
+    pub runners: Vec<XdpRunner>,
+    /// To each other worker (`None` at our own index).
+    pub out: Vec<Option<Producer<Msg>>>,
+    pub inbox: Vec<Consumer<Msg>>,
+    pub rx: Burst,
+    pub counters: Counters,
+    pub host: WorkerHost,
+    pub trace: Option<TraceRing>,
+    pub packet_seq: u32,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("index", &self.index).finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// One visit to every source, each giving at most one burst; returns the packets
+    /// handled (0: the worker found nothing to do). With `rx` false only the rings
+    /// are visited (the adapter is stopping).
+    pub fn round(&mut self, rx: bool) -> usize {
+        let mut work = 0;
+        // Receive only while every ring out has room for a burst from every port and no ring in
+        // is half full: a busy worker slows its peers' receive (the packets wait in the
+        // ports) instead of packets being lost between workers. Rings are always
+        // drained, so workers never wait on each other.
+        if rx && (self.wiring.workers == 1 || self.rings_have_room()) {
+            for i in 0..self.rx_ports.len() {
+                work += self.poll_port(self.rx_ports[i]);
+                self.flush_pending();
+            }
+        }
+        for i in 0..self.inbox.len() {
+            work += self.poll_inbox(i);
+            self.flush_pending();
+        }
+        self.counters.worker.rounds += 1;
+        if work == 0 {
+            self.counters.worker.idle_rounds += 1;
+        }
+        work
+    }
+
+    fn rings_have_room(&mut self) -> bool {
+        let need = self.wiring.burst * self.rx_ports.len();
+        self.out.iter_mut().flatten().all(|p| p.room() >= need)
+            && self.inbox.iter().all(|c| c.backlog() < c.capacity() / 2)
+    }
+
+    /// Whether every owned port has nothing more to receive.
+    pub fn rx_exhausted(&self) -> bool {
+        self.rx_ports.iter().all(|&p| {
+            self.rx_failed[p as usize]
+                || self.devices[p as usize].as_ref().is_none_or(Device::exhausted)
+        })
+    }
+
+    #[inline]
+    fn now(&self) -> u64 {
+        if self.trace.is_some() {
+            crate::sys::monotonic_ns()
+        } else {
+            0
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, ev: Event) {
+        if let Some(t) = &mut self.trace {
+            t.push(ev);
+        }
+    }
+
+    fn poll_port(&mut self, p: u16) -> usize {
+        let pi = p as usize;
+        if self.rx_failed[pi] {
+            return 0;
+        }
+        let Some(dev) = self.devices[pi].as_mut() else { return 0 };
+        let t0 = if self.trace.is_some() { crate::sys::monotonic_ns() } else { 0 };
+        let got = match dev.port().rx_burst(&mut self.cache, &mut self.rx) {
+            Ok(n) => n,
+            Err(e) => {
+                if self.host.log {
+                    eprintln!("spine: worker {}: receive stopped: {e}", self.index);
+                }
+                self.rx_failed[pi] = true;
+                0
+            }
+        };
+        if got == 0 && self.rx.is_empty() {
+            return 0;
+        }
+        if self.trace.is_some() {
+            let dur = (crate::sys::monotonic_ns() - t0) as u32;
+            self.record(Event {
+                ts_ns: t0,
+                dur_ns: dur,
+                packet: 0,
+                arg: got as u32,
+                port: p,
+                ext: u16::MAX,
+                kind: Kind::Rx,
+            });
+        }
+        let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
+        let n = rx.len();
+        for buf in rx.drain_front(n) {
+            self.packet_seq = self.packet_seq.wrapping_add(1);
+            let seq = self.packet_seq;
+            let len = u64::from(self.pool.meta(&buf).map_or(0, |m| m.len));
+            let c = &mut self.counters.ports[pi];
+            c.rx_packets += 1;
+            c.rx_bytes += len;
+            if self.wiring.rss {
+                let target = match self.pool.data(&buf) {
+                    Ok(d) => flow_hash(d) as usize % self.wiring.workers,
+                    Err(_) => self.index,
+                };
+                if target != self.index {
+                    self.handoff(target, Msg { buf, kind: MsgKind::Rx, port: p, packet: seq }, p);
+                    continue;
+                }
+            }
+            self.handle(buf, p, seq);
+        }
+        self.rx = rx;
+        n
+    }
+
+    fn poll_inbox(&mut self, i: usize) -> usize {
+        let mut inbox = std::mem::take(&mut self.inbox);
+        let burst = self.wiring.burst;
+        let n = inbox[i].drain(burst, |m| {
+            self.counters.worker.peer_in += 1;
+            match m.kind {
+                MsgKind::Rx => self.handle(m.buf, m.port, m.packet),
+                MsgKind::Tx => self.transmit(m.buf, m.port, m.port, m.packet),
+                MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
+            }
+        });
+        self.inbox = inbox;
+        n
+    }
+
+    /// Runs port `p`'s extension on `buf` and acts on the verdict.
+    pub fn handle(&mut self, mut buf: Buf, p: u16, seq: u32) {
+        let pi = p as usize;
+        let wiring = &*self.wiring;
+        let info = &wiring.ports[pi];
+        let Some(e) = info.ext.map(usize::from).filter(|&e| self.runners[e].is_attached()) else {
+            self.counters.ports[pi].unhandled += 1;
+            return self.pass(buf, p, seq);
+        };
+        let Ok(meta) = self.pool.meta(&buf) else {
+            // Not one of this pool's buffers: nothing to run it on, nothing to free.
+            return;
+        };
+        let t0 = self.now();
+        let rx = RxInfo { ingress_ifindex: info.ifindex, rx_queue_index: info.queue };
+        let mut b = Bounds {
+            meta: (meta.data_off - meta.meta_len) as usize,
+            data: meta.data_off as usize,
+            end: (meta.data_off + meta.len) as usize,
+        };
+        let result = match self.pool.frame_mut(&mut buf) {
+            Ok(frame) => self.runners[e].run_raw(frame, self.geometry, &mut b, rx, &mut self.host),
+            // A buffer shared with another holder cannot be handed to an extension
+            // that may write it; it is passed on untouched (never happens for received
+            // buffers, which have one holder).
+            Err(_) => {
+                self.counters.ports[pi].unhandled += 1;
+                return self.pass(buf, p, seq);
+            }
+        };
+        let placed = BufMeta {
+            data_off: b.data as u32,
+            len: (b.end - b.data) as u32,
+            meta_len: (b.data - b.meta) as u32,
+            ..meta
+        };
+        // The runner keeps its bounds inside the buffer, so this cannot fail.
+        let _ = self.pool.set_meta(&mut buf, placed);
+        let ec = &mut self.counters.exts[e];
+        ec.runs += 1;
+        ec.bytes += u64::from(meta.len);
+        let verdict = match result {
+            Ok(v) => v,
+            Err(_) => {
+                ec.faults += 1;
+                self.counters.ports[pi].verdicts.count(act::ABORTED);
+                if self.trace.is_some() {
+                    let dur = (crate::sys::monotonic_ns() - t0) as u32;
+                    self.record(Event {
+                        ts_ns: t0,
+                        dur_ns: dur,
+                        packet: seq,
+                        arg: u32::MAX,
+                        port: p,
+                        ext: e as u16,
+                        kind: Kind::Run,
+                    });
+                }
+                return self.drop(buf, p, Why::Fault, seq);
+            }
+        };
+        ec.verdicts.count(verdict);
+        self.counters.ports[pi].verdicts.count(verdict);
+        if self.trace.is_some() {
+            let dur = (crate::sys::monotonic_ns() - t0) as u32;
+            self.record(Event {
+                ts_ns: t0,
+                dur_ns: dur,
+                packet: seq,
+                arg: verdict,
+                port: p,
+                ext: e as u16,
+                kind: Kind::Run,
+            });
+        }
+        match decide(&self.wiring, e, verdict, self.runners[e].redirect()) {
+            Action::Tx => self.transmit(buf, p, p, seq),
+            Action::Pass => self.pass(buf, p, seq),
+            Action::Redirect(q) => {
+                if self.trace.is_some() {
+                    let ev = Event {
+                        ts_ns: self.now(),
+                        dur_ns: 0,
+                        packet: seq,
+                        arg: u32::from(q),
+                        port: p,
+                        ext: e as u16,
+                        kind: Kind::Redirect,
+                    };
+                    self.record(ev);
+                }
+                self.transmit(buf, q, p, seq)
+            }
+            Action::Cpu(w) if w == self.index => self.pass(buf, p, seq),
+            Action::Cpu(w) => {
+                self.handoff(w, Msg { buf, kind: MsgKind::Pass, port: p, packet: seq }, p)
+            }
+            Action::Drop(why) => {
+                let why = match why {
+                    DropWhy::Verdict => Why::Verdict,
+                    DropWhy::Aborted => Why::Aborted,
+                    DropWhy::Invalid => Why::Invalid,
+                    DropWhy::NoTarget => Why::NoTarget,
+                    DropWhy::NoPort => Why::NoPort,
+                    DropWhy::Refused => Why::Refused,
+                    DropWhy::BadCpu => Why::BadCpu,
+                };
+                self.drop(buf, p, why, seq)
+            }
+        }
+    }
+
+    /// `XDP_PASS` for a packet of port `p`: to its host path, or dropped and counted.
+    fn pass(&mut self, buf: Buf, p: u16, seq: u32) {
+        match self.wiring.ports[p as usize].uplink {
+            Some(h) => {
+                self.counters.ports[p as usize].to_host += 1;
+                if self.trace.is_some() {
+                    let ev = Event {
+                        ts_ns: self.now(),
+                        dur_ns: 0,
+                        packet: seq,
+                        arg: u32::from(h),
+                        port: p,
+                        ext: u16::MAX,
+                        kind: Kind::Pass,
+                    };
+                    self.record(ev);
+                }
+                self.transmit(buf, h, p, seq)
+            }
+            None => self.drop(buf, p, Why::NoHostPath, seq),
+        }
+    }
+
+    /// Queues `buf` for transmission on port `q` (or hands it to `q`'s worker); `from`
+    /// is the ingress port, which a lost hand-off is counted against.
+    fn transmit(&mut self, buf: Buf, q: u16, from: u16, seq: u32) {
+        let qi = q as usize;
+        let home = self.wiring.ports[qi].home;
+        if home != self.index {
+            return self.handoff(home, Msg { buf, kind: MsgKind::Tx, port: q, packet: seq }, from);
+        }
+        if self.pending[qi].is_full() {
+            self.flush_port(qi);
+        }
+        if let Err(buf) = self.pending[qi].push(buf) {
+            self.drop(buf, q, Why::TxFull, seq);
+        }
+    }
+
+    fn handoff(&mut self, to: usize, msg: Msg, from: u16) {
+        let seq = msg.packet;
+        let ring = self.out[to].as_mut().expect("a ring to every other worker");
+        match ring.push(msg) {
+            Ok(()) => {
+                self.counters.worker.peer_out += 1;
+                if self.trace.is_some() {
+                    let ev = Event {
+                        ts_ns: self.now(),
+                        dur_ns: 0,
+                        packet: seq,
+                        arg: to as u32,
+                        port: from,
+                        ext: u16::MAX,
+                        kind: Kind::Handoff,
+                    };
+                    self.record(ev);
+                }
+            }
+            Err(m) => self.drop(m.buf, from, Why::PeerFull, seq),
+        }
+    }
+
+    fn drop(&mut self, buf: Buf, p: u16, why: Why, seq: u32) {
+        why.count(&mut self.counters.ports[p as usize].drops);
+        if self.trace.is_some() {
+            let ev = Event {
+                ts_ns: self.now(),
+                dur_ns: 0,
+                packet: seq,
+                arg: why as u32,
+                port: p,
+                ext: u16::MAX,
+                kind: Kind::Drop,
+            };
+            self.record(ev);
+        }
+        let _ = self.cache.free(buf);
+    }
+
+    /// Hands every queued transmission to its port.
+    pub fn flush_pending(&mut self) {
+        for i in 0..self.rx_ports.len() {
+            let q = self.rx_ports[i] as usize;
+            if !self.pending[q].is_empty() {
+                self.flush_port(q);
+            }
+        }
+    }
+
+    fn flush_port(&mut self, q: usize) {
+        let Some(dev) = self.devices[q].as_mut() else { return };
+        let pending = &mut self.pending[q];
+        let before = pending.len();
+        let mut bytes: u64 =
+            pending.iter().map(|b| u64::from(self.pool.meta(b).map_or(0, |m| m.len))).sum();
+        let t0 = if self.trace.is_some() { crate::sys::monotonic_ns() } else { 0 };
+        let r = if self.tx_failed[q] {
+            Err(None)
+        } else {
+            dev.port().tx_burst(&mut self.cache, pending).map_err(Some)
+        };
+        match r {
+            Ok(_) => {
+                let left = pending.len();
+                if left > 0 {
+                    bytes -= pending
+                        .iter()
+                        .map(|b| u64::from(self.pool.meta(b).map_or(0, |m| m.len)))
+                        .sum::<u64>();
+                }
+                let sent = (before - left) as u64;
+                let c = &mut self.counters.ports[q];
+                c.tx_packets += sent;
+                c.tx_bytes += bytes;
+                if self.trace.is_some() && sent > 0 {
+                    let dur = (crate::sys::monotonic_ns() - t0) as u32;
+                    self.record(Event {
+                        ts_ns: t0,
+                        dur_ns: dur,
+                        packet: 0,
+                        arg: sent as u32,
+                        port: q as u16,
+                        ext: u16::MAX,
+                        kind: Kind::Tx,
+                    });
+                }
+            }
+            Err(e) => {
+                if let Some(e) = e {
+                    if self.host.log {
+                        eprintln!("spine: worker {}: transmit failed, dropping: {e}", self.index);
+                    }
+                    self.tx_failed[q] = true;
+                }
+                let n = pending.len() as u64;
+                self.counters.ports[q].drops.tx_error += n;
+                let _ = self.cache.free_burst(&mut self.pending[q]);
+            }
+        }
+    }
+
+    /// Pushes queued transmissions out and lets ports complete them (an idle worker's
+    /// housekeeping).
+    pub fn flush_devices(&mut self) {
+        self.flush_pending();
+        for &p in &self.rx_ports {
+            if let Some(d) = self.devices[p as usize].as_mut() {
+                let _ = d.port().flush(&mut self.cache);
+            }
+        }
+    }
+
+    /// Copies the ports' own counters into ours, for publishing.
+    pub fn refresh_device_stats(&mut self) {
+        for &p in &self.rx_ports {
+            if let Some(d) = &self.devices[p as usize] {
+                self.counters.devices[p as usize] = Some(d.stats());
+            }
+        }
+        self.counters.worker.trace_lines = self.host.trace_lines;
+    }
+
+    /// Stopping: transmits what is queued (retrying a full queue for up to `patience`
+    /// rounds), then drops and counts the rest and returns every buffer to the pool.
+    pub fn finish(&mut self, patience: u32) {
+        for _ in 0..patience {
+            self.flush_devices();
+            if self.rx_ports.iter().all(|&p| self.pending[p as usize].is_empty()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        for &p in &self.rx_ports {
+            let pending = &mut self.pending[p as usize];
+            self.counters.ports[p as usize].drops.tx_full += pending.len() as u64;
+            let _ = self.cache.free_burst(pending);
+        }
+        let _ = self.cache.free_burst(&mut self.rx);
+        self.flush_devices();
+        self.refresh_device_stats();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wiring() -> Wiring {
+        let port = |name: &str, ifindex| PortInfo {
+            name: name.into(),
+            ifindex,
+            queue: 0,
+            home: 0,
+            uplink: None,
+            ext: Some(0),
+        };
+        Wiring {
+            ports: vec![port("a", 10), port("b", 20), port("c", 30)],
+            by_ifindex: vec![(10, 0), (20, 1), (30, 2)],
+            may_use: vec![vec![true, true, false]],
+            workers: 2,
+            rss: false,
+            burst: 32,
+        }
+    }
+
+    #[test]
+    fn verdicts_act_as_xdp_defines() {
+        let w = wiring();
+        assert_eq!(decide(&w, 0, act::PASS, None), Action::Pass);
+        assert_eq!(decide(&w, 0, act::TX, None), Action::Tx);
+        assert_eq!(decide(&w, 0, act::DROP, None), Action::Drop(DropWhy::Verdict));
+        assert_eq!(decide(&w, 0, act::ABORTED, None), Action::Drop(DropWhy::Aborted));
+        assert_eq!(decide(&w, 0, 7, None), Action::Drop(DropWhy::Invalid));
+        // A stale redirect target is ignored unless the verdict is XDP_REDIRECT.
+        let to_b = Some(Redirect::Port { ifindex: 20 });
+        assert_eq!(decide(&w, 0, act::PASS, to_b), Action::Pass);
+        assert_eq!(decide(&w, 0, act::REDIRECT, to_b), Action::Redirect(1));
+        assert_eq!(decide(&w, 0, act::REDIRECT, None), Action::Drop(DropWhy::NoTarget));
+        let to_c = Some(Redirect::Port { ifindex: 30 });
+        assert_eq!(decide(&w, 0, act::REDIRECT, to_c), Action::Drop(DropWhy::Refused));
+        let nowhere = Some(Redirect::Port { ifindex: 99 });
+        assert_eq!(decide(&w, 0, act::REDIRECT, nowhere), Action::Drop(DropWhy::NoPort));
+        let cpu1 = Some(Redirect::Cpu { cpu: 1 });
+        assert_eq!(decide(&w, 0, act::REDIRECT, cpu1), Action::Cpu(1));
+        let cpu5 = Some(Redirect::Cpu { cpu: 5 });
+        assert_eq!(decide(&w, 0, act::REDIRECT, cpu5), Action::Drop(DropWhy::BadCpu));
+    }
+}

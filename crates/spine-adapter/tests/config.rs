@@ -1,0 +1,111 @@
+//! Configuration files as a user writes them: the shipped example and the documented one
+//! parse (and the example runs), and mistakes found only while building still name the
+//! entry they are about.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::TempDir;
+use spine_adapter::{Adapter, AdapterError, AdapterOptions, Config};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn build(text: &str, dir: &Path) -> Result<Adapter, AdapterError> {
+    let cfg = Config::parse(text, dir)?;
+    Adapter::from_config(
+        &cfg,
+        AdapterOptions { cpus: None, ..AdapterOptions::from_config(&cfg.adapter) },
+    )
+}
+
+fn build_err(text: &str, dir: &Path) -> String {
+    match build(text, dir) {
+        Ok(_) => panic!("must be refused:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_shipped_example_runs_without_hardware() {
+    let path = repo().join("examples/adapter.toml");
+    let cfg = Config::load(&path).unwrap();
+    let mut a = Adapter::from_config(
+        &cfg,
+        AdapterOptions { cpus: None, ..AdapterOptions::from_config(&cfg.adapter) },
+    )
+    .unwrap();
+    for _ in 0..200 {
+        a.step();
+    }
+    let report = a.finish().unwrap();
+    assert!(report.close_errors.is_empty());
+    let t = &report.totals;
+    let edge = t.port("edge").unwrap();
+    assert!(edge.rx_packets > 0);
+    assert_eq!(edge.verdicts.total(), edge.rx_packets, "the parser ran on everything");
+    assert!(t.port("host").unwrap().tx_packets > 0, "passed packets reached the host path");
+    assert!(t.port("reflector").unwrap().tx_packets > 0, "mac_swap reflected");
+    assert_eq!(t.port("pcap").unwrap().rx_packets, 1000, "the whole capture");
+}
+
+#[test]
+fn the_documented_example_parses() {
+    let doc = std::fs::read_to_string(repo().join("docs/CONFIG.md")).unwrap();
+    let start = doc.rfind("```toml\n[adapter]").expect("the complete example") + "```toml\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    let cfg = Config::parse(&doc[start..end], Path::new("/etc/spine")).unwrap();
+    assert_eq!(cfg.ports.len(), 4);
+    assert_eq!(cfg.extensions.len(), 2);
+    assert_eq!(cfg.partition.len(), 2);
+}
+
+#[test]
+fn build_errors_name_the_entry() {
+    let dir = TempDir::new("cfg");
+    let port = "[[port]]\nname = \"wire\"\nkind = \"mem\"\nudp4 = {}\n";
+    let cases: Vec<(String, &str)> = vec![
+        (
+            format!("{port}[[extension]]\nbundled = \"parser\"\n[[map]]\nextension = \"parser\"\nname = \"nope\"\n"),
+            "map[0].name: extension 'parser' has no map 'nope'",
+        ),
+        (
+            format!("{port}[[extension]]\nbundled = \"parser\"\n[[map]]\nextension = \"parser\"\nname = \"blocked_udp_ports\"\nentries = [{{ key = \"003500\", value = 1 }}]\n"),
+            "map[0].entries[0].key: does not fit the map's 2-byte key",
+        ),
+        (
+            format!("{port}[[extension]]\nbundled = \"parser\"\n[[map]]\nextension = \"parser\"\nname = \"blocked_udp_ports\"\nentries = [{{ key = 53, value = 256 }}]\n"),
+            "map[0].entries[0].value: does not fit the map's 1-byte value",
+        ),
+        ("[[extension]]\nfile = \"missing.o\"\n".to_string(), "extension[0].file: reading"),
+        (
+            "[[port]]\nname = \"in\"\nkind = \"pcap\"\ninput = \"missing.pcap\"\n".to_string(),
+            "port[0]: port",
+        ),
+        (
+            "[[port]]\nname = \"w\"\nkind = \"afpacket\"\ninterface = \"nosuch0\"\n".to_string(),
+            "port[0]: port nosuch0: no such interface",
+        ),
+        (
+            format!("{port}[[domain]]\nname = \"t\"\nports = []\n[[extension]]\nbundled = \"mac_swap\"\ndomain = \"t\"\n[[attach]]\nextension = \"mac_swap\"\nport = \"wire\"\n"),
+            "attach[0].port: domain 't' of extension 'mac_swap' may not use this port",
+        ),
+        (
+            format!("{port}[[domain]]\nname = \"t\"\nhelpers = [\"csum_diff\"]\n[[extension]]\nbundled = \"parser\"\ndomain = \"t\"\n"),
+            "extension[0]: program 'parser' refused by the verifier",
+        ),
+        (
+            format!("{port}[[extension]]\nbundled = \"parser\"\nsection = \"tc\"\n"),
+            "extension[0]: no program 'tc'",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = build_err(&text, dir.path());
+        assert!(got.starts_with(want), "{text}\n→ {got}\n(wanted '{want}…')");
+    }
+    std::fs::write(dir.join("junk.o"), b"not an elf").unwrap();
+    let got = build_err("[[extension]]\nfile = \"junk.o\"\n", dir.path());
+    assert!(got.starts_with("extension[0]: not a BPF object"), "{got}");
+}

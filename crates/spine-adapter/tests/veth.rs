@@ -1,0 +1,233 @@
+//! End to end on real interfaces: veth pairs in network namespaces each test creates
+//! (unique names, removed when the test ends, also on failure). Traffic is injected and
+//! observed with plain AF_PACKET sockets on the far ends; the adapter runs on its
+//! threads, configured from TOML as `spine run` would be.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::netns::{ifindex, NetNs};
+use common::raw::{frame, Raw};
+use common::TempDir;
+use spine_adapter::{Adapter, AdapterOptions, Config, Running, Totals};
+
+const N: u32 = 200;
+
+fn bpf_ok() -> bool {
+    match spine_sys::probe() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("SKIP: bpf(2) unavailable: {e}");
+            false
+        }
+    }
+}
+
+fn start(text: &str, dir: &Path) -> Running {
+    let cfg = Config::parse(text, dir).unwrap();
+    let opts = AdapterOptions { cpus: None, ..AdapterOptions::from_config(&cfg.adapter) };
+    Adapter::from_config(&cfg, opts).unwrap().start().unwrap()
+}
+
+fn swapped(f: &[u8]) -> Vec<u8> {
+    let mut s = f.to_vec();
+    s[..6].copy_from_slice(&f[6..12]);
+    s[6..12].copy_from_slice(&f[..6]);
+    s
+}
+
+/// Waits until the published counters satisfy `done` (they lag by up to ~100 ms).
+fn wait_for(r: &Running, done: impl Fn(&Totals) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done(&r.totals()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn mac_swap_on(kind: &str, a: &str, b: &str) {
+    let Some(ns) = NetNs::new() else { return };
+    ns.veth(a, b);
+    let dir = TempDir::new(kind);
+    ns.enter(|| {
+        let text = format!(
+            "[adapter]\nworkers = 2\n\
+             [[port]]\nname = \"wire\"\nkind = \"{kind}\"\ninterface = \"{a}\"\n\
+             [[extension]]\nbundled = \"mac_swap\"\n\
+             [[attach]]\nextension = \"mac_swap\"\nport = \"wire\"\n"
+        );
+        let running = start(&text, dir.path());
+        let peer = Raw::bind(b);
+        let sent: Vec<Vec<u8>> = (0..N).map(|i| frame(i, 60 + (i as usize * 7) % 1000)).collect();
+        for f in &sent {
+            peer.send(f);
+        }
+        let back = peer.recv(sent.len() + 1, Duration::from_secs(3));
+        wait_for(&running, |t| t.port("wire").is_some_and(|p| p.tx_packets == u64::from(N)));
+        let report = running.stop().unwrap();
+        assert_eq!(back.len(), sent.len(), "every frame came back");
+        let mut want: Vec<Vec<u8>> = sent.iter().map(|f| swapped(f)).collect();
+        let mut got = back;
+        want.sort();
+        got.sort();
+        assert!(got == want, "each frame reflected with its MACs swapped");
+        let w = report.totals.port("wire").unwrap();
+        assert_eq!(w.rx_packets, u64::from(N), "counted what was sent");
+        assert_eq!((w.verdicts.tx, w.tx_packets), (u64::from(N), u64::from(N)));
+        assert_eq!(w.drops.total() + w.device.rx_drops + w.device.tx_drops, 0, "{w:?}");
+        assert_eq!(report.totals.extension("mac_swap").unwrap().runs, u64::from(N));
+    });
+}
+
+#[test]
+fn afxdp_port_reflects_with_mac_swap() {
+    if bpf_ok() {
+        mac_swap_on("afxdp", "mx0", "mx1");
+    }
+}
+
+#[test]
+fn afpacket_port_reflects_with_mac_swap() {
+    mac_swap_on("afpacket", "mp0", "mp1");
+}
+
+#[test]
+fn redirect_moves_frames_between_two_veth_ports_without_copies() {
+    if !bpf_ok() {
+        return;
+    }
+    let Some(ns) = NetNs::new() else { return };
+    ns.veth("ra0", "ra1");
+    ns.veth("rb0", "rb1");
+    let dir = TempDir::new("redirect");
+    let obj = dir.join("steer.o");
+    std::fs::write(&obj, common::steer_object()).unwrap();
+    ns.enter(|| {
+        let target = ifindex("rb0");
+        let text = format!(
+            "[adapter]\nworkers = 1\nassign = \"partition\"\n\
+             [[port]]\nname = \"a\"\nkind = \"afxdp\"\ninterface = \"ra0\"\n\
+             [[port]]\nname = \"b\"\nkind = \"afxdp\"\ninterface = \"rb0\"\n\
+             [[domain]]\nname = \"fwd\"\nhelpers = [\"map_lookup_elem\", \"redirect\"]\nports = [\"a\", \"b\"]\n\
+             [[extension]]\nname = \"fwd\"\nfile = \"{}\"\nsection = \"redirect\"\ndomain = \"fwd\"\n\
+             [[attach]]\nextension = \"fwd\"\nport = \"a\"\n\
+             [[map]]\nextension = \"fwd\"\nname = \"redirect_to\"\nentries = [{{ key = 0, value = {target} }}]\n",
+            obj.display()
+        );
+        let running = start(&text, dir.path());
+        let (inject, observe) = (Raw::bind("ra1"), Raw::bind("rb1"));
+        let sent: Vec<Vec<u8>> = (0..N).map(|i| frame(i, 60 + (i as usize * 3) % 1400)).collect();
+        for f in &sent {
+            inject.send(f);
+        }
+        let seen = observe.recv(sent.len() + 1, Duration::from_secs(3));
+        wait_for(&running, |t| t.port("b").is_some_and(|p| p.tx_packets == u64::from(N)));
+        let report = running.stop().unwrap();
+        assert_eq!(seen.len(), sent.len());
+        assert!(seen == sent, "bytes and order kept");
+        let (a, b) = (report.totals.port("a").unwrap(), report.totals.port("b").unwrap());
+        assert_eq!((a.rx_packets, a.verdicts.redirect), (u64::from(N), u64::from(N)));
+        assert_eq!(b.tx_packets, u64::from(N));
+        assert_eq!(b.device.tx_copied, 0, "the received buffers were sent as they were");
+        assert_eq!(a.drops.total() + b.drops.total(), 0);
+    });
+}
+
+/// An ICMP echo from `from` to `to` over a raw socket, in the calling thread's
+/// namespace; true if the reply came within `wait`.
+fn ping(to: std::net::Ipv4Addr, id: u16, wait: Duration) -> bool {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: socket(2); the result is checked before it is owned.
+    let raw = unsafe {
+        libc::socket(libc::AF_INET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::IPPROTO_ICMP)
+    };
+    assert!(raw >= 0, "raw ICMP socket: {}", std::io::Error::last_os_error());
+    // SAFETY: a new descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut req = vec![8u8, 0, 0, 0];
+    req.extend_from_slice(&id.to_be_bytes());
+    req.extend_from_slice(&1u16.to_be_bytes());
+    req.extend_from_slice(b"spine ping payload");
+    let mut sum: u32 =
+        req.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    req[2..4].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    // SAFETY: all-zero is a valid sockaddr_in.
+    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    sa.sin_family = libc::AF_INET as u16;
+    sa.sin_addr.s_addr = u32::from_ne_bytes(to.octets());
+    let deadline = Instant::now() + wait;
+    let mut next_send = Instant::now();
+    let mut buf = [0u8; 1500];
+    while Instant::now() < deadline {
+        if Instant::now() >= next_send {
+            // SAFETY: the kernel reads `req` and a sockaddr_in of the given length.
+            unsafe {
+                libc::sendto(
+                    fd.as_raw_fd(),
+                    req.as_ptr().cast(),
+                    req.len(),
+                    0,
+                    (&sa as *const libc::sockaddr_in).cast(),
+                    size_of::<libc::sockaddr_in>() as u32,
+                )
+            };
+            next_send = Instant::now() + Duration::from_millis(300);
+        }
+        // SAFETY: the kernel writes at most buf.len() bytes.
+        let n = unsafe {
+            libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+        };
+        if n > 28 {
+            let ihl = usize::from(buf[0] & 0x0f) * 4;
+            let icmp = &buf[ihl..n as usize];
+            if icmp.len() >= 8 && icmp[0] == 0 && icmp[4..6] == id.to_be_bytes() {
+                return true;
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    false
+}
+
+#[test]
+fn xdp_pass_reaches_the_kernel_through_a_tap_and_a_ping_is_answered() {
+    if !bpf_ok() {
+        return;
+    }
+    let (Some(host), Some(peer)) = (NetNs::new(), NetNs::new()) else { return };
+    // The wire: pw0 in the adapter's namespace, pw1 in the pinger's.
+    host.ip(&format!("link add pw0 type veth peer name pw1 netns {}", peer.name()));
+    host.ip("link set pw0 up");
+    peer.ip("addr add 10.77.0.2/24 dev pw1");
+    peer.ip("link set pw1 up");
+    let dir = TempDir::new("tap");
+    let report = host.enter(|| {
+        let text = "[adapter]\nworkers = 1\n\
+             [[port]]\nname = \"wire\"\nkind = \"afxdp\"\ninterface = \"pw0\"\nhost_path = \"host\"\n\
+             [[port]]\nname = \"host\"\nkind = \"tap\"\ninterface = \"pt0\"\n\
+             [[extension]]\nbundled = \"parser\"\n\
+             [[attach]]\nextension = \"parser\"\nport = \"wire\"\n";
+        let running = start(text, dir.path());
+        // The host's own address lives on the TAP: the kernel reaches the wire only
+        // through spine.
+        host.ip("addr add 10.77.0.1/24 dev pt0");
+        let answered = peer.enter(|| ping("10.77.0.1".parse().unwrap(), 0x5e5e, Duration::from_secs(5)));
+        wait_for(&running, |t| t.port("host").is_some_and(|p| p.rx_packets >= 2));
+        let report = running.stop().unwrap();
+        assert!(answered, "the ping was answered through spine");
+        report
+    });
+    let t = &report.totals;
+    let (w, h) = (t.port("wire").unwrap(), t.port("host").unwrap());
+    assert!(w.verdicts.pass >= 2, "ARP and the echo request passed: {w:?}");
+    assert_eq!(w.to_host, w.verdicts.pass, "every passed packet went to the TAP");
+    assert!(h.tx_packets >= 2, "written into the kernel: {h:?}");
+    assert!(h.rx_packets >= 2, "the kernel's ARP reply and echo reply read back: {h:?}");
+    assert!(h.to_host >= 2, "and sent out on the wire");
+    assert!(w.tx_packets >= 2, "{w:?}");
+}

@@ -1,0 +1,273 @@
+//! `spine bench exec`: the cost of running each bundled program on the interpreter, on the
+//! JIT (with and without the watchdog's countdown) and in the kernel
+//! (`BPF_PROG_TEST_RUN`), on the same packets, in one run; and the time to load, verify
+//! and compile a 1,000-instruction program.
+//!
+//! Each side runs every packet `repeat` times on one buffer, the way the kernel's test
+//! run repeats (changes pile up identically on both sides, since spine matches the
+//! kernel's semantics); a figure is the median over `trials` of the mean ns per run. The
+//! thread is pinned to one CPU, where the kernel also runs its test.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+use spine_isa::Insn;
+use spine_obj::{MapOrigin, MapSpec, Object, ProgType, Program};
+use spine_runtime::{
+    load_object, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, RxInfo, XdpRunner,
+};
+
+use super::{median, progress, svg};
+
+/// Packets each program runs on: the generator's mix, well-formed and malformed.
+const PACKETS: usize = 8;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    pub program: String,
+    pub interp_ns: f64,
+    pub jit_ns: f64,
+    pub jit_no_watchdog_ns: f64,
+    pub kernel_ns: Option<f64>,
+}
+
+impl Row {
+    fn kernel_over_jit(&self) -> Option<f64> {
+        self.kernel_ns.map(|k| k / self.jit_ns)
+    }
+    fn interp_over_jit(&self) -> f64 {
+        self.interp_ns / self.jit_ns
+    }
+    fn watchdog_pct(&self) -> f64 {
+        (self.jit_ns / self.jit_no_watchdog_ns - 1.0) * 100.0
+    }
+}
+
+pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path>) -> Result<()> {
+    if let Err(e) = spine_sys::pin_current_thread(0) {
+        eprintln!("bench: could not pin to CPU 0 ({e}); figures will be noisier");
+    }
+    let kernel = match spine_sys::probe() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("bench: the kernel side needs bpf(2) (root); skipping it: {e}");
+            false
+        }
+    };
+    let gen = spine_ports::gen::GenConfig { seed: 42, ..Default::default() };
+    let packets = spine_ports::gen::Generator::new(gen)?.take(PACKETS);
+    let all = spine_progs::all();
+    let mut rows = Vec::new();
+    for (i, b) in all.iter().enumerate() {
+        progress(i, all.len(), b.name);
+        let obj = spine_obj::parse(b.object).with_context(|| b.name.to_string())?;
+        let mut interp = Vec::new();
+        let mut jit = Vec::new();
+        let mut jit_bare = Vec::new();
+        let mut kern = Vec::new();
+        for _ in 0..trials {
+            interp.push(spine_ns(&obj, EngineKind::Interpreter, true, &packets, repeat)?);
+            jit.push(spine_ns(&obj, EngineKind::Jit, true, &packets, repeat)?);
+            jit_bare.push(spine_ns(&obj, EngineKind::Jit, false, &packets, repeat)?);
+            if kernel {
+                kern.push(kernel_ns(&obj, &packets, repeat)?);
+            }
+        }
+        rows.push(Row {
+            program: b.name.to_string(),
+            interp_ns: median(&mut interp),
+            jit_ns: median(&mut jit),
+            jit_no_watchdog_ns: median(&mut jit_bare),
+            kernel_ns: kernel.then(|| median(&mut kern)),
+        });
+    }
+    progress(all.len(), all.len(), "load + verify + JIT");
+    let load = load_time(trials.max(5))?;
+    eprintln!();
+
+    if json {
+        let programs: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "program": r.program, "interp_ns": r.interp_ns, "jit_ns": r.jit_ns,
+                    "jit_no_watchdog_ns": r.jit_no_watchdog_ns, "kernel_ns": r.kernel_ns,
+                    "kernel_over_jit": r.kernel_over_jit(), "interp_over_jit": r.interp_over_jit(),
+                    "watchdog_overhead_pct": r.watchdog_pct(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({"repeat": repeat, "trials": trials, "packets": PACKETS, "programs": programs,
+                   "load_verify_jit": {"insns": load.0, "ms": load.1}})
+        );
+    } else {
+        println!(
+            "{:<12} {:>10} {:>10} {:>10} {:>10}   {:>10} {:>10} {:>9}",
+            "program",
+            "interp ns",
+            "jit ns",
+            "no-wd ns",
+            "kernel ns",
+            "kernel/jit",
+            "interp/jit",
+            "watchdog"
+        );
+        for r in &rows {
+            println!(
+                "{:<12} {:>10.1} {:>10.1} {:>10.1} {:>10}   {:>10} {:>10.1} {:>8.1}%",
+                r.program,
+                r.interp_ns,
+                r.jit_ns,
+                r.jit_no_watchdog_ns,
+                r.kernel_ns.map_or("-".into(), |k| format!("{k:.1}")),
+                r.kernel_over_jit().map_or("-".into(), |x| format!("{x:.2}")),
+                r.interp_over_jit(),
+                r.watchdog_pct()
+            );
+        }
+        println!(
+            "load + verify + JIT of a {}-instruction program: {:.2} ms (median of {})",
+            load.0,
+            load.1,
+            trials.max(5)
+        );
+        println!("(ns per run, median of {trials} trials × {PACKETS} packets × {repeat} runs; kernel/jit > 1 means the JIT is faster)");
+    }
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir)?;
+        let j = serde_json::to_string_pretty(&rows)?;
+        std::fs::write(dir.join("bench-exec.json"), j)?;
+        let series: Vec<(&str, Vec<f64>)> = vec![
+            ("interpreter", rows.iter().map(|r| r.interp_ns).collect()),
+            ("JIT", rows.iter().map(|r| r.jit_ns).collect()),
+            ("kernel JIT", rows.iter().map(|r| r.kernel_ns.unwrap_or(0.0)).collect()),
+        ];
+        let labels: Vec<&str> = rows.iter().map(|r| r.program.as_str()).collect();
+        let plot = svg::bars("ns per run (log scale)", &labels, &series, true);
+        std::fs::write(dir.join("bench-exec.svg"), plot)?;
+        eprintln!("bench: wrote {}/bench-exec.json and bench-exec.svg", dir.display());
+    }
+    Ok(())
+}
+
+/// Mean ns per run of `obj`'s first program over `packets`, each run `repeat` times.
+fn spine_ns(
+    obj: &Object,
+    engine: EngineKind,
+    watchdog: bool,
+    packets: &[Vec<u8>],
+    repeat: u32,
+) -> Result<f64> {
+    let loaded = load_object(obj, &LoadOptions { engine, watchdog, ..LoadOptions::default() })?;
+    let ext = loaded.program(None)?.clone();
+    // Timing must not depend on the fault path: a generous budget, checked as usual.
+    let mut runner =
+        XdpRunner::new(ext, 0)?.with_budget(Budget { ns: 1_000_000_000, ..Budget::default() });
+    let mut host = FixedHost::new(1);
+    let mut frame = Frame::new(Geometry::TEST_RUN);
+    let mut total = 0.0;
+    for p in packets {
+        frame.load(p)?;
+        let t = Instant::now();
+        for _ in 0..repeat {
+            let _ = std::hint::black_box(runner.run(&mut frame, RxInfo::default(), &mut host));
+        }
+        total += t.elapsed().as_nanos() as f64 / f64::from(repeat);
+    }
+    Ok(total / packets.len() as f64)
+}
+
+/// The kernel's own mean ns per run (its test run's `duration`), over the same packets.
+fn kernel_ns(obj: &Object, packets: &[Vec<u8>], repeat: u32) -> Result<f64> {
+    let prog = obj.program(None).context("no program")?;
+    let k = spine_sys::load_object_program(obj, prog)?;
+    let mut total = 0.0;
+    for p in packets {
+        let out = k.prog.test_run(&spine_sys::TestRun { repeat, ..spine_sys::TestRun::new(p) })?;
+        total += f64::from(out.duration_ns);
+    }
+    Ok(total / packets.len() as f64)
+}
+
+/// A 1,000-instruction XDP program of the usual shape: bounds-checked packet reads,
+/// arithmetic, branches and array-map lookups; and the median ms to load, verify and
+/// compile it.
+fn load_time(trials: usize) -> Result<(usize, f64)> {
+    let obj = synthetic(1000);
+    let insns = obj.programs[0].insns.len();
+    let mut ms = Vec::new();
+    for _ in 0..trials {
+        let t = Instant::now();
+        let loaded = load_object(&obj, &LoadOptions::default())?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+        drop(loaded);
+    }
+    Ok((insns, median(&mut ms)))
+}
+
+/// A program of exactly `n` instructions.
+pub fn synthetic(n: usize) -> Object {
+    let mut src = String::from("ldxw %r6, [%r1+0]\nldxw %r7, [%r1+4]\nmov %r8, %r1\nmov %r9, 0\n");
+    // Instructions so far (the header is 4; a block 19, its `lddw` taking two slots).
+    let mut count = 4;
+    let mut block = 0;
+    // Each block: check 8 more bytes, read them, mix them in, look one up in the map.
+    while count + 19 + 2 <= n {
+        let off = 8 * (block % 64) + 8;
+        src.push_str(&format!(
+            "mov %r2, %r6\nadd %r2, {off}\njgt %r2, %r7, +14\nldxdw %r3, [%r6+{}]\nxor %r9, %r3\n\
+             rsh %r3, 7\nand %r3, 15\nstw [%r10-4], 0\nstxw [%r10-4], %r3\nlddw %r1, map[0]\n\
+             mov %r2, %r10\nadd %r2, -4\ncall 1\njeq %r0, 0, +2\nldxdw %r4, [%r0+0]\nadd %r9, %r4\n\
+             jsgt %r9, 1000, +1\nadd %r9, 1\n",
+            off - 8
+        ));
+        count += 19;
+        block += 1;
+    }
+    while count + 2 < n {
+        src.push_str("add %r9, 3\n");
+        count += 1;
+    }
+    src.push_str("mov %r0, 2\nexit\n");
+    let insns: Vec<Insn> = spine_isa::assemble(&src).expect("synthetic program assembles");
+    let map = MapSpec {
+        name: "counts".into(),
+        map_type: spine_abi::map_type::ARRAY,
+        key_size: 4,
+        value_size: 8,
+        max_entries: 16,
+        flags: 0,
+        pinning: 0,
+        numa_node: 0,
+        map_extra: 0,
+        initial: None,
+        origin: MapOrigin::Btf,
+        inner: None,
+        init_slots: Vec::new(),
+    };
+    Object {
+        license: "GPL".into(),
+        programs: vec![Program {
+            name: "synthetic".into(),
+            section: "xdp".into(),
+            prog_type: ProgType::Xdp,
+            insns,
+            functions: vec![(0, "synthetic".into())],
+        }],
+        maps: vec![map],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_synthetic_program_has_exactly_the_size_asked_and_loads() {
+        let obj = super::synthetic(1000);
+        assert_eq!(obj.programs[0].insns.len(), 1000);
+        let loaded = spine_runtime::load_object(&obj, &Default::default()).expect("verifies");
+        assert_eq!(loaded.programs[0].insns().len(), 1000);
+    }
+}

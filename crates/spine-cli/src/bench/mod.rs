@@ -1,0 +1,42 @@
+//! `spine bench …`: performance measured side by side with its reference, in one run,
+//! reported as ratios. Figures go to stdout (and JSON/SVG with `--out`); nothing here is
+//! a pass/fail test.
+
+pub mod exec;
+pub mod forward;
+mod svg;
+
+use std::io::Write;
+
+/// Median of `v` (sorted in place); 0 for an empty slice.
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// A one-line progress bar on stderr: `[#####.....] 5/11 parser`.
+pub fn progress(done: usize, total: usize, what: &str) {
+    const WIDTH: usize = 30;
+    let filled = (done * WIDTH).checked_div(total).unwrap_or(WIDTH);
+    let bar: String = "#".repeat(filled) + &".".repeat(WIDTH - filled);
+    eprint!("\r[{bar}] {done}/{total} {what:<24}");
+    let _ = std::io::stderr().flush();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(super::median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(super::median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(super::median(&mut []), 0.0);
+    }
+}
