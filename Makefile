@@ -2,6 +2,7 @@
 # Both install what is missing first (`make deps`), so they work on a fresh Debian 12.
 
 CARGO ?= cargo
+SHELL := /bin/bash
 SPINE := target/release/spine
 # clang/llvm build the bundled programs; libbpf-dev gives <bpf/bpf_helpers.h>; bpftool and
 # iproute2 drive the kernel side of tests; tcpdump reads back the captures spine writes.
@@ -10,7 +11,7 @@ APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump
 NEED := /usr/bin/clang /usr/bin/llvm-objdump /usr/include/bpf/bpf_helpers.h /usr/sbin/bpftool \
 	/usr/sbin/ip /usr/bin/tcpdump
 
-.PHONY: deps build demo test lint fmt clean
+.PHONY: deps build demo test lint fmt fuzz clean
 
 deps:
 	@missing=""; for f in $(NEED); do [ -e $$f ] || missing="$$missing $$f"; done; \
@@ -38,6 +39,23 @@ demo: build
 # kernel's BPF_PROG_TEST_RUN (these need root; without bpf(2) they skip loudly).
 test: deps
 	$(CARGO) test --workspace
+
+# Short fuzz runs of the object loader and of the verifier's soundness (cargo-fuzz needs a
+# nightly toolchain; without one this says SKIPPED and succeeds). Seeds: the bundled objects.
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	@if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then \
+		echo "fuzz: SKIPPED: no nightly toolchain (cargo-fuzz needs one; rustup toolchain install nightly)"; \
+		exit 0; \
+	fi; \
+	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked || exit 1; \
+	$(CARGO) build -p spine-progs || exit 1; \
+	mkdir -p fuzz/corpus/obj_parse && cp target/debug/build/spine-progs-*/out/*.o fuzz/corpus/obj_parse/; \
+	cd fuzz && for t in obj_parse verify_run; do \
+		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+		cargo +nightly fuzz run -O $$t -- -max_total_time=$(FUZZ_SECONDS) 2>&1 | tail -3; \
+		[ $${PIPESTATUS[0]} -eq 0 ] || exit 1; \
+	done
 
 lint: deps
 	$(CARGO) fmt --all -- --check
