@@ -50,7 +50,8 @@ fuzz: deps
 	fi; \
 	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked || exit 1; \
 	$(CARGO) build -p spine-progs || exit 1; \
-	mkdir -p fuzz/corpus/obj_parse && cp target/debug/build/spine-progs-*/out/*.o fuzz/corpus/obj_parse/; \
+	out=$$(ls -td target/debug/build/spine-progs-*/out | head -1); \
+	mkdir -p fuzz/corpus/obj_parse && cp -f $$out/*.o fuzz/corpus/obj_parse/ || exit 1; \
 	cd fuzz && for t in obj_parse verify_run; do \
 		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 		cargo +nightly fuzz run -O $$t -- -max_total_time=$(FUZZ_SECONDS) 2>&1 | tail -3; \
