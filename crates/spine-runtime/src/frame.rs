@@ -83,9 +83,7 @@ pub struct Bounds {
 pub struct Frame {
     buf: Box<[u8]>,
     geometry: Geometry,
-    pub(crate) meta: usize,
-    pub(crate) data: usize,
-    pub(crate) end: usize,
+    bounds: Bounds,
 }
 
 impl Frame {
@@ -95,9 +93,7 @@ impl Frame {
         Frame {
             buf: vec![0u8; geometry.size].into_boxed_slice(),
             geometry,
-            meta: h,
-            data: h,
-            end: h,
+            bounds: Bounds { meta: h, data: h, end: h },
         }
     }
 
@@ -112,9 +108,7 @@ impl Frame {
             return Err(FrameError::TooLong { len: packet.len(), max: g.max_packet() });
         }
         self.buf.fill(0);
-        self.meta = g.headroom;
-        self.data = g.headroom;
-        self.end = g.headroom + packet.len();
+        self.bounds = Bounds { meta: g.headroom, data: g.headroom, end: g.headroom + packet.len() };
         self.bytes_mut()[g.headroom..g.headroom + packet.len()].copy_from_slice(packet);
         Ok(())
     }
@@ -125,17 +119,17 @@ impl Frame {
 
     /// The packet: `[data, data_end)`.
     pub fn packet(&self) -> &[u8] {
-        &self.bytes()[self.data..self.end]
+        &self.bytes()[self.bounds.data..self.bounds.end]
     }
 
     /// The metadata area in front of the packet: `[data_meta, data)`.
     pub fn meta(&self) -> &[u8] {
-        &self.bytes()[self.meta..self.data]
+        &self.bytes()[self.bounds.meta..self.bounds.data]
     }
 
     /// Metadata followed by the packet: what `BPF_PROG_TEST_RUN` copies out.
     pub fn meta_and_packet(&self) -> &[u8] {
-        &self.bytes()[self.meta..self.end]
+        &self.bytes()[self.bounds.meta..self.bounds.end]
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
@@ -146,13 +140,10 @@ impl Frame {
         &mut self.buf
     }
 
-    /// The buffer and the packet's place in it, for `XdpRunner::run_raw`.
-    pub(crate) fn parts(&mut self) -> (&mut [u8], Geometry, Bounds) {
-        (&mut self.buf, self.geometry, Bounds { meta: self.meta, data: self.data, end: self.end })
-    }
-
-    pub(crate) fn set_bounds(&mut self, b: Bounds) {
-        (self.meta, self.data, self.end) = (b.meta, b.data, b.end);
+    /// The buffer and the packet's place in it, for `XdpRunner::run_raw` to update in
+    /// place (copying the bounds out and back costs a store-forwarding stall per run).
+    pub(crate) fn parts(&mut self) -> (&mut [u8], Geometry, &mut Bounds) {
+        (&mut self.buf, self.geometry, &mut self.bounds)
     }
 }
 

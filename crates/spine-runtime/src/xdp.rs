@@ -154,10 +154,8 @@ impl XdpRunner {
         rx: RxInfo,
         host: &mut dyn Host,
     ) -> Result<u32, Box<Fault>> {
-        let (buf, geometry, mut bounds) = frame.parts();
-        let r = self.run_raw(buf, geometry, &mut bounds, rx, host);
-        frame.set_bounds(bounds);
-        r
+        let (buf, geometry, bounds) = frame.parts();
+        self.run_raw(buf, geometry, bounds, rx, host)
     }
 
     /// As [`XdpRunner::run`], on any buffer: `bounds` says where the packet lies in `buf`
@@ -209,6 +207,7 @@ impl XdpRunner {
             redirect: None,
             budget: self.budget,
             deadline: None,
+            held: crate::maps::Held::new(),
         };
         let limits = RunLimits { points: self.budget.points };
         let args = [ctx_ptr as u64, 0, 0, 0, 0];
@@ -253,11 +252,22 @@ impl XdpRunner {
         }
         // SAFETY: an empty region grants access to nothing.
         unsafe { self.mem.set(self.pkt_region, Region::default()) };
-        let c = *self.ctx;
+        // One 8-byte load per field: the program and the helpers stored them one by one,
+        // and a wider load spanning two such stores cannot be forwarded from the store
+        // buffer (a stall that cost more than the whole of a small program).
+        let ctx: *const XdpCtx = &*self.ctx;
+        // SAFETY: `ctx` points into the box this runner owns; the reads are in bounds.
+        let (meta, data, end) = unsafe {
+            (
+                std::ptr::addr_of!((*ctx).data_meta).read_volatile(),
+                std::ptr::addr_of!((*ctx).data).read_volatile(),
+                std::ptr::addr_of!((*ctx).data_end).read_volatile(),
+            )
+        };
         *bounds = Bounds {
-            meta: (c.data_meta - base) as usize,
-            data: (c.data - base) as usize,
-            end: (c.data_end - base) as usize,
+            meta: (meta - base) as usize,
+            data: (data - base) as usize,
+            end: (end - base) as usize,
         };
         result
     }
