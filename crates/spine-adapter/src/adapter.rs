@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use spine_maps::Map;
 use spine_pool::{Burst, Pool, PoolCache, PoolConfig, PoolError};
 use spine_ports::PortError;
 use spine_runtime::{
@@ -486,6 +487,21 @@ impl AdapterBuilder {
     }
 }
 
+/// The ring-buffer map `map` of the extension called `ext`, checked to be one.
+fn find_ring(exts: &[ExtEntry], ext: &str, map: &str) -> Result<Arc<Map>, AdapterError> {
+    let at = format!("extension '{ext}'");
+    let e = exts
+        .iter()
+        .find(|e| e.name == ext)
+        .ok_or_else(|| wiring_err("ring buffer", format!("no extension '{ext}'")))?;
+    let m = e.ext.map(map).ok_or_else(|| wiring_err(&at, format!("no map '{map}'")))?;
+    if m.ringbuf().is_none() {
+        let kind = spine_abi::map_type::name(m.def().map_type);
+        return Err(wiring_err(at, format!("map '{map}' is not a ring buffer (type {kind})")));
+    }
+    Ok(m.clone())
+}
+
 fn iface_index(name: &str) -> Result<u32, AdapterError> {
     crate::sys::ifindex(name)
         .ok_or_else(|| wiring_err(format!("port '{name}'"), "interface vanished after opening"))
@@ -612,6 +628,14 @@ impl Adapter {
                 })?;
             }
         }
+        for r in &cfg.ringbufs {
+            find_ring(&b.exts, &r.extension, &r.map).map_err(|e| match e {
+                AdapterError::Wiring { reason, .. } => {
+                    wiring_err(format!("{}.name", r.path), reason)
+                }
+                e => e,
+            })?;
+        }
         b.build()
     }
 
@@ -626,6 +650,14 @@ impl Adapter {
     /// The extension called `name`.
     pub fn extension(&self, name: &str) -> Option<&Arc<Extension>> {
         self.exts.iter().find(|e| e.name == name).map(|e| &e.ext)
+    }
+
+    /// The ring buffer `map` of extension `ext`, for the control side to read: its
+    /// [`RingBuf::consume`](spine_maps::RingBuf::consume) takes the records workers
+    /// committed, in order, while they go on producing (one consumer at a time). The
+    /// `Arc` keeps the ring readable after the adapter has stopped.
+    pub fn ring_buffer(&self, ext: &str, map: &str) -> Result<Arc<Map>, AdapterError> {
+        find_ring(&self.exts, ext, map)
     }
 
     /// One round of every worker, in order, in the calling thread; returns the packets
@@ -851,6 +883,11 @@ impl Running {
 
     pub fn extension(&self, name: &str) -> Option<&Arc<Extension>> {
         self.adapter.extension(name)
+    }
+
+    /// As [`Adapter::ring_buffer`]: a ring the workers fill, to drain while they run.
+    pub fn ring_buffer(&self, ext: &str, map: &str) -> Result<Arc<Map>, AdapterError> {
+        self.adapter.ring_buffer(ext, map)
     }
 
     pub fn labels(&self) -> &Labels {

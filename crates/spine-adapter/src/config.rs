@@ -26,6 +26,8 @@ pub struct Config {
     pub attachments: Vec<Attachment>,
     pub partition: Vec<PartitionEntry>,
     pub maps: Vec<MapInit>,
+    /// Ring buffers `spine run` drains while the adapter runs.
+    pub ringbufs: Vec<RingbufOutput>,
 }
 
 /// How workers take their sources.
@@ -196,6 +198,18 @@ pub struct MapInit {
     pub path: String,
 }
 
+/// `[[ringbuf]]`: a ring-buffer map of one extension whose records `spine run` reads
+/// while traffic flows and writes out as JSON lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RingbufOutput {
+    pub extension: String,
+    pub map: String,
+    /// The file the records go to (created or truncated); `None`: standard output.
+    pub output: Option<PathBuf>,
+    /// Path of the entry (`ringbuf[0]`), for errors found when building.
+    pub path: String,
+}
+
 /// One key/value pair, each checked against the map's sizes when the map exists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MapEntry {
@@ -307,8 +321,14 @@ impl Config {
             .map(parse_partition)
             .collect::<Result<Vec<_>, _>>()?;
         let maps = top.tables("map")?.into_iter().map(parse_map).collect::<Result<Vec<_>, _>>()?;
+        let ringbufs = top
+            .tables("ringbuf")?
+            .into_iter()
+            .map(|t| parse_ringbuf(t, base))
+            .collect::<Result<Vec<_>, _>>()?;
         top.finish()?;
-        let cfg = Config { adapter, ports, domains, extensions, attachments, partition, maps };
+        let cfg =
+            Config { adapter, ports, domains, extensions, attachments, partition, maps, ringbufs };
         cfg.check_names()?;
         Ok(cfg)
     }
@@ -455,6 +475,32 @@ impl Config {
                     format!("{}.extension", m.path),
                     Problem::NoSuch { what: "extension", name: m.extension.clone() },
                 ));
+            }
+        }
+        for (i, r) in self.ringbufs.iter().enumerate() {
+            if !ext(&r.extension) {
+                return Err(err(
+                    format!("{}.extension", r.path),
+                    Problem::NoSuch { what: "extension", name: r.extension.clone() },
+                ));
+            }
+            let same = |o: &RingbufOutput| o.extension == r.extension && o.map == r.map;
+            if self.ringbufs[..i].iter().any(same) {
+                return Err(err(
+                    format!("{}.name", r.path),
+                    Problem::Duplicate { what: "ring buffer", name: r.map.clone() },
+                ));
+            }
+            if let Some(o) = &r.output {
+                if self.ringbufs[..i].iter().any(|x| x.output.as_ref() == Some(o)) {
+                    return Err(err(
+                        format!("{}.output", r.path),
+                        Problem::Conflict {
+                            reason: "already the output of another ring buffer",
+                            name: o.display().to_string(),
+                        },
+                    ));
+                }
             }
         }
         let afxdp_ifs: Vec<(usize, &str)> = self
@@ -767,6 +813,18 @@ fn parse_map(mut t: Table<'_>) -> Result<MapInit, ConfigError> {
         .collect::<Result<Vec<_>, ConfigError>>()?;
     t.finish()?;
     Ok(MapInit { extension, map, entries, path })
+}
+
+fn parse_ringbuf(mut t: Table<'_>, base: &Path) -> Result<RingbufOutput, ConfigError> {
+    let extension = t.req_str("extension")?.to_string();
+    let map = t.req_str("name")?.to_string();
+    let output = match t.opt_str("output")? {
+        Some("") => return Err(t.err("output", Problem::Invalid("must not be empty"))),
+        o => o.map(|f| file(base, f)),
+    };
+    let path = t.path().to_string();
+    t.finish()?;
+    Ok(RingbufOutput { extension, map, output, path })
 }
 
 fn bytes(t: &mut Table<'_>, key: &'static str) -> Result<Bytes, ConfigError> {

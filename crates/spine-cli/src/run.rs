@@ -1,13 +1,16 @@
 //! `spine run adapter.toml`: builds the adapter the file describes, runs it on its
 //! pinned workers, prints a live line every second, and on Ctrl-C, at `--duration` or
 //! once every input is exhausted stops cleanly and prints the totals (text or JSON),
-//! Prometheus text and the event trace where asked.
+//! Prometheus text and the event trace where asked. The records of every `[[ringbuf]]`
+//! are read while the adapter runs and written as JSON lines.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use spine_adapter::{Adapter, AdapterOptions, Config, Totals};
+use spine_adapter::config::RingbufOutput;
+use spine_adapter::{Adapter, AdapterOptions, Config, Running, Totals};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -44,11 +47,20 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
         Adapter::from_config(&cfg, opts).with_context(|| format!("{}", args.config.display()))?;
     let running = adapter.start()?;
     let started = Instant::now();
+    let mut rings =
+        cfg.ringbufs.iter().map(|r| RingSink::open(&running, r)).collect::<Result<Vec<_>>>()?;
     let limit = args.duration.map(Duration::from_secs_f64);
     let mut last = (Instant::now(), Totals::default());
     let mut next_tick = started + Duration::from_secs(1);
+    let mut ring_error = None;
     let why = loop {
         std::thread::sleep(Duration::from_millis(20));
+        if let Err(e) =
+            rings.iter_mut().try_for_each(|r| r.drain(started.elapsed().as_secs_f64()).map(drop))
+        {
+            ring_error = Some(e);
+            break "a ring buffer's records could not be written";
+        }
         if spine_adapter::sys::sigint_received() {
             break "interrupted";
         }
@@ -74,6 +86,18 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
         eprintln!("spine: stopping ({why})");
     }
     let report = running.stop()?;
+    if let Some(e) = ring_error {
+        return Err(e);
+    }
+    // The rings outlive the adapter: what the workers wrote last is read here.
+    let mut records = 0;
+    for r in &mut rings {
+        r.drain(started.elapsed().as_secs_f64())?;
+        records += r.seq;
+    }
+    if !args.quiet && !rings.is_empty() {
+        eprintln!("spine: {records} ring-buffer records read");
+    }
     for e in &report.close_errors {
         eprintln!("spine: closing {e}");
     }
@@ -97,6 +121,70 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
     } else {
         std::process::ExitCode::FAILURE
     })
+}
+
+/// Passes each committed record of a ring to the callback; returns how many.
+type Consume = dyn Fn(&mut dyn FnMut(&[u8])) -> usize;
+
+/// One `[[ringbuf]]` being read: each record becomes a JSON line
+/// `{"extension", "map", "seq", "time_s", "len", "data"}` (`data` in hex, `time_s` when
+/// it was read), on standard output or in the configured file.
+struct RingSink {
+    extension: String,
+    map: String,
+    /// The ring's consumer (it keeps the ring alive after the adapter stops).
+    consume: Box<Consume>,
+    out: Box<dyn Write>,
+    /// Where `out` goes, for errors.
+    dest: String,
+    /// Records written so far.
+    seq: u64,
+}
+
+impl RingSink {
+    fn open(running: &Running, r: &RingbufOutput) -> Result<RingSink> {
+        let ring = running.ring_buffer(&r.extension, &r.map)?;
+        let consume =
+            Box::new(move |f: &mut dyn FnMut(&[u8])| ring.ringbuf().map_or(0, |rb| rb.consume(f)));
+        let (out, dest): (Box<dyn Write>, String) = match &r.output {
+            Some(p) => {
+                let f = std::fs::File::create(p)
+                    .with_context(|| format!("{}.output: creating {}", r.path, p.display()))?;
+                (Box::new(std::io::BufWriter::new(f)), p.display().to_string())
+            }
+            None => (Box::new(std::io::stdout()), "standard output".to_string()),
+        };
+        let (extension, map) = (r.extension.clone(), r.map.clone());
+        Ok(RingSink { extension, map, consume, out, dest, seq: 0 })
+    }
+
+    /// Writes every record committed so far; returns how many.
+    fn drain(&mut self, time_s: f64) -> Result<usize> {
+        let RingSink { extension, map, consume, out, dest, seq } = self;
+        let mut written = Ok(());
+        let n = consume(&mut |rec| {
+            if written.is_ok() {
+                written = writeln!(out, "{}", record_line(extension, map, *seq, time_s, rec));
+                *seq += 1;
+            }
+        });
+        written.and_then(|()| out.flush()).with_context(|| format!("writing records to {dest}"))?;
+        Ok(n)
+    }
+}
+
+fn record_line(extension: &str, map: &str, seq: u64, time_s: f64, rec: &[u8]) -> String {
+    let data: String = rec.iter().map(|b| format!("{b:02x}")).collect();
+    let time_s = (time_s * 1e6).round() / 1e6;
+    serde_json::json!({
+        "extension": extension,
+        "map": map,
+        "seq": seq,
+        "time_s": time_s,
+        "len": rec.len(),
+        "data": data,
+    })
+    .to_string()
 }
 
 /// Replaces `path` atomically (written beside it, then renamed), as a Prometheus
@@ -216,4 +304,111 @@ pub fn totals_text(t: &Totals) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_line_is_one_json_object() {
+        let line = record_line("log", "events", 7, 1.234_567_89, &[0x0a, 0xff, 0]);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "extension": "log", "map": "events", "seq": 7, "time_s": 1.234568,
+                "len": 3, "data": "0aff00",
+            })
+        );
+        assert!(!line.contains('\n'));
+    }
+
+    /// Logs each frame's length and first 8 bytes, then drops it.
+    const LOGGER: &str = r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+SEC("xdp")
+int logger(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 rec[2];
+
+	if (data + 8 > data_end)
+		return XDP_ABORTED;
+	rec[0] = data_end - data;
+	__builtin_memcpy(&rec[1], data, 8);
+	bpf_ringbuf_output(&events, rec, sizeof(rec), 0);
+	return XDP_DROP;
+}
+
+char LICENSE[] SEC("license") = "GPL";
+"#;
+
+    #[test]
+    fn spine_run_writes_ring_buffer_records_as_json_lines() {
+        let dir = std::env::temp_dir().join(format!("spine-cli-run-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("logger.c"), LOGGER).unwrap();
+        spine_progs::compile_c(&dir.join("logger.c"), &dir.join("logger.o"), &[]).unwrap();
+        // 300 packets: far fewer than the ring holds, so every one is logged.
+        let config = r#"
+            [adapter]
+            pin = false
+            idle_sleep_us = 0
+
+            [[port]]
+            name = "wire"
+            kind = "mem"
+            udp4 = { flows = 3 }
+            limit = 300
+
+            [[extension]]
+            name = "log"
+            file = "logger.o"
+
+            [[attach]]
+            extension = "log"
+            port = "wire"
+
+            [[ringbuf]]
+            extension = "log"
+            name = "events"
+            output = "events.jsonl"
+        "#;
+        std::fs::write(dir.join("adapter.toml"), config).unwrap();
+        let args = RunArgs {
+            config: dir.join("adapter.toml"),
+            duration: Some(60.0),
+            json: true,
+            prometheus: None,
+            trace: None,
+            quiet: true,
+        };
+        let code = main(&args).unwrap();
+        let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(code, std::process::ExitCode::SUCCESS);
+        let lines: Vec<serde_json::Value> =
+            text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 300, "one line per packet");
+        for (i, l) in lines.iter().enumerate() {
+            assert_eq!(l["extension"], "log");
+            assert_eq!(l["map"], "events");
+            assert_eq!(l["seq"], i as u64);
+            assert_eq!(l["len"], 16);
+            let data = l["data"].as_str().unwrap();
+            // 60-byte frames (length 0x3c, little endian), then the first 8 bytes: a
+            // destination MAC and the start of the source MAC.
+            assert!(data.starts_with("3c00000000000000"), "{data}");
+            assert_eq!(data.len(), 32);
+        }
+    }
 }

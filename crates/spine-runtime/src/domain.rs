@@ -40,6 +40,11 @@ pub const XDP_HELPERS: &[u32] = {
         XDP_LOAD_BYTES,
         XDP_STORE_BYTES,
         MAP_LOOKUP_PERCPU_ELEM,
+        RINGBUF_OUTPUT,
+        RINGBUF_RESERVE,
+        RINGBUF_SUBMIT,
+        RINGBUF_DISCARD,
+        RINGBUF_QUERY,
     ]
 };
 

@@ -5,20 +5,26 @@
 //! regions; and as native functions the JIT calls directly (map operations, the hot
 //! path), where the verifier has proved the pointer arguments and the bytes are read in
 //! place.
+//!
+//! Map handles are the object's own (`MAP_HANDLE_BASE + index`) or, for an inner map
+//! found through an array_of_maps or hash_of_maps, the handle of its slot, which the
+//! invocation holds ([`Held`]) until it ends; every map helper accepts both. Ring-buffer
+//! records are held the same way, so a record the program reserved and never committed
+//! (it was stopped by a fault or the watchdog) is discarded when the invocation ends.
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use spine_abi::{errno, helper};
 use spine_jit::NativeHelper;
-use spine_maps::Map;
+use spine_maps::{Map, RingBuf};
 use spine_vm::{BudgetVerdict, CallAbort, Env, Memory, Region};
 
 use crate::csum;
 use crate::ctx::XdpCtx;
 use crate::ext::Extension;
 use crate::frame::{Geometry, ETH_HLEN};
-use crate::maps::{map_index, MapTable};
+use crate::maps::{map_index, Held, MapTable};
 use crate::printk;
 use crate::Host;
 
@@ -69,6 +75,20 @@ pub(crate) struct XdpEnv<'a> {
     /// Set at the first clock check of the invocation, so invocations that never reach
     /// one (no loops, few calls: most packet programs) never read the clock.
     pub deadline: Option<u64>,
+    /// Inner maps and ring-buffer records the invocation holds; released on drop.
+    pub held: Held,
+}
+
+impl Drop for XdpEnv<'_> {
+    /// The invocation is over, however it ended: a record still reserved (the program
+    /// faulted or the watchdog stopped it before its submit) is discarded, so the ring
+    /// does not stall at it, and held inner maps are let go.
+    #[inline]
+    fn drop(&mut self) {
+        if !self.held.is_empty() {
+            self.held.release(self.maps);
+        }
+    }
 }
 
 fn neg(e: i64) -> u64 {
@@ -82,11 +102,57 @@ fn map_result(r: Result<(), spine_maps::MapError>) -> u64 {
     }
 }
 
-impl XdpEnv<'_> {
+impl<'a> XdpEnv<'a> {
+    /// The map a handle names: one of the object's, or an inner map this invocation
+    /// holds.
     fn map(&self, handle: u64) -> Result<&Map, CallAbort> {
-        map_index(handle)
-            .and_then(|i| self.maps.data(i))
-            .ok_or(CallAbort::Fault("argument 1 is not a map"))
+        self.resolve(handle).ok_or(CallAbort::Fault("argument 1 is not a map"))
+    }
+
+    fn resolve(&self, handle: u64) -> Option<&Map> {
+        match map_index(handle) {
+            Some(i) => self.maps.data(i),
+            None => self.held.inner(handle),
+        }
+    }
+
+    /// The object's own map `handle` names.
+    fn table_map(&self, handle: u64) -> Option<&'a Map> {
+        let maps: &'a MapTable = self.maps;
+        map_index(handle).and_then(|i| maps.data(i))
+    }
+
+    /// The array_of_maps or hash_of_maps `handle` names (outer maps are always the
+    /// object's own: they do not nest).
+    fn outer_map(&self, handle: u64) -> Option<&'a Map> {
+        self.table_map(handle).filter(|m| m.inner_template().is_some())
+    }
+
+    /// `bpf_map_lookup_elem` on a map-in-map: the inner map's handle, held for the rest
+    /// of the invocation, or 0.
+    fn lookup_outer(&mut self, outer: &Map, key: &[u8]) -> u64 {
+        match outer.lookup_inner(key) {
+            None => 0,
+            Some(r) => {
+                self.held.hold_inner(r, outer.def().map_type == spine_abi::map_type::HASH_OF_MAPS)
+            }
+        }
+    }
+
+    fn ringbuf(&self, handle: u64) -> Result<&RingBuf, CallAbort> {
+        self.map(handle)?.ringbuf().ok_or(CallAbort::Fault("argument 1 is not a ring buffer"))
+    }
+
+    /// `bpf_ringbuf_submit`/`bpf_ringbuf_discard`: the record must be one this
+    /// invocation reserved and has not committed (the verifier's reference tracking
+    /// guarantees it; anything else is a fault, and never touches another record).
+    fn commit_record(&mut self, addr: u64, flags: u64, discard: bool) -> Result<u64, CallAbort> {
+        let not_held = CallAbort::Fault("argument 1 is not a record this invocation reserved");
+        let handle = self.held.take_record(addr).ok_or(not_held)?;
+        let rb = self.ringbuf(handle)?;
+        let r = if discard { rb.discard(addr, flags) } else { rb.submit(addr, flags) };
+        r.map_err(|_| CallAbort::Fault("ring-buffer record already committed"))?;
+        Ok(0)
     }
 
     fn check_ctx(&self, arg: u64) -> Result<(), CallAbort> {
@@ -225,8 +291,19 @@ impl XdpEnv<'_> {
 impl Env for XdpEnv<'_> {
     fn call(&mut self, id: u32, a: [u64; 5], mem: &mut Memory) -> Result<u64, CallAbort> {
         let bad_ptr = || CallAbort::Fault("pointer argument outside the program's memory");
+        if !self.held.is_empty() {
+            // Inner maps a native (JIT) lookup held are registered before any pointer
+            // into them is checked.
+            self.held.sync_regions(mem);
+        }
         Ok(match id {
             helper::MAP_LOOKUP_ELEM | helper::MAP_LOOKUP_PERCPU_ELEM => {
+                if let Some(outer) = self.outer_map(a[0]) {
+                    let key = mem.slice(a[1], outer.def().key_size as usize).ok_or_else(bad_ptr)?;
+                    let handle = self.lookup_outer(outer, key);
+                    self.held.sync_regions(mem);
+                    return Ok(handle);
+                }
                 let map = self.map(a[0])?;
                 let key = mem.slice(a[1], map.def().key_size as usize).ok_or_else(bad_ptr)?;
                 let cpu = if id == helper::MAP_LOOKUP_ELEM { self.cpu } else { a[2] as usize };
@@ -319,6 +396,30 @@ impl Env for XdpEnv<'_> {
                 u64::from(spine_abi::xdp_action::REDIRECT)
             }
             helper::REDIRECT_MAP => return self.redirect_map(a[0], a[1], a[2]),
+            helper::RINGBUF_OUTPUT => {
+                let rb = self.ringbuf(a[0])?;
+                let data = usize::try_from(a[2])
+                    .ok()
+                    .and_then(|len| mem.slice(a[1], len))
+                    .ok_or_else(bad_ptr)?;
+                map_result(rb.output(data, a[3]))
+            }
+            helper::RINGBUF_RESERVE => {
+                if !self.held.has_record_room() {
+                    return Ok(0);
+                }
+                match self.ringbuf(a[0])?.reserve(a[1], a[2]) {
+                    None => 0,
+                    Some(rec) => {
+                        let addr = rec.as_ptr() as u64;
+                        self.held.add_record(a[0], addr);
+                        addr
+                    }
+                }
+            }
+            helper::RINGBUF_SUBMIT => return self.commit_record(a[0], a[1], false),
+            helper::RINGBUF_DISCARD => return self.commit_record(a[0], a[1], true),
+            helper::RINGBUF_QUERY => self.ringbuf(a[0])?.query(a[1]),
             _ => return Err(CallAbort::Unknown),
         })
     }
@@ -355,7 +456,7 @@ pub(crate) fn native_helpers() -> Vec<NativeHelper> {
 unsafe fn native_map<'a>(rt: *mut c_void, h: u64) -> Option<(&'a Map, usize)> {
     // SAFETY: the runner passes its `XdpEnv` as `rt` and keeps it alive for the run.
     let env = unsafe { &*rt.cast::<XdpEnv<'a>>() };
-    Some((env.maps.data(map_index(h)?)?, env.cpu))
+    Some((env.resolve(h)?, env.cpu))
 }
 
 /// # Safety
@@ -373,8 +474,24 @@ unsafe extern "C" fn native_lookup(
     _: u64,
     rt: *mut c_void,
 ) -> u64 {
-    // SAFETY: the contract of `native_helpers`.
-    let Some((m, cpu)) = (unsafe { native_map(rt, map) }) else { return 0 };
+    // SAFETY: the runner passes its `XdpEnv` as `rt`, alive for the run, and nothing else
+    // references it while a native helper runs.
+    let env = unsafe { &mut *rt.cast::<XdpEnv<'_>>() };
+    let cpu = env.cpu;
+    let m = match env.table_map(map) {
+        Some(outer) if outer.inner_template().is_some() => {
+            // SAFETY: the verifier proved `key_size` readable bytes at `key`.
+            let key = unsafe { bytes(key, outer.def().key_size) };
+            // The inner map's regions are registered at the next `Env::call`; JIT code
+            // reaches its values through proven, unchecked accesses.
+            return env.lookup_outer(outer, key);
+        }
+        Some(m) => m,
+        None => match env.held.inner(map) {
+            Some(m) => m,
+            None => return 0,
+        },
+    };
     // SAFETY: the verifier proved `key_size` readable bytes at `key`.
     let key = unsafe { bytes(key, m.def().key_size) };
     m.lookup(key, cpu).map_or(0, |p| p.as_ptr() as u64)
