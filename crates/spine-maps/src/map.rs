@@ -465,6 +465,15 @@ impl Map {
 
     // ---- maps in maps ----
 
+    /// The outer map without building an error (program-side paths).
+    #[inline]
+    fn outer_ref(&self) -> Option<&OuterMap> {
+        match &self.inner {
+            Inner::Outer(o) => Some(o),
+            _ => None,
+        }
+    }
+
     fn outer(&self) -> Result<&OuterMap, MapError> {
         match &self.inner {
             Inner::Outer(o) => Ok(o),
@@ -473,8 +482,13 @@ impl Map {
     }
 
     /// The inner-map template of a map-in-map, as the kernel keeps it.
+    /// Cheap enough for the packet path: no error is built for other maps.
+    #[inline]
     pub fn inner_template(&self) -> Option<&MapDef> {
-        self.outer().ok().map(OuterMap::template)
+        match &self.inner {
+            Inner::Outer(o) => Some(o.template()),
+            _ => None,
+        }
     }
 
     /// Control side of a map-in-map: `Some` is `BPF_MAP_UPDATE_ELEM` with `inner` as the
@@ -505,7 +519,7 @@ impl Map {
     /// The inner map at `key` of a map-in-map (control side).
     pub fn inner(&self, key: &[u8]) -> Option<Arc<Map>> {
         self.check_key(key).ok()?;
-        self.outer().ok()?.inner(key)
+        self.outer_ref()?.inner(key)
     }
 
     /// Program side of `bpf_map_lookup_elem` on a map-in-map: the inner map at `key`
@@ -514,7 +528,7 @@ impl Map {
     /// it stay valid while the control plane replaces it (the kernel's RCU guarantee).
     pub fn lookup_inner(&self, key: &[u8]) -> Option<InnerRef> {
         self.check_key(key).ok()?;
-        self.outer().ok()?.lookup_inner(key)
+        self.outer_ref()?.lookup_inner(key)
     }
 
     /// The map now in the slot whose handle is `handle` (from [`Map::lookup`] or
@@ -524,7 +538,7 @@ impl Map {
     /// returned; a runtime that keeps [`InnerRef::map`] for the invocation does not
     /// depend on that.
     pub fn inner_by_slot(&self, handle: u64) -> Option<Arc<Map>> {
-        self.outer().ok()?.inner_by_slot(handle)
+        self.outer_ref()?.inner_by_slot(handle)
     }
 
     /// Every byte range of value memory a program may reach through pointers this map
