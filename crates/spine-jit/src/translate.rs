@@ -177,6 +177,7 @@ pub(crate) fn build(
         dispatch,
         late: shape.late,
         return_sites: Vec::new(),
+        call_points: spine_vm::counted_calls(insns),
         fp_exact: !shape.r10_written,
         known: [None; NUM_REGS],
         sigs,
@@ -204,6 +205,8 @@ struct Translator<'a> {
     late: Vec<bool>,
     /// Continuation pc of each local call site, indexed by return-site number.
     return_sites: Vec<usize>,
+    /// Which bpf-to-bpf calls are progress points (the interpreter's analysis).
+    call_points: Vec<bool>,
     /// r10 is always `stack top - 512 * depth` (only calls and returns change it).
     fp_exact: bool,
     /// Registers holding a compile-time constant since the start of the current block
@@ -691,7 +694,9 @@ impl Translator<'_> {
     }
 
     fn local_call(&mut self, pc: usize, i: Insn) {
-        self.progress(pc);
+        if self.call_points[pc] {
+            self.progress(pc);
+        }
         let depth = self.b.use_var(self.depth);
         let ok = self.b.create_block();
         let deep = self.b.create_block();

@@ -136,19 +136,24 @@ fn budget_counts_progress_points_like_the_interpreter() {
     // Without the countdown the limits are ignored.
     let off = JitOptions { budget: false, ..JitOptions::default() };
     assert_eq!(run_with(&p, &off, &mut Refill::default(), 1), Ok(10));
-    // Calls are progress points; the fault names the call.
+    // Calls into subprograms that call or loop are progress points (the fault names the
+    // call); calls into leaves are not.
     let calls = [
-        Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 2),
+        Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 1),
+        exit(),
         Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 1),
         exit(),
         mov64(0, 3),
         exit(),
     ];
-    assert_eq!(run_with(&calls, &o, &mut Refill::default(), 2), Ok(3));
+    assert_eq!(run_with(&calls, &o, &mut Refill::default(), 1), Ok(3));
     assert_eq!(
-        run_with(&calls, &o, &mut Refill::default(), 1),
-        Err(Fault::Budget { pc: 1, points: 1 })
+        run_with(&calls, &o, &mut Refill::default(), 0),
+        Err(Fault::Budget { pc: 0, points: 0 })
     );
+    let leaf =
+        [Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 1), exit(), mov64(0, 4), exit()];
+    assert_eq!(run_with(&leaf, &o, &mut Refill::default(), 0), Ok(4));
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! instruction, every memory access checked against [`Memory`]. It allocates nothing
 //! per run: the caller owns the [`Stack`] and the regions.
 
+use crate::points::counted_calls;
 use crate::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Memory, Region};
 use spine_isa::{op, validate, Insn, IsaError, MAX_CALL_FRAMES, STACK_SIZE};
 
@@ -17,8 +18,10 @@ pub enum LoadError {
 }
 
 /// How long one invocation may run, counted in *progress points*: every taken backward
-/// jump and every bpf-to-bpf call. Straight-line code between two points is at most the
-/// program's length, so counting points bounds the run without a per-instruction cost.
+/// jump and every bpf-to-bpf call except calls into leaf subprograms
+/// ([`counted_calls`]). Straight-line code between two points, leaves included, is
+/// bounded by the program's length squared, so counting points bounds the run without a
+/// per-instruction cost.
 ///
 /// When `points` are spent the engine asks [`Env::budget_expired`], which owns the clock
 /// (the runtime's watchdog compares against a deadline there), whether to go on.
@@ -84,6 +87,8 @@ struct Frame {
 #[derive(Debug, Clone)]
 pub struct Interpreter {
     insns: Vec<Insn>,
+    /// Which bpf-to-bpf calls are progress points ([`counted_calls`]).
+    call_points: Vec<bool>,
 }
 
 impl Interpreter {
@@ -104,7 +109,8 @@ impl Interpreter {
             }
             pc += 1;
         }
-        Ok(Interpreter { insns })
+        let call_points = counted_calls(&insns);
+        Ok(Interpreter { insns, call_points })
     }
 
     pub fn insns(&self) -> &[Insn] {
@@ -211,7 +217,9 @@ impl Interpreter {
                     }
                     op::CALL if class == op::JMP => {
                         if i.code & op::X == 0 && i.src == op::PSEUDO_CALL {
-                            progress!(cur);
+                            if self.call_points[cur] {
+                                progress!(cur);
+                            }
                             if depth + 1 >= MAX_CALL_FRAMES {
                                 return Err(Fault::CallDepth { pc: cur, max: MAX_CALL_FRAMES });
                             }

@@ -6,9 +6,11 @@
 
 mod interp;
 mod memory;
+mod points;
 
 pub use interp::{Interpreter, LoadError, RunLimits, Stack};
 pub use memory::{Memory, Region, MAX_REGIONS};
+pub use points::counted_calls;
 
 /// Why an invocation stopped before `exit`. Every variant names the instruction.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

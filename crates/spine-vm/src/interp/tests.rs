@@ -124,20 +124,26 @@ fn budget_counts_back_edges_and_calls_and_asks_the_env() {
     fwd.push(exit());
     let vm = Interpreter::new(fwd).unwrap();
     assert_eq!(run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 1), Ok(0));
-    // Each call is a point: main calls f twice.
+    // A call into a subprogram that calls (or loops) is a point, the fault naming it; a
+    // call into a leaf is not (its straight-line body bounds it).
     let calls = vec![
-        Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 2),
+        Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 1),
+        exit(),
         Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 1),
         exit(),
         mov64(0, 3),
         exit(),
     ];
     let vm = Interpreter::new(calls).unwrap();
-    assert_eq!(run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 2), Ok(3));
+    assert_eq!(run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 1), Ok(3));
     assert!(matches!(
-        run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 1),
-        Err(Fault::Budget { pc: 1, .. })
+        run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 0),
+        Err(Fault::Budget { pc: 0, .. })
     ));
+    let leaf =
+        vec![Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, 1), exit(), mov64(0, 4), exit()];
+    let vm = Interpreter::new(leaf).unwrap();
+    assert_eq!(run(&vm, &mut Refill { n: 0, refills: 0, asked: 0 }, 0), Ok(4));
 }
 
 #[test]
