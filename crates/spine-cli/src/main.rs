@@ -86,12 +86,19 @@ enum BenchCmd {
         /// Seconds each configuration runs.
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
+        /// Only this scenario: drop, tx or redirect.
+        #[arg(long)]
+        only: Option<String>,
         #[arg(long)]
         json: bool,
         /// Also write bench-forward.json here.
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// spine on veth (afxdp, afpacket) against kernel XDP, Linux IP forwarding and DPDK
+    /// testpmd, driven by the same trafgen load: packets per second and CPU seconds per
+    /// million packets (root; namespaces it creates and removes).
+    Veth(bench::veth::VethArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -107,9 +114,12 @@ fn main() -> std::process::ExitCode {
             bench::exec::main(repeat.max(1), trials.max(1), json, out.as_deref())
                 .map(|()| std::process::ExitCode::SUCCESS)
         }
-        Cmd::Bench { cmd: BenchCmd::Forward { seconds, json, out } } => {
-            bench::forward::main(seconds.max(0.1), json, out.as_deref())
+        Cmd::Bench { cmd: BenchCmd::Forward { seconds, only, json, out } } => {
+            bench::forward::main(seconds.max(0.1), only.as_deref(), json, out.as_deref())
                 .map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Bench { cmd: BenchCmd::Veth(args) } => {
+            bench::veth::main(&args).map(|()| std::process::ExitCode::SUCCESS)
         }
     };
     match r {

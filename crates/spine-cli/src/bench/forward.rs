@@ -154,22 +154,13 @@ fn measure(s: Scenario, workers: usize, secs: f64, frames: &[Vec<u8>]) -> Result
     })
 }
 
-fn machine() -> serde_json::Value {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
-        .map_or("unknown", str::trim)
-        .to_string();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    json!({
-        "cpu": model,
-        "cpus": std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get),
-        "kernel": kernel.trim(),
-    })
-}
-
-pub fn main(seconds: f64, json_out: bool, out: Option<&std::path::Path>) -> Result<()> {
+/// `only`: run just this scenario (`drop`, `tx` or `redirect`), e.g. under a profiler.
+pub fn main(
+    seconds: f64,
+    only: Option<&str>,
+    json_out: bool,
+    out: Option<&std::path::Path>,
+) -> Result<()> {
     let frames: Vec<Vec<u8>> = (0..64u16)
         .map(|i| {
             let flow = spine_ports::craft::Flow4 { src_port: 1000 + i, ..Default::default() };
@@ -181,7 +172,12 @@ pub fn main(seconds: f64, json_out: bool, out: Option<&std::path::Path>) -> Resu
     if !kernel {
         eprintln!("bench: no bpf(2) (root needed); the kernel column stays empty");
     }
-    let scenarios = [Scenario::Drop, Scenario::Tx, Scenario::Redirect];
+    let all = [(Scenario::Drop, "drop"), (Scenario::Tx, "tx"), (Scenario::Redirect, "redirect")];
+    let scenarios: Vec<Scenario> =
+        all.iter().filter(|(_, n)| only.is_none_or(|o| o == *n)).map(|(s, _)| *s).collect();
+    if scenarios.is_empty() {
+        anyhow::bail!("--only: no scenario {:?} (drop, tx or redirect)", only.unwrap_or(""));
+    }
     let mut rows = Vec::new();
     let total = scenarios.len() * 2;
     for (i, s) in scenarios.iter().enumerate() {
@@ -202,7 +198,7 @@ pub fn main(seconds: f64, json_out: bool, out: Option<&std::path::Path>) -> Resu
     let doc = json!({
         "benchmark": "forward",
         "frame_bytes": 60,
-        "machine": machine(),
+        "machine": super::machine(),
         "seconds_per_run": seconds,
         "rows": rows,
         "note": "spine: whole path per packet (mem port receive copies a 60-byte template into a pool buffer, JIT run, verdict, transmit/free); kernel: BPF_PROG_TEST_RUN ns per run of the same program (execution only, repeat 1e6, median of 3)",
