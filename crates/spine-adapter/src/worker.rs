@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use spine_abi::xdp_action as act;
-use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache};
+use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache, PoolError};
 use spine_runtime::{Bounds, Geometry, Redirect, RxInfo, XdpRunner};
 
 use crate::counters::{Counters, Drops};
@@ -338,9 +338,17 @@ impl Worker {
             self.counters.ports[pi].unhandled += 1;
             return self.pass(buf, p, seq);
         };
-        let Ok(meta) = self.pool.meta(&buf) else {
+        let (frame, meta) = match self.pool.frame_and_meta_mut(&mut buf) {
+            Ok(view) => view,
             // Not one of this pool's buffers: nothing to run it on, nothing to free.
-            return;
+            Err(PoolError::Foreign { .. }) => return,
+            // A buffer shared with another holder cannot be handed to an extension that
+            // may write it; it is passed on untouched (never happens for received
+            // buffers, which have one holder).
+            Err(_) => {
+                self.counters.ports[pi].unhandled += 1;
+                return self.pass(buf, p, seq);
+            }
         };
         let t0 = self.now();
         let rx = RxInfo { ingress_ifindex: info.ifindex, rx_queue_index: info.queue };
@@ -349,16 +357,7 @@ impl Worker {
             data: meta.data_off as usize,
             end: (meta.data_off + meta.len) as usize,
         };
-        let result = match self.pool.frame_mut(&mut buf) {
-            Ok(frame) => self.runners[e].run_raw(frame, self.geometry, &mut b, rx, &mut self.host),
-            // A buffer shared with another holder cannot be handed to an extension
-            // that may write it; it is passed on untouched (never happens for received
-            // buffers, which have one holder).
-            Err(_) => {
-                self.counters.ports[pi].unhandled += 1;
-                return self.pass(buf, p, seq);
-            }
-        };
+        let result = self.runners[e].run_raw(frame, self.geometry, &mut b, rx, &mut self.host);
         let placed = BufMeta {
             data_off: b.data as u32,
             len: (b.end - b.data) as u32,

@@ -273,16 +273,35 @@ impl Pool {
         Ok(unsafe { std::slice::from_raw_parts_mut(self.chunk_ptr(buf.index).as_ptr(), size) })
     }
 
-    /// The metadata of `buf`.
-    pub fn meta(&self, buf: &Buf) -> Result<BufMeta, PoolError> {
-        let s = self.slot(buf)?;
-        Ok(BufMeta {
+    /// [`Pool::frame_mut`] and [`Pool::meta`] in one check: the packet path's view of a
+    /// received buffer.
+    pub fn frame_and_meta_mut<'a>(
+        &'a self,
+        buf: &'a mut Buf,
+    ) -> Result<(&'a mut [u8], BufMeta), PoolError> {
+        let s = self.unique_slot(buf)?;
+        let meta = Self::read_meta(s);
+        let size = self.cfg.buf_size as usize;
+        // SAFETY: as in `frame_mut`: `buf` is the only handle of its buffer (checked) and
+        // is borrowed mutably for the slice's lifetime; the range is inside the region.
+        let frame =
+            unsafe { std::slice::from_raw_parts_mut(self.chunk_ptr(buf.index).as_ptr(), size) };
+        Ok((frame, meta))
+    }
+
+    fn read_meta(s: &Slot) -> BufMeta {
+        BufMeta {
             data_off: s.data_off.load(Ordering::Relaxed),
             len: s.len.load(Ordering::Relaxed),
             meta_len: s.meta_len.load(Ordering::Relaxed),
             port: s.port.load(Ordering::Relaxed),
             ts_ns: s.ts_ns.load(Ordering::Relaxed),
-        })
+        }
+    }
+
+    /// The metadata of `buf`.
+    pub fn meta(&self, buf: &Buf) -> Result<BufMeta, PoolError> {
+        Ok(Self::read_meta(self.slot(buf)?))
     }
 
     /// Replaces the metadata of `buf` (needs the only reference); refused if the ranges
@@ -479,7 +498,16 @@ impl Pool {
     /// and belongs to the caller's free stack.
     pub(crate) fn release(&self, buf: Buf) -> Result<Option<u32>, PoolError> {
         let s = self.slot(&buf)?;
-        let mut cur = s.refs.load(Ordering::Relaxed);
+        // Acquire pairs with the Release decrements of holders gone before: their reads of
+        // the bytes happen before the reuse.
+        let mut cur = s.refs.load(Ordering::Acquire);
+        if cur == 1 {
+            // The only holder, and it is giving its handle up: nobody can change the count
+            // meanwhile (a new reference needs a handle), so a plain store frees it without
+            // a locked read-modify-write (DPDK's refcnt == 1 fast path).
+            s.refs.store(FREE, Ordering::Relaxed);
+            return Ok(Some(buf.index));
+        }
         loop {
             if cur == FREE || cur == LENT {
                 return Err(PoolError::NotOwned { index: buf.index });

@@ -73,13 +73,19 @@ fn shared_buffers_are_read_only_until_one_ref_is_left() {
     assert_eq!(pool.data(&b).unwrap(), b"xy");
     let index = a.index();
     assert_eq!(pool.data_mut(&mut a), Err(PoolError::Shared { index, refs: 2 }));
+    assert!(matches!(pool.frame_and_meta_mut(&mut a), Err(PoolError::Shared { refs: 2, .. })));
     let lender = pool.new_lender();
     let back = pool.lend(b, lender).unwrap_err();
     assert!(matches!(back.error, PoolError::Shared { .. }));
     c.free(back.buf).unwrap();
     assert_eq!(pool.refs(&a).unwrap(), 1);
     assert!(pool.data_mut(&mut a).is_ok());
+    let (frame, meta) = pool.frame_and_meta_mut(&mut a).unwrap();
+    assert_eq!(frame.len(), pool.buf_size() as usize);
+    assert_eq!(&frame[meta.data_off as usize..][..meta.len as usize], b"xy");
+    // The last holder's free (no locked read-modify-write) leaves it free for reuse.
     c.free(a).unwrap();
+    assert_eq!(pool.refs(&Buf { index, tag: pool.tag }).unwrap(), 0);
     drop(c);
     assert_eq!(pool.shared_free(), 2);
 }
