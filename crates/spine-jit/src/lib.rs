@@ -214,7 +214,7 @@ impl JitProgram {
         rt: *mut c_void,
     ) -> Result<u64, Fault> {
         // SAFETY: the caller's contract.
-        unsafe { self.enter(args, mem, stack, env, limits, Some(rt)) }
+        unsafe { self.enter(args, mem, stack, env, limits, Some(rt), true) }
     }
 
     /// As [`JitProgram::run`], passing `env` itself (as `*mut E`) to every
@@ -233,7 +233,29 @@ impl JitProgram {
         limits: RunLimits,
     ) -> Result<u64, Fault> {
         // SAFETY: the caller's contract.
-        unsafe { self.enter(args, mem, stack, env, limits, None) }
+        unsafe { self.enter(args, mem, stack, env, limits, None, true) }
+    }
+
+    /// As [`JitProgram::run_with_env_runtime`], for a caller that keeps `stack` registered
+    /// in `mem` for as long as it runs this code (a per-worker runner): the stack region
+    /// is not added and removed on every run. Regions helpers add during the run are
+    /// still removed before it returns.
+    ///
+    /// # Safety
+    /// As for [`JitProgram::run_with_env_runtime`]; and `mem` holds a region covering
+    /// exactly `stack`.
+    #[expect(unsafe_code, reason = "forwards to enter with the environment as runtime pointer")]
+    #[inline]
+    pub unsafe fn run_with_env_runtime_on_registered_stack<E: Env>(
+        &self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack: &mut Stack,
+        env: &mut E,
+        limits: RunLimits,
+    ) -> Result<u64, Fault> {
+        // SAFETY: the caller's contract.
+        unsafe { self.enter(args, mem, stack, env, limits, None, false) }
     }
 
     /// Runs the code; `rt: None` passes the environment pointer as the runtime pointer
@@ -251,6 +273,7 @@ impl JitProgram {
         env: &mut E,
         limits: RunLimits,
         rt: Option<*mut c_void>,
+        push_stack: bool,
     ) -> Result<u64, Fault> {
         let env_ptr: *mut c_void = (env as *mut E).cast();
         let rt = rt.unwrap_or(env_ptr);
@@ -260,7 +283,7 @@ impl JitProgram {
         let stack_region = Region { start: stack_base, len: Stack::BYTES as u64, writable: true };
         // SAFETY: `stack` is borrowed mutably for the whole call and the region is removed
         // before returning, so the memory stays valid and unaliased while registered.
-        if unsafe { mem.push(stack_region) }.is_none() {
+        if push_stack && unsafe { mem.push(stack_region) }.is_none() {
             return Err(Fault::Helper { pc: 0, id: 0, reason: "no free region for the stack" });
         }
         let mut ctx = runtime::RunCtx {

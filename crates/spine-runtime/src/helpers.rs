@@ -83,7 +83,7 @@ impl Drop for XdpEnv<'_> {
     /// The invocation is over, however it ended: a record still reserved (the program
     /// faulted or the watchdog stopped it before its submit) is discarded, so the ring
     /// does not stall at it, and held inner maps are let go.
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         if !self.held.is_empty() {
             self.held.release(self.maps);

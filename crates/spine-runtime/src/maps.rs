@@ -476,6 +476,8 @@ impl Held {
 
     /// Ends the invocation's hold: every record still reserved is discarded (the
     /// program was stopped between reserve and submit), then the inner maps are let go.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn release(&mut self, maps: &MapTable) {
         while self.records.len > 0 {
             let (handle, addr) = self.records.swap_remove(self.records.len - 1);

@@ -73,8 +73,9 @@ pub struct XdpRunner {
     redirect: Option<Redirect>,
 }
 
-/// Regions besides the map values: context, packet, and the stack the engine adds.
-const PER_RUN_REGIONS: usize = 3;
+/// Regions besides the map values: context, packet, the stack, and the stack the
+/// interpreter adds for its run.
+const PER_RUN_REGIONS: usize = 4;
 
 impl XdpRunner {
     /// A runner for worker `cpu`, with the budget of the extension's domain.
@@ -107,17 +108,16 @@ impl XdpRunner {
         // The packet's region, rewritten for every packet (empty until the first).
         // SAFETY: an empty region grants access to nothing.
         let pkt_region = unsafe { mem.push(Region::default()) }.expect("room counted above");
+        // The stack, registered once: the JIT then adds no region per run (the
+        // interpreter still adds its own, counted in `PER_RUN_REGIONS`).
+        let mut stack = Stack::new();
+        let stack_region =
+            Region { start: stack.as_mut_ptr() as u64, len: Stack::BYTES as u64, writable: true };
+        // SAFETY: the stack's words are boxed, owned by this runner next to `mem`, so the
+        // address stays valid as long as `mem`; engines borrow it mutably while they run.
+        unsafe { mem.push(stack_region) }.expect("room counted above");
         let budget = ext.domain().spec().budget;
-        Ok(XdpRunner {
-            ext,
-            cpu,
-            mem,
-            pkt_region,
-            stack: Stack::new(),
-            ctx,
-            budget,
-            redirect: None,
-        })
+        Ok(XdpRunner { ext, cpu, mem, pkt_region, stack, ctx, budget, redirect: None })
     }
 
     /// Replaces the domain's budget for this runner (benchmarks, fidelity runs).
@@ -175,23 +175,21 @@ impl XdpRunner {
         assert!(geometry.holds(bounds, buf.len()), "packet bounds {bounds:?} break {geometry:?}");
         self.redirect = None;
         let base = buf.as_mut_ptr() as u64;
+        let (meta, end) = (base + bounds.meta as u64, base + bounds.end as u64);
         *self.ctx = XdpCtx {
             data: base + bounds.data as u64,
-            data_end: base + bounds.end as u64,
-            data_meta: base + bounds.meta as u64,
+            data_end: end,
+            data_meta: meta,
             ingress_ifindex: rx.ingress_ifindex,
             rx_queue_index: rx.rx_queue_index,
             egress_ifindex: 0,
             _pad: 0,
         };
         let ctx_ptr: *mut XdpCtx = &mut *self.ctx;
-        let pkt = Region {
-            start: self.ctx.data_meta,
-            len: self.ctx.data_end - self.ctx.data_meta,
-            writable: true,
-        };
-        // SAFETY: the frame buffer is borrowed for all of `run` and nothing else references
-        // it while the program runs; the region is emptied again before returning.
+        let pkt = Region { start: meta, len: end - meta, writable: true };
+        // SAFETY: the frame buffer is borrowed for all of `run_raw` and nothing else
+        // references it while the program runs; after `run_raw` returns the stale region
+        // is never used (no engine runs on `self.mem` before the next `set`).
         unsafe { self.mem.set(self.pkt_region, pkt) };
         let pkt_region = self.pkt_region;
         let mut env = XdpEnv {
@@ -224,9 +222,10 @@ impl XdpRunner {
                     vm.run(args, &mut self.mem, &mut self.stack, &mut env, limits)
                 }
                 // SAFETY: the JIT registered `helpers::native_helpers`, which take the
-                // `XdpEnv` passed here as their runtime pointer.
+                // `XdpEnv` passed here as their runtime pointer; `self.mem` has held the
+                // region of `self.stack` since `new`.
                 Engine::Jit(code) => unsafe {
-                    code.run_with_env_runtime(
+                    code.run_with_env_runtime_on_registered_stack(
                         args,
                         &mut self.mem,
                         &mut self.stack,
@@ -250,8 +249,8 @@ impl XdpRunner {
         if result == Ok(spine_abi::xdp_action::REDIRECT) {
             self.redirect = env.redirect;
         }
-        // SAFETY: an empty region grants access to nothing.
-        unsafe { self.mem.set(self.pkt_region, Region::default()) };
+        // The packet's region stays registered until the next run replaces it: `mem` is
+        // only used inside `run_raw`, which always sets it first.
         // One 8-byte load per field: the program and the helpers stored them one by one,
         // and a wider load spanning two such stores cannot be forwarded from the store
         // buffer (a stall that cost more than the whole of a small program).
