@@ -262,8 +262,10 @@ impl JitProgram {
     /// (derived once, so the trampoline's and the native helpers' uses never conflict).
     ///
     /// # Safety
-    /// `rt` (or `env`, when `None`) must be what the registered native helpers expect.
+    /// `rt` (or `env`, when `None`) must be what the registered native helpers expect;
+    /// without `push_stack`, `mem` must already cover `stack`.
     #[expect(unsafe_code, reason = "registers the stack region and enters the generated code")]
+    #[expect(clippy::too_many_arguments, reason = "the public entry points' shared body")]
     #[inline]
     unsafe fn enter<E: Env>(
         &self,
