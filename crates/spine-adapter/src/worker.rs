@@ -352,20 +352,24 @@ impl Worker {
         };
         let t0 = self.now();
         let rx = RxInfo { ingress_ifindex: info.ifindex, rx_queue_index: info.queue };
-        let mut b = Bounds {
+        let before = Bounds {
             meta: (meta.data_off - meta.meta_len) as usize,
             data: meta.data_off as usize,
             end: (meta.data_off + meta.len) as usize,
         };
+        let mut b = before;
         let result = self.runners[e].run_raw(frame, self.geometry, &mut b, rx, &mut self.host);
-        let placed = BufMeta {
-            data_off: b.data as u32,
-            len: (b.end - b.data) as u32,
-            meta_len: (b.data - b.meta) as u32,
-            ..meta
-        };
-        // The runner keeps its bounds inside the buffer, so this cannot fail.
-        let _ = self.pool.set_meta(&mut buf, placed);
+        // Most programs move no bound (no `xdp_adjust_*`): nothing to write back then.
+        if b != before {
+            let placed = BufMeta {
+                data_off: b.data as u32,
+                len: (b.end - b.data) as u32,
+                meta_len: (b.data - b.meta) as u32,
+                ..meta
+            };
+            // The runner keeps its bounds inside the buffer, so this cannot fail.
+            let _ = self.pool.set_meta(&mut buf, placed);
+        }
         let ec = &mut self.counters.exts[e];
         ec.runs += 1;
         ec.bytes += u64::from(meta.len);
