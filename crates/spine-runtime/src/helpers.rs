@@ -75,8 +75,9 @@ pub(crate) struct XdpEnv<'a> {
     /// Set at the first clock check of the invocation, so invocations that never reach
     /// one (no loops, few calls: most packet programs) never read the clock.
     pub deadline: Option<u64>,
-    /// Inner maps and ring-buffer records the invocation holds; released on drop.
-    pub held: Held,
+    /// Inner maps and ring-buffer records the invocation holds (the runner's, empty
+    /// between invocations); released on drop.
+    pub held: &'a mut Held,
 }
 
 impl Drop for XdpEnv<'_> {

@@ -395,6 +395,20 @@ pub(crate) struct Held {
     synced_len: usize,
 }
 
+// SAFETY: a `Held` belongs to one runner, used by one thread at a time; what it holds is
+// `Arc<Map>`s (`Send` and `Sync`) and, in each `InnerRef`, the address of an inner-map
+// slot that is only compared, never dereferenced through the `Held`.
+unsafe impl Send for Held {}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held")
+            .field("inner_maps", &self.inner.len)
+            .field("records", &self.records.len)
+            .finish()
+    }
+}
+
 impl Held {
     pub(crate) const fn new() -> Held {
         Held { inner: FixedVec::new(), records: FixedVec::new(), synced: 0, synced_len: 0 }

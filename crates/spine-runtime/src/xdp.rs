@@ -11,6 +11,7 @@ use crate::ext::{Engine, Extension};
 use crate::frame::{Bounds, Frame, Geometry};
 use crate::helpers::{Redirect, XdpEnv};
 use crate::host::Event;
+use crate::maps::Held;
 use crate::watchdog::FaultOutcome;
 use crate::Host;
 
@@ -71,6 +72,8 @@ pub struct XdpRunner {
     budget: Budget,
     /// Where the last `XDP_REDIRECT` verdict sends its packet.
     redirect: Option<Redirect>,
+    /// What an invocation holds until it ends (lent to its `XdpEnv`, which empties it).
+    held: Held,
 }
 
 /// Regions besides the map values: context, packet, the stack, and the stack the
@@ -117,7 +120,17 @@ impl XdpRunner {
         // address stays valid as long as `mem`; engines borrow it mutably while they run.
         unsafe { mem.push(stack_region) }.expect("room counted above");
         let budget = ext.domain().spec().budget;
-        Ok(XdpRunner { ext, cpu, mem, pkt_region, stack, ctx, budget, redirect: None })
+        Ok(XdpRunner {
+            ext,
+            cpu,
+            mem,
+            pkt_region,
+            stack,
+            ctx,
+            budget,
+            redirect: None,
+            held: Held::new(),
+        })
     }
 
     /// Replaces the domain's budget for this runner (benchmarks, fidelity runs).
@@ -205,7 +218,7 @@ impl XdpRunner {
             redirect: None,
             budget: self.budget,
             deadline: None,
-            held: crate::maps::Held::new(),
+            held: &mut self.held,
         };
         let limits = RunLimits { points: self.budget.points };
         let args = [ctx_ptr as u64, 0, 0, 0, 0];
