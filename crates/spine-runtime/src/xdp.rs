@@ -189,16 +189,18 @@ impl XdpRunner {
         self.redirect = None;
         let base = buf.as_mut_ptr() as u64;
         let (meta, end) = (base + bounds.meta as u64, base + bounds.end as u64);
-        *self.ctx = XdpCtx {
-            data: base + bounds.data as u64,
-            data_end: end,
-            data_meta: meta,
-            ingress_ifindex: rx.ingress_ifindex,
-            rx_queue_index: rx.rx_queue_index,
-            egress_ifindex: 0,
-            _pad: 0,
-        };
         let ctx_ptr: *mut XdpCtx = &mut *self.ctx;
+        // One store per field, each the width the program and the read-back below load:
+        // a load served from part of a wider (vector) store is not forwarded and stalls.
+        // SAFETY: `ctx_ptr` points to the box this runner owns; the writes are in bounds.
+        unsafe {
+            std::ptr::addr_of_mut!((*ctx_ptr).data).write_volatile(base + bounds.data as u64);
+            std::ptr::addr_of_mut!((*ctx_ptr).data_end).write_volatile(end);
+            std::ptr::addr_of_mut!((*ctx_ptr).data_meta).write_volatile(meta);
+            std::ptr::addr_of_mut!((*ctx_ptr).ingress_ifindex).write_volatile(rx.ingress_ifindex);
+            std::ptr::addr_of_mut!((*ctx_ptr).rx_queue_index).write_volatile(rx.rx_queue_index);
+            std::ptr::addr_of_mut!((*ctx_ptr).egress_ifindex).write_volatile(0);
+        }
         let pkt = Region { start: meta, len: end - meta, writable: true };
         // SAFETY: the frame buffer is borrowed for all of `run_raw` and nothing else
         // references it while the program runs; after `run_raw` returns the stale region
