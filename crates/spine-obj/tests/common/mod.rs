@@ -18,9 +18,11 @@ use spine_obj::{Object, Program};
 pub const FIXTURES: &[&str] =
     &["btf_maps", "callback", "calls", "global_data", "legacy_maps", "mixed", "own_section"];
 
-/// This process's scratch directory (`$TMPDIR/spine-obj-<pid>`).
+/// This process's scratch directory, inside the build's own temporary directory
+/// (`target/tmp`, which cargo gives integration tests) so that nothing is left in `/tmp`.
 pub fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("spine-obj-{}", std::process::id()));
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("spine-obj-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create scratch dir");
     dir
 }
