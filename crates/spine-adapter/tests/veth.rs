@@ -8,10 +8,10 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::netns::{ifindex, NetNs};
-use common::raw::{frame, Raw};
 use common::TempDir;
 use spine_adapter::{Adapter, AdapterOptions, Config, Running, Totals};
+use spine_testnet::netns::{ifindex, NetNs};
+use spine_testnet::raw::{frame, Raw};
 
 const N: u32 = 200;
 

@@ -3,11 +3,10 @@
 //! clobbered by a second attach, and detaches only when it is still the one attached.
 
 mod common;
-mod netns;
 
 use common::require_bpf;
-use netns::{ifindex, NetNs};
 use spine_sys::{attach_xdp, detach_xdp, query_xdp, XdpAttachment, XdpMode, XskRedirect};
+use spine_testnet::netns::{ifindex, NetNs};
 
 #[test]
 fn redirect_program_attaches_and_detaches_on_veth() {

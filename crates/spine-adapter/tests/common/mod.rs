@@ -2,9 +2,6 @@
 //! folders and a port that records what happens to it.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
-pub mod netns;
-pub mod raw;
-
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use spine_ports::{AfPacketConfig, AfPacketPort, Port, PortErrorKind};
 
-use crate::netns::NetNs;
-use crate::raw::{as_nobody, frame, Raw};
 use crate::{pool, rx_n, tx_all};
+use spine_testnet::netns::NetNs;
+use spine_testnet::raw::{as_nobody, frame, Raw};
 
 const N: u32 = 300;
 

@@ -8,9 +8,9 @@ use spine_ports::{
 };
 use spine_sys::query_xdp;
 
-use crate::netns::{ifindex, NetNs};
-use crate::raw::{as_nobody, frame, Raw};
 use crate::{pool, rx_n, skip, tx_all};
+use spine_testnet::netns::{ifindex, NetNs};
+use spine_testnet::raw::{as_nobody, frame, Raw};
 
 const N: u32 = 300;
 

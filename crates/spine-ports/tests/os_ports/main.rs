@@ -4,8 +4,6 @@
 
 mod afpacket;
 mod afxdp;
-mod netns;
-mod raw;
 mod tap;
 
 use std::time::{Duration, Instant};

@@ -5,9 +5,9 @@ use std::time::Duration;
 use spine_ports::craft::{icmp4_echo, Flow4};
 use spine_ports::{Port, PortErrorKind, TapPort};
 
-use crate::netns::NetNs;
-use crate::raw::as_nobody;
 use crate::{pool, rx_n, tx_all};
+use spine_testnet::netns::NetNs;
+use spine_testnet::raw::as_nobody;
 
 const PEER_MAC: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x99];
 

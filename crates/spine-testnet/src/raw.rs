@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::netns::ifindex;
 
+#[derive(Debug)]
 pub struct Raw {
     fd: OwnedFd,
 }

@@ -2,7 +2,6 @@
 //! with a unique name (process id and a counter), removed when the guard drops, also
 //! when the test fails. Code runs inside it on a scoped thread that joined it with
 //! setns(2), so the test harness's own threads never change namespace.
-#![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::io::Write as _;
 use std::os::fd::AsRawFd;
@@ -10,6 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A network namespace of this test run, deleted on drop.
+#[derive(Debug)]
 pub struct NetNs {
     name: String,
 }
@@ -25,7 +25,7 @@ impl NetNs {
             return None;
         }
         let name =
-            format!("spine-a{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+            format!("spine-t{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let out = Command::new("ip").args(["netns", "add", &name]).output();
         match out {
             Ok(o) if o.status.success() => {}
