@@ -1,0 +1,356 @@
+//! [`Poptrie`] (Asai and Ohara, SIGCOMM 2015): a direct index on the first `S` bits,
+//! then 6-bit-stride nodes whose children and leaves are packed and found by
+//! popcount, with runs of equal leaves stored once ("leaf compression").
+//!
+//! A direct-index entry is a leaf (`LEAF | value`) or a node index. A node holds
+//! `vector` (bit `c` set: child `c` is a node) and `leafvec` (bit `c` set: a leaf run
+//! starts at child `c`); its child nodes sit at `base1..`, its distinct leaves at
+//! `base0..`. Lookup cost: one direct-index load, then one 24-byte node per 6 bits
+//! past `S` that the table is more specific than, and one leaf.
+//!
+//! Updates rebuild the smallest region that holds the changed prefix: the deepest node
+//! on its path whose stride the prefix ends in (or a run of direct-index entries for a
+//! prefix of `S` bits or fewer), from the RIB. Each node remembers the value covering
+//! its region (`defaults`, read only by updates), so a rebuild needs no search for it.
+
+use crate::addr::Address;
+use crate::lpm::blocks::Blocks;
+use crate::lpm::{check_value, some, Lpm, LpmError, Memory, Rib, NONE};
+use crate::prefix::Prefix;
+
+const LEAF: u32 = 0x8000_0000;
+/// Lookups interleaved by [`Lpm::lookup_batch`].
+const LANES: usize = 8;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Node {
+    vector: u64,
+    leafvec: u64,
+    base0: u32,
+    base1: u32,
+}
+
+/// Bits `0..c` of a word.
+#[inline(always)]
+fn below(c: u32) -> u64 {
+    (1u64 << c) - 1
+}
+
+/// Bits `0..=c` of a word.
+#[inline(always)]
+fn upto(c: u32) -> u64 {
+    u64::MAX >> (63 - c)
+}
+
+/// Poptrie over addresses `A` with an `S`-bit direct index (`S <= 24`).
+#[derive(Debug, Clone)]
+pub struct Poptrie<A: Address, const S: u32> {
+    dp: Vec<u32>,
+    nodes: Vec<Node>,
+    /// Per node slot: the value covering the node's whole region (update-only).
+    defaults: Vec<u32>,
+    leaves: Vec<u32>,
+    node_blocks: Blocks,
+    leaf_blocks: Blocks,
+    rib: Rib<A>,
+}
+
+/// What one step of a lookup found.
+enum Step {
+    Node(u32),
+    Value(u32),
+}
+
+impl<A: Address, const S: u32> Poptrie<A, S> {
+    #[inline(always)]
+    fn step(&self, idx: u32, addr: A, pos: u32) -> Step {
+        let n = &self.nodes[idx as usize];
+        let c = addr.bits(pos, 6);
+        if n.vector >> c & 1 != 0 {
+            Step::Node(n.base1 + (n.vector & below(c)).count_ones())
+        } else {
+            Step::Value(self.leaves[(n.base0 + (n.leafvec & upto(c)).count_ones() - 1) as usize])
+        }
+    }
+
+    #[inline(always)]
+    fn find(&self, addr: A) -> u32 {
+        let e = self.dp[addr.bits(0, S) as usize];
+        if e & LEAF != 0 {
+            return e & !LEAF;
+        }
+        let (mut idx, mut pos) = (e, S);
+        loop {
+            match self.step(idx, addr, pos) {
+                Step::Node(next) => {
+                    idx = next;
+                    pos += 6;
+                }
+                Step::Value(v) => return v,
+            }
+        }
+    }
+
+    /// Frees the blocks below node `n` (not `n`'s own slot).
+    fn free_below(&mut self, n: Node) {
+        let leaves = n.leafvec.count_ones() as usize;
+        self.leaf_blocks.free(n.base0, leaves);
+        let kids = n.vector.count_ones();
+        for k in 0..kids {
+            let child = self.nodes[(n.base1 + k) as usize];
+            self.free_below(child);
+        }
+        self.node_blocks.free(n.base1, kids as usize);
+    }
+
+    fn alloc_nodes(&mut self, n: usize) -> u32 {
+        let start = self.node_blocks.alloc(&mut self.nodes, n, Node::default());
+        if self.defaults.len() < self.nodes.len() {
+            self.defaults.resize(self.nodes.len(), NONE);
+        }
+        start
+    }
+
+    /// Builds the node for the region at bit `pos` whose prefixes (all longer than
+    /// `pos`, in RIB order) are `ps` and whose covering value is `inherited`.
+    fn build_node(&mut self, pos: u32, ps: &[(A, u32, u32)], inherited: u32) -> Node {
+        let mut leaf = [inherited; 64];
+        let mut runs = [(0u32, 0u32); 64];
+        let mut vector = 0u64;
+        let mut i = 0;
+        while i < ps.len() {
+            let (a, len, v) = ps[i];
+            let c = a.bits(pos, 6) as usize;
+            if len <= pos + 6 {
+                // A covering prefix sorts before everything it covers: paint in order.
+                leaf[c..c + (1 << (pos + 6 - len))].fill(v);
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < ps.len() && ps[i].0.bits(pos, 6) as usize == c {
+                i += 1;
+            }
+            vector |= 1 << c;
+            runs[c] = (start as u32, i as u32);
+        }
+        let kids = vector.count_ones();
+        let base1 = if kids > 0 { self.alloc_nodes(kids as usize) } else { 0 };
+        let mut k = 0;
+        for c in 0..64 {
+            if vector >> c & 1 == 0 {
+                continue;
+            }
+            let (s, e) = runs[c];
+            let child = self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]);
+            self.nodes[(base1 + k) as usize] = child;
+            self.defaults[(base1 + k) as usize] = leaf[c];
+            k += 1;
+        }
+        let mut leafvec = 0u64;
+        let mut vals = [0u32; 64];
+        let mut nvals = 0;
+        let mut prev = None;
+        for c in 0..64 {
+            if vector >> c & 1 != 0 {
+                continue;
+            }
+            if prev != Some(leaf[c]) {
+                leafvec |= 1 << c;
+                vals[nvals] = leaf[c];
+                nvals += 1;
+                prev = Some(leaf[c]);
+            }
+        }
+        let base0 = if nvals > 0 {
+            let b = self.leaf_blocks.alloc(&mut self.leaves, nvals, NONE);
+            self.leaves[b as usize..b as usize + nvals].copy_from_slice(&vals[..nvals]);
+            b
+        } else {
+            0
+        };
+        Node { vector, leafvec, base0, base1 }
+    }
+
+    /// Rebuilds direct-index entries `d0..d0 + count`, a region whose prefixes are
+    /// `ps` (RIB order) and whose covering value is `inherited`.
+    fn build_dp(&mut self, d0: usize, count: usize, ps: &[(A, u32, u32)], inherited: u32) {
+        for d in d0..d0 + count {
+            let e = self.dp[d];
+            if e & LEAF == 0 {
+                let n = self.nodes[e as usize];
+                self.free_below(n);
+                self.node_blocks.free(e, 1);
+            }
+            self.dp[d] = LEAF | inherited;
+        }
+        let mut i = 0;
+        while i < ps.len() {
+            let (a, len, v) = ps[i];
+            let d = a.bits(0, S) as usize;
+            if len <= S {
+                self.dp[d..d + (1 << (S - len))].fill(LEAF | v);
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < ps.len() && ps[i].0.bits(0, S) as usize == d {
+                i += 1;
+            }
+            let cover = self.dp[d] & !LEAF;
+            let node = self.build_node(S, &ps[start..i], cover);
+            let idx = self.alloc_nodes(1);
+            self.nodes[idx as usize] = node;
+            self.defaults[idx as usize] = cover;
+            self.dp[d] = idx;
+        }
+    }
+
+    /// Brings the region `p` lies in up to date with the RIB.
+    fn refresh(&mut self, p: Prefix<A>) {
+        let len = p.len();
+        let d = p.addr().bits(0, S) as usize;
+        if len <= S {
+            let cover = if len == 0 { NONE } else { self.rib.covering(p.addr(), len - 1) };
+            let ps: Vec<_> = self.rib.inside(p.addr(), len, p.last()).collect();
+            self.build_dp(d, 1 << (S - len), &ps, cover);
+            return;
+        }
+        let e = self.dp[d];
+        if e & LEAF != 0 {
+            let start = p.addr().mask(S);
+            let ps: Vec<_> = self.rib.inside(start, S + 1, start.last_of(S)).collect();
+            self.build_dp(d, 1, &ps, e & !LEAF);
+            return;
+        }
+        let (mut idx, mut pos) = (e, S);
+        while len > pos + 6 {
+            match self.step(idx, p.addr(), pos) {
+                Step::Node(next) => {
+                    idx = next;
+                    pos += 6;
+                }
+                Step::Value(_) => break,
+            }
+        }
+        let start = p.addr().mask(pos);
+        let ps: Vec<_> = self.rib.inside(start, pos + 1, start.last_of(pos)).collect();
+        let old = self.nodes[idx as usize];
+        self.free_below(old);
+        let node = self.build_node(pos, &ps, self.defaults[idx as usize]);
+        self.nodes[idx as usize] = node;
+    }
+
+    fn rebuild_all(&mut self) {
+        self.nodes.clear();
+        self.defaults.clear();
+        self.leaves.clear();
+        self.node_blocks = Blocks::default();
+        self.leaf_blocks = Blocks::default();
+        self.dp.fill(LEAF | NONE);
+        let ps: Vec<_> = self.rib.inside(A::ZERO, 0, A::ZERO.last_of(0)).collect();
+        self.build_dp(0, self.dp.len(), &ps, NONE);
+    }
+}
+
+impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
+    const NAME: &'static str = "poptrie";
+
+    fn new() -> Self {
+        assert!(S <= 24 && S <= A::BITS, "direct index of {S} bits");
+        Poptrie {
+            dp: vec![LEAF | NONE; 1 << S],
+            nodes: Vec::new(),
+            defaults: Vec::new(),
+            leaves: Vec::new(),
+            node_blocks: Blocks::default(),
+            leaf_blocks: Blocks::default(),
+            rib: Rib::default(),
+        }
+    }
+
+    #[inline]
+    fn lookup(&self, addr: A) -> Option<u32> {
+        some(self.find(addr))
+    }
+
+    fn lookup_batch(&self, addrs: &[A], out: &mut [Option<u32>]) {
+        for (addrs, out) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            // Every lane takes its next step before any takes two, so the loads of
+            // one step are independent and their misses overlap.
+            let mut idx = [0u32; LANES];
+            let mut live = 0u32;
+            for (l, a) in addrs.iter().enumerate() {
+                let e = self.dp[a.bits(0, S) as usize];
+                if e & LEAF != 0 {
+                    out[l] = some(e & !LEAF);
+                } else {
+                    idx[l] = e;
+                    live |= 1 << l;
+                }
+            }
+            let mut pos = S;
+            while live != 0 {
+                let mut lanes = live;
+                while lanes != 0 {
+                    let l = lanes.trailing_zeros() as usize;
+                    lanes &= lanes - 1;
+                    match self.step(idx[l], addrs[l], pos) {
+                        Step::Node(next) => idx[l] = next,
+                        Step::Value(v) => {
+                            out[l] = some(v);
+                            live &= !(1 << l);
+                        }
+                    }
+                }
+                pos += 6;
+            }
+        }
+    }
+
+    fn insert(&mut self, prefix: Prefix<A>, value: u32) -> Result<Option<u32>, LpmError> {
+        check_value(value)?;
+        let old = self.rib.insert(prefix, value);
+        if old != Some(value) {
+            self.refresh(prefix);
+        }
+        Ok(old)
+    }
+
+    fn remove(&mut self, prefix: Prefix<A>) -> Option<u32> {
+        let old = self.rib.remove(prefix)?;
+        self.refresh(prefix);
+        Some(old)
+    }
+
+    fn extend(
+        &mut self,
+        entries: impl IntoIterator<Item = (Prefix<A>, u32)>,
+    ) -> Result<(), LpmError> {
+        let entries: Vec<_> = entries.into_iter().collect();
+        if let Some(&(_, v)) = entries.iter().find(|(_, v)| *v > crate::lpm::MAX_VALUE) {
+            return Err(LpmError::ValueTooLarge(v));
+        }
+        for (p, v) in entries {
+            self.rib.insert(p, v);
+        }
+        self.rebuild_all();
+        Ok(())
+    }
+
+    fn rib(&self) -> &Rib<A> {
+        &self.rib
+    }
+
+    fn memory(&self) -> Memory {
+        Memory {
+            lookup: self.dp.len() * 4
+                + self.nodes.len() * std::mem::size_of::<Node>()
+                + self.leaves.len() * 4,
+            update: self.defaults.len() * 4
+                + self.rib.bytes()
+                + self.node_blocks.bytes()
+                + self.leaf_blocks.bytes(),
+        }
+    }
+}
