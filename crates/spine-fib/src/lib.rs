@@ -6,7 +6,24 @@
 pub mod addr;
 pub mod lpm;
 pub mod prefix;
+pub mod publish;
 
 pub use addr::Address;
 pub use lpm::{Dir24, Lpm, Lpm4, Lpm6, LpmError, Memory, Poptrie, Rib, MAX_VALUE};
 pub use prefix::{IpPrefix, Prefix, Prefix4, Prefix6, PrefixError};
+
+pub mod ecmp;
+pub mod fib;
+pub mod neigh;
+pub mod parse;
+pub mod route;
+mod table;
+
+pub use fib::{FibError, FibOp, FibReader, FibState, FibWriter, Resolved, RouteEntry};
+pub use neigh::{Neigh, NeighTable, NudState};
+pub use route::{table_id, NextHop, Route, RouteSelector, RouteType};
+
+/// True when the route store has no index left that an LPM can hold.
+pub(crate) fn route_index_limit(stored: usize) -> bool {
+    stored > MAX_VALUE as usize
+}

@@ -78,7 +78,9 @@ impl<A: Address> Rib<A> {
         min_len: u32,
         last: A,
     ) -> impl Iterator<Item = (A, u32, u32)> + '_ {
-        self.map.range((start, min_len as u8)..=(last, u8::MAX)).map(|(&(a, l), &v)| (a, l as u32, v))
+        self.map
+            .range((start, min_len as u8)..=(last, u8::MAX))
+            .map(|(&(a, l), &v)| (a, l as u32, v))
     }
 
     /// A rough size of the B-tree: its entries at two-thirds occupancy, plus the edges.

@@ -53,9 +53,7 @@ fn prefix<A: Address>(addr: impl Strategy<Value = A>) -> impl Strategy<Value = P
     (addr, 0..=A::BITS).prop_map(|(a, l)| Prefix::truncating(a, l).unwrap())
 }
 
-fn ops<A: Address>(
-    addr: impl Strategy<Value = A> + Clone,
-) -> impl Strategy<Value = Vec<Op<A>>> {
+fn ops<A: Address>(addr: impl Strategy<Value = A> + Clone) -> impl Strategy<Value = Vec<Op<A>>> {
     let op = prop_oneof![
         3 => (prefix(addr.clone()), 0..1000u32).prop_map(|(p, v)| Op::Insert(p, v)),
         1 => prefix(addr).prop_map(Op::Remove),
@@ -134,7 +132,10 @@ fn default_route_and_host_routes() {
     assert_eq!(t.lookup(0x0b00_0000), Some(1));
     assert_eq!(t.remove(p("0.0.0.0/0")), Some(1));
     assert_eq!(t.lookup(0x0b00_0000), None);
-    assert_eq!(t.insert(p("1.0.0.0/8"), MAX_VALUE + 1), Err(LpmError::ValueTooLarge(MAX_VALUE + 1)));
+    assert_eq!(
+        t.insert(p("1.0.0.0/8"), MAX_VALUE + 1),
+        Err(LpmError::ValueTooLarge(MAX_VALUE + 1))
+    );
     assert_eq!(t.get(p("10.0.0.0/8")), Some(2));
     let mut s = Lpm6::new();
     let q = |s: &str| s.parse::<Prefix<u128>>().unwrap();

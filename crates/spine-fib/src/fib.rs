@@ -1,0 +1,362 @@
+//! [`FibState`]: every routing table, the routes, and the neighbour table, as one
+//! value that [`FibWriter`] changes by [`FibOp`]s and publishes to lock-free
+//! [`FibReader`]s (see [`crate::publish`]): a batch of operations (a burst of netlink
+//! events, one BGP update) becomes visible at once.
+
+use std::net::IpAddr;
+
+use crate::ecmp;
+use crate::lpm::{Lpm, LpmError};
+use crate::neigh::{Neigh, NeighTable};
+use crate::prefix::IpPrefix;
+use crate::publish::{Absorb, Reader, Writer};
+use crate::route::{table_id, NextHop, Route, RouteSelector, RouteType};
+use crate::table::Table;
+use crate::Address;
+
+/// Why a route operation was refused (with the kernel's errno where one applies).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FibError {
+    #[error("a route for {prefix} with metric {metric} exists in table {table}")]
+    Exists { table: u32, prefix: IpPrefix, metric: u32 },
+    #[error("no such route for {prefix} in table {table}")]
+    NotFound { table: u32, prefix: IpPrefix },
+    #[error("{kind} route for {prefix}: {reason}")]
+    Invalid { kind: RouteType, prefix: IpPrefix, reason: &'static str },
+    #[error("table id 0 (unspec) holds no routes")]
+    TableUnspec,
+    #[error(transparent)]
+    Lpm(#[from] LpmError),
+}
+
+impl FibError {
+    /// The errno the kernel answers a netlink request with in this case.
+    pub fn errno(&self) -> i32 {
+        match self {
+            FibError::Exists { .. } => 17,  // EEXIST
+            FibError::NotFound { .. } => 3, // ESRCH
+            FibError::Invalid { .. } | FibError::TableUnspec => 22,
+            FibError::Lpm(_) => 28, // ENOSPC
+        }
+    }
+}
+
+/// A route as readers see it: its next hops carry their ECMP upper bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteEntry {
+    pub table: u32,
+    pub prefix: IpPrefix,
+    pub kind: RouteType,
+    pub metric: u32,
+    pub mtu: u32,
+    pub nexthops: Vec<NextHop>,
+    bounds: Vec<i32>,
+}
+
+impl RouteEntry {
+    /// The next hop for a flow of multipath hash `hash` (the kernel's 31-bit
+    /// `fib_multipath_hash`); `None` for types without next hops.
+    #[inline]
+    pub fn select(&self, hash: u32) -> Option<&NextHop> {
+        match self.nexthops.len() {
+            0 => None,
+            1 => self.nexthops.first(),
+            _ => self.nexthops.get(ecmp::select(self.bounds.iter().copied(), hash)),
+        }
+    }
+}
+
+/// What a lookup found: the route and, for types that forward, its chosen next hop.
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'a> {
+    pub route: &'a RouteEntry,
+    pub nexthop: Option<&'a NextHop>,
+}
+
+/// A change to the FIB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FibOp {
+    /// `ip route add`: fails if the table has a route for the prefix with this metric.
+    Add(Route),
+    /// `ip route replace`: replaces the route with the same (table, prefix, metric),
+    /// or adds it.
+    Replace(Route),
+    /// `ip route del`.
+    Delete(RouteSelector),
+    /// Removes every route of a table.
+    FlushTable(u32),
+    /// Adds or replaces a neighbour entry.
+    SetNeigh {
+        ifindex: u32,
+        ip: IpAddr,
+        neigh: Neigh,
+    },
+    DelNeigh {
+        ifindex: u32,
+        ip: IpAddr,
+    },
+}
+
+/// Every table, route and neighbour; readers hold one of these for a burst.
+#[derive(Debug, Clone, Default)]
+pub struct FibState {
+    tables: Vec<Table>,
+    routes: Vec<Option<RouteEntry>>,
+    free: Vec<u32>,
+    neigh: NeighTable,
+}
+
+fn validate(r: &Route) -> Result<(), FibError> {
+    let bad = |reason| Err(FibError::Invalid { kind: r.kind, prefix: r.prefix, reason });
+    if r.table == table_id::UNSPEC {
+        return Err(FibError::TableUnspec);
+    }
+    if r.kind.takes_nexthop() {
+        if r.nexthops.is_empty() {
+            return bad("needs a next hop (a device, and a gateway unless directly connected)");
+        }
+        if r.nexthops.iter().any(|n| n.weight == 0 || n.weight > 256) {
+            return bad("next-hop weights are 1..=256");
+        }
+    } else if !r.nexthops.is_empty() {
+        return bad("gateway, device and multipath can not be specified for this route type");
+    }
+    Ok(())
+}
+
+impl FibState {
+    fn table(&self, id: u32) -> Option<&Table> {
+        self.tables.iter().find(|t| t.id == id)
+    }
+
+    fn table_mut(&mut self, id: u32) -> &mut Table {
+        match self.tables.iter().position(|t| t.id == id) {
+            Some(i) => &mut self.tables[i],
+            None => {
+                self.tables.push(Table::new(id));
+                self.tables.last_mut().expect("just pushed")
+            }
+        }
+    }
+
+    fn store(&mut self, r: &Route) -> u32 {
+        let e = RouteEntry {
+            table: r.table,
+            prefix: r.prefix,
+            kind: r.kind,
+            metric: r.metric,
+            mtu: r.mtu,
+            nexthops: r.nexthops.clone(),
+            bounds: ecmp::upper_bounds(r.nexthops.iter().map(|n| n.weight)),
+        };
+        match self.free.pop() {
+            Some(i) => {
+                self.routes[i as usize] = Some(e);
+                i
+            }
+            None => {
+                self.routes.push(Some(e));
+                (self.routes.len() - 1) as u32
+            }
+        }
+    }
+
+    fn drop_route(&mut self, idx: u32) {
+        self.routes[idx as usize] = None;
+        self.free.push(idx);
+    }
+
+    /// Index of the route with this metric for `p` in table `t`.
+    fn find(&self, t: u32, p: IpPrefix, metric: u32) -> Option<u32> {
+        let list = self.table(t)?.routes.get(&p)?;
+        list.iter().find(|&&(m, _)| m == metric).map(|&(_, i)| i)
+    }
+
+    fn add(&mut self, r: &Route, replace: bool) -> Result<(), FibError> {
+        validate(r)?;
+        if crate::route_index_limit(self.routes.len()) {
+            return Err(FibError::Lpm(LpmError::ValueTooLarge(self.routes.len() as u32)));
+        }
+        let old = self.find(r.table, r.prefix, r.metric);
+        if old.is_some() && !replace {
+            return Err(FibError::Exists { table: r.table, prefix: r.prefix, metric: r.metric });
+        }
+        let idx = self.store(r);
+        let t = self.table_mut(r.table);
+        if let Some(o) = old {
+            t.unlink(r.prefix, o);
+        }
+        t.add(r.prefix, r.metric, idx);
+        t.sync(r.prefix)?;
+        if let Some(o) = old {
+            self.drop_route(o);
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, s: &RouteSelector) -> Result<(), FibError> {
+        let not_found = FibError::NotFound { table: s.table, prefix: s.prefix };
+        let Some(t) = self.table(s.table) else { return Err(not_found) };
+        let Some(list) = t.routes.get(&s.prefix) else { return Err(not_found) };
+        let hit = list.iter().find(|&&(m, i)| {
+            let e = self.routes[i as usize].as_ref().expect("listed routes are stored");
+            s.metric.is_none_or(|x| x == m) && s.kind.is_none_or(|k| k == e.kind)
+        });
+        let Some(&(_, idx)) = hit else { return Err(not_found) };
+        let t = self.table_mut(s.table);
+        t.unlink(s.prefix, idx);
+        t.sync(s.prefix)?;
+        self.drop_route(idx);
+        Ok(())
+    }
+
+    fn flush(&mut self, id: u32) {
+        let Some(pos) = self.tables.iter().position(|t| t.id == id) else { return };
+        let t = self.tables.remove(pos);
+        for list in t.routes.values() {
+            for &(_, idx) in list {
+                self.drop_route(idx);
+            }
+        }
+    }
+
+    /// The route behind an LPM value.
+    #[inline]
+    pub fn route(&self, idx: u32) -> Option<&RouteEntry> {
+        self.routes.get(idx as usize)?.as_ref()
+    }
+
+    /// Longest-prefix match of `dst` in table `table`, the next hop chosen by `hash`.
+    #[inline]
+    pub fn lookup(&self, table: u32, dst: IpAddr, hash: u32) -> Option<Resolved<'_>> {
+        let t = self.table(table)?;
+        let idx = match dst {
+            IpAddr::V4(a) => t.v4.lookup(u32::from_std(a)),
+            IpAddr::V6(a) => t.v6.lookup(u128::from_std(a)),
+        }?;
+        let route = self.route(idx)?;
+        Some(Resolved { route, nexthop: route.select(hash) })
+    }
+
+    /// Route indices ([`FibState::route`]) for a burst of IPv4 destinations, looked up
+    /// interleaved; `None` where no route matches or the table does not exist.
+    pub fn lookup_v4_batch(&self, table: u32, dsts: &[u32], out: &mut [Option<u32>]) {
+        match self.table(table) {
+            Some(t) => t.v4.lookup_batch(dsts, out),
+            None => out.fill(None),
+        }
+    }
+
+    /// The lookup the kernel's default rules make (`ip rule`: local, main, default):
+    /// the first table with a match, skipping a `throw` route to the next table.
+    pub fn lookup_default_rules(&self, dst: IpAddr, hash: u32) -> Option<Resolved<'_>> {
+        [table_id::LOCAL, table_id::MAIN, table_id::DEFAULT]
+            .into_iter()
+            .filter_map(|t| self.lookup(t, dst, hash))
+            .find(|r| r.route.kind != RouteType::Throw)
+    }
+
+    /// The neighbour entry for `ip` on `ifindex`.
+    #[inline]
+    pub fn neigh(&self, ifindex: u32, ip: IpAddr) -> Option<&Neigh> {
+        self.neigh.get(ifindex, ip)
+    }
+
+    /// All routes of a table, by prefix and metric (control plane).
+    pub fn routes(&self, table: u32) -> Vec<&RouteEntry> {
+        let Some(t) = self.table(table) else { return Vec::new() };
+        let mut v: Vec<_> =
+            t.routes.values().flatten().filter_map(|&(_, i)| self.route(i)).collect();
+        v.sort_by_key(|e| (e.prefix, e.metric));
+        v
+    }
+
+    /// Table ids that hold routes.
+    pub fn table_ids(&self) -> Vec<u32> {
+        self.tables.iter().filter(|t| !t.routes.is_empty()).map(|t| t.id).collect()
+    }
+
+    /// Bytes of the LPM lookup structures, all tables.
+    pub fn lpm_memory(&self) -> crate::Memory {
+        self.tables.iter().fold(crate::Memory::default(), |m, t| {
+            let (a, b) = (t.v4.memory(), t.v6.memory());
+            crate::Memory {
+                lookup: m.lookup + a.lookup + b.lookup,
+                update: m.update + a.update + b.update,
+            }
+        })
+    }
+}
+
+impl Absorb<FibOp> for FibState {
+    type Error = FibError;
+
+    fn absorb(&mut self, op: &FibOp) -> Result<(), FibError> {
+        match op {
+            FibOp::Add(r) => self.add(r, false),
+            FibOp::Replace(r) => self.add(r, true),
+            FibOp::Delete(s) => self.delete(s),
+            FibOp::FlushTable(t) => {
+                self.flush(*t);
+                Ok(())
+            }
+            FibOp::SetNeigh { ifindex, ip, neigh } => {
+                self.neigh.set(*ifindex, *ip, *neigh);
+                Ok(())
+            }
+            FibOp::DelNeigh { ifindex, ip } => {
+                self.neigh.remove(*ifindex, *ip);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The read side of the FIB: `Clone + Send + Sync`; [`FibReader::load`] gives a
+/// consistent [`FibState`] for a burst of lookups.
+pub type FibReader = Reader<FibState>;
+
+/// The write side of the FIB, owned by one control thread.
+#[derive(Debug)]
+pub struct FibWriter {
+    w: Writer<FibState, FibOp>,
+}
+
+impl FibWriter {
+    /// An empty FIB and its first reader.
+    pub fn new() -> (FibWriter, FibReader) {
+        let (w, r) = Writer::new(FibState::default());
+        (FibWriter { w }, r)
+    }
+
+    pub fn reader(&self) -> FibReader {
+        self.w.reader()
+    }
+
+    /// Applies one change; readers see it after [`FibWriter::publish`].
+    pub fn apply(&mut self, op: FibOp) -> Result<(), FibError> {
+        self.w.apply(op)
+    }
+
+    pub fn add(&mut self, r: Route) -> Result<(), FibError> {
+        self.apply(FibOp::Add(r))
+    }
+
+    pub fn replace(&mut self, r: Route) -> Result<(), FibError> {
+        self.apply(FibOp::Replace(r))
+    }
+
+    pub fn delete(&mut self, s: RouteSelector) -> Result<(), FibError> {
+        self.apply(FibOp::Delete(s))
+    }
+
+    /// Makes every change since the last publish visible to readers at once.
+    pub fn publish(&mut self) -> bool {
+        self.w.publish()
+    }
+
+    /// The state with every applied change, published or not.
+    pub fn view(&mut self) -> &FibState {
+        self.w.view()
+    }
+}

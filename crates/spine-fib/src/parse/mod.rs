@@ -1,0 +1,52 @@
+//! Sans-IO parsers for route files, one entry a line: the caller hands in text (read
+//! and decompressed however it likes) and gets typed entries or an error naming the
+//! line. Formats:
+//!
+//! - [`routes`]: `ip route`-like lines, documented there;
+//! - [`pyasn`]: `prefix<TAB>asn`, `;` comments (pyasn's `ipasn` files);
+//! - [`ris`]: a mutation trace, `A prefix` (announce) or `W prefix` (withdraw);
+//! - [`bgpdump`]: `bgpdump -m` lines (`TABLE_DUMP2|…|B|…` and `BGP4MP|…|A|…`/`W`).
+//!
+//! Blank lines are skipped everywhere; line numbers count from 1.
+
+pub mod bgpdump;
+pub mod pyasn;
+pub mod ris;
+pub mod routes;
+
+use crate::prefix::PrefixError;
+
+/// A line that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {kind}")]
+pub struct ParseError {
+    pub line: usize,
+    pub kind: ParseErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseErrorKind {
+    #[error(transparent)]
+    Prefix(#[from] PrefixError),
+    #[error("`{0}` is not an IP address")]
+    Address(String),
+    #[error("`{keyword}` needs a value")]
+    MissingValue { keyword: &'static str },
+    #[error("{what} `{text}` is not a number in range")]
+    Number { what: &'static str, text: String },
+    #[error("unexpected `{0}`")]
+    Unexpected(String),
+    #[error("a next hop needs `dev` (and `via` unless directly connected)")]
+    NoDevice,
+    #[error("expected {expected}, found `{found}`")]
+    Format { expected: &'static str, found: String },
+}
+
+/// Non-empty lines with their 1-based numbers.
+pub(crate) fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())).filter(|(_, l)| !l.is_empty())
+}
+
+pub(crate) fn err(line: usize, kind: impl Into<ParseErrorKind>) -> ParseError {
+    ParseError { line, kind: kind.into() }
+}
