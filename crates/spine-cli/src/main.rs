@@ -13,6 +13,10 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+/// Heap bytes are counted so `spine bench lpm` can size structures that cannot.
+#[global_allocator]
+static ALLOC: bench::alloc_count::Counting = bench::alloc_count::Counting;
+
 #[derive(Parser)]
 #[command(
     name = "spine",
@@ -99,6 +103,9 @@ enum BenchCmd {
     /// testpmd, driven by the same trafgen load: packets per second and CPU seconds per
     /// million packets (root; namespaces it creates and removes).
     Veth(bench::veth::VethArgs),
+    /// Longest-prefix match on the real BGP tables: spine-fib (Poptrie, DIR-24-8), the
+    /// prefix-trie crate and the LPM trie map, lookups/s, memory, updates/s (trace).
+    Lpm(bench::lpm::LpmArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -117,6 +124,9 @@ fn main() -> std::process::ExitCode {
         Cmd::Bench { cmd: BenchCmd::Forward { seconds, only, json, out } } => {
             bench::forward::main(seconds.max(0.1), only.as_deref(), json, out.as_deref())
                 .map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Bench { cmd: BenchCmd::Lpm(args) } => {
+            bench::lpm::main(&args).map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Bench { cmd: BenchCmd::Veth(args) } => {
             bench::veth::main(&args).map(|()| std::process::ExitCode::SUCCESS)

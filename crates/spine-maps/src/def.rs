@@ -69,11 +69,14 @@ pub struct MapOptions {
     pub seed: u64,
     /// Most bytes one map may preallocate.
     pub max_bytes: u64,
+    /// Give IPv4 and IPv6 LPM tries (4- and 16-byte data) a Poptrie index for
+    /// full-length lookups (`spine-fib`); off, every lookup walks the kernel's trie.
+    pub lpm_index: bool,
 }
 
 impl Default for MapOptions {
     fn default() -> Self {
-        MapOptions { ncpus: 1, seed: 0, max_bytes: 1 << 30 }
+        MapOptions { ncpus: 1, seed: 0, max_bytes: 1 << 30, lpm_index: true }
     }
 }
 

@@ -39,6 +39,7 @@ mod freelist;
 mod hash;
 mod jhash;
 mod lpm;
+mod lpm_index;
 mod lru;
 mod map;
 mod outer;

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use spine_abi::update_flags::{EXIST, NOEXIST};
 
 use crate::def::{round8, MapDef};
+use crate::lpm_index::{self, IndexReader, IndexWriter};
 use crate::storage::{zeroed_slice, Arena};
 use crate::MapError;
 
@@ -55,6 +56,11 @@ struct Writer {
     /// Nodes never used yet are `bump..pool`.
     bump: u32,
     n_entries: u32,
+    /// The lookup index, kept in step with every change.
+    index: Option<IndexWriter>,
+    /// Nodes unlinked by the current operation, freed once the index no longer
+    /// names them (capacity reserved: at most two per operation).
+    retired: Vec<u32>,
 }
 
 /// Where a link lives: the root, or child `bit` of a node.
@@ -83,6 +89,7 @@ pub(crate) struct LpmTrie {
     data: Box<[AtomicU64]>,
     values: Arena,
     writer: Mutex<Writer>,
+    index: Option<IndexReader>,
 }
 
 /// The prefix length and data of a key of the right size.
@@ -109,7 +116,9 @@ impl LpmTrie {
         Some(pool * per_node)
     }
 
-    pub(crate) fn new(def: &MapDef) -> Result<LpmTrie, MapError> {
+    /// A trie as the kernel's; `index` adds the Poptrie index for 4- and 16-byte
+    /// data (see `lpm_index`).
+    pub(crate) fn new(def: &MapDef, index: bool) -> Result<LpmTrie, MapError> {
         let too_large = || MapError::TooLarge { map: def.name.clone(), bytes: u64::MAX, limit: 0 };
         let pool = Self::pool_size(def).ok_or_else(too_large)?;
         let data_size = def.key_size as usize - 4;
@@ -122,6 +131,10 @@ impl LpmTrie {
         })?;
         let mut free = Vec::new();
         free.try_reserve_exact(n).map_err(|_| oom())?;
+        let (index_w, index_r) = match index.then(|| lpm_index::new(data_size, pool)).flatten() {
+            Some((w, r)) => (Some(w), Some(r)),
+            None => (None, None),
+        };
         Ok(LpmTrie {
             name: def.name.clone(),
             data_size,
@@ -138,7 +151,14 @@ impl LpmTrie {
             gens: zeroed_slice(n).ok_or_else(oom)?,
             data: zeroed_slice(n * data_words).ok_or_else(oom)?,
             values,
-            writer: Mutex::new(Writer { free, bump: 0, n_entries: 0 }),
+            writer: Mutex::new(Writer {
+                free,
+                bump: 0,
+                n_entries: 0,
+                index: index_w,
+                retired: Vec::with_capacity(4),
+            }),
+            index: index_r,
         })
     }
 
@@ -236,13 +256,27 @@ impl LpmTrie {
         }
     }
 
+    /// The node a lookup returns: from the index for a full-length key, else by
+    /// walking the trie.
+    #[inline]
+    fn find_indexed(&self, key: &[u8]) -> Option<u32> {
+        if let Some(ix) = &self.index {
+            let (plen, data) = split_key(key);
+            if plen == self.max_prefixlen {
+                return ix.lookup(data);
+            }
+        }
+        self.find(key)
+    }
+
     pub(crate) fn lookup(&self, key: &[u8]) -> Option<NonNull<u8>> {
-        let idx = self.find(key)?;
+        let idx = self.find_indexed(key)?;
         Some(self.values.ptr_at(idx as usize * self.stride))
     }
 
     pub(crate) fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
-        let idx = self.find(key).ok_or_else(|| MapError::NotFound { map: self.name.clone() })?;
+        let idx =
+            self.find_indexed(key).ok_or_else(|| MapError::NotFound { map: self.name.clone() })?;
         self.values.read(idx as usize * self.stride, &mut out[..self.value_size]);
         Ok(())
     }
@@ -259,10 +293,26 @@ impl LpmTrie {
 
     /// Frees `idx`: readers holding a link to it will see the generation change. The
     /// fence orders the bump before whatever the next owner writes into the node.
-    fn release(&self, w: &mut Writer, idx: u32) {
+    fn free_node(&self, w: &mut Writer, idx: u32) {
         self.gens[idx as usize].fetch_add(1, Relaxed);
         fence(Release);
         w.free.push(idx);
+    }
+
+    /// Unlinks `idx` for freeing by [`LpmTrie::settle`].
+    fn release(&self, w: &mut Writer, idx: u32) {
+        w.retired.push(idx);
+    }
+
+    /// Ends a successful change of `plen`/`data` (now at node `node`, or gone): the
+    /// index follows it, then unlinked nodes are freed.
+    fn settle(&self, w: &mut Writer, plen: u32, data: &[u8], node: Option<u32>) {
+        if let Some(ix) = &mut w.index {
+            ix.set(plen, data, node);
+        }
+        while let Some(idx) = w.retired.pop() {
+            self.free_node(w, idx);
+        }
     }
 
     fn link_to(&self, idx: u32) -> Link {
@@ -324,8 +374,13 @@ impl LpmTrie {
         self.init_node(new, plen, 0, &NodeData::Key(data));
         self.values.write(new as usize * self.stride, value);
         let res = self.attach(&mut w, new, plen, data, flags);
-        if res.is_err() {
-            self.release(&mut w, new);
+        match res {
+            Ok(()) => self.settle(&mut w, plen, data, Some(new)),
+            Err(_) => {
+                // Never linked: nothing can reach it.
+                w.retired.clear();
+                self.free_node(&mut w, new);
+            }
         }
         res
     }
@@ -405,6 +460,14 @@ impl LpmTrie {
             return Err(MapError::PrefixLen { map: self.name.clone(), prefixlen: plen, max });
         }
         let mut w = self.lock();
+        let res = self.unlink(&mut w, plen, data);
+        if res.is_ok() {
+            self.settle(&mut w, plen, data, None);
+        }
+        res
+    }
+
+    fn unlink(&self, w: &mut Writer, plen: u32, data: &[u8]) -> Result<(), MapError> {
         let (mut trim, mut trim2) = (Slot::Root, Slot::Root);
         let mut parent = None;
         let mut matchlen = 0;
@@ -445,14 +508,14 @@ impl LpmTrie {
                 let other = if first == Some(node) { 1 } else { 0 };
                 let promoted = self.slot(Slot::Child(p, other)).load(Relaxed);
                 self.slot(trim2).store(promoted, Release);
-                self.release(&mut w, p);
-                self.release(&mut w, node);
+                self.release(w, p);
+                self.release(w, node);
                 return Ok(());
             }
         }
         let moved = if kids[0] != NONE { kids[0] } else { kids[1] };
         self.slot(trim).store(moved, Release);
-        self.release(&mut w, node);
+        self.release(w, node);
         Ok(())
     }
 
@@ -564,7 +627,7 @@ mod tests {
     /// reused node (now another prefix's entry) as the match.
     #[test]
     fn reader_restarts_when_its_node_is_reused() {
-        let t = LpmTrie::new(&MapDef::new("l", LPM_TRIE, 8, 4, 8, NO_PREALLOC)).unwrap();
+        let t = LpmTrie::new(&MapDef::new("l", LPM_TRIE, 8, 4, 8, NO_PREALLOC), true).unwrap();
         t.update(&v4(8, [10, 0, 0, 0]), &[8; 4], 0).unwrap();
         t.update(&v4(24, [10, 1, 1, 0]), &[24; 4], 0).unwrap();
         let slash8 = t.find(&v4(8, [10, 0, 0, 0])).unwrap();

@@ -141,7 +141,8 @@ impl MapTable {
                 return Ok((RtMap::Data(shared), false));
             }
         }
-        let opts = MapOptions { ncpus, seed, max_bytes: domain.map_bytes_left() };
+        let opts =
+            MapOptions { ncpus, seed, max_bytes: domain.map_bytes_left(), ..MapOptions::default() };
         // A map-in-map is created from its inner template, as libbpf creates one from
         // the `__array(values, struct inner)` definition (an outer map without one is
         // `NoInnerTemplate`).

@@ -2,8 +2,10 @@
 //! reported as ratios. Figures go to stdout (and JSON/SVG with `--out`); nothing here is
 //! a pass/fail test.
 
+pub mod alloc_count;
 pub mod exec;
 pub mod forward;
+pub mod lpm;
 mod svg;
 pub mod veth;
 
