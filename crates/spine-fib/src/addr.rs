@@ -29,6 +29,9 @@ pub trait Address: Copy + Ord + Eq + Hash + Debug + Send + Sync + 'static {
     /// `self + (k << (BITS - pos - n))`-style stepping: the address whose `n` bits at
     /// `pos` are `k`, the bits before `pos` taken from `self` and the bits after zero.
     fn with_bits(self, pos: u32, n: u32, k: u32) -> Self;
+    /// `self` with its bits past `len` taken from `host` (an address inside the
+    /// prefix `self/len`).
+    fn with_host(self, len: u32, host: Self) -> Self;
     /// Low 64 bits mixed with the high ones, for hashing into a few buckets.
     fn fold(self) -> u64;
     fn to_std(self) -> Self::Std;
@@ -59,6 +62,9 @@ impl Address for u32 {
     fn with_bits(self, pos: u32, n: u32, k: u32) -> u32 {
         let wide = ((self as u64) << 32).mask_u64(pos) | ((k as u64) << (64 - pos - n));
         (wide >> 32) as u32
+    }
+    fn with_host(self, len: u32, host: u32) -> u32 {
+        self.mask(len) | (host & !u32::MAX.checked_shl(32 - len).unwrap_or(0))
     }
     fn fold(self) -> u64 {
         self as u64
@@ -99,6 +105,9 @@ impl Address for u128 {
         let over = (pos + n).saturating_sub(128);
         let kept = self.mask(pos);
         kept | (((k >> over) as u128) << (128 - pos - (n - over)))
+    }
+    fn with_host(self, len: u32, host: u128) -> u128 {
+        self.mask(len) | (host & !u128::MAX.checked_shl(128 - len).unwrap_or(0))
     }
     fn fold(self) -> u64 {
         (self as u64) ^ ((self >> 64) as u64).rotate_left(29)
@@ -145,5 +154,9 @@ mod tests {
         assert_eq!(0u32.last_of(0), u32::MAX);
         assert_eq!(0x0a00_0000u32.last_of(8), 0x0aff_ffff);
         assert_eq!(u128::MAX.mask(0), 0);
+        assert_eq!(0x0a00_0000u32.with_host(8, 0xffff_ff01), 0x0aff_ff01);
+        assert_eq!(0x0a00_0000u32.with_host(32, 7), 0x0a00_0000);
+        assert_eq!(0u32.with_host(0, 7), 7);
+        assert_eq!((1u128 << 127).with_host(1, u128::MAX), u128::MAX);
     }
 }

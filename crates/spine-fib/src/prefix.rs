@@ -143,6 +143,29 @@ impl std::str::FromStr for IpPrefix {
     }
 }
 
+impl TryFrom<IpPrefix> for Prefix4 {
+    type Error = IpPrefix;
+
+    /// The IPv4 prefix, or the IPv6 one back.
+    fn try_from(p: IpPrefix) -> Result<Prefix4, IpPrefix> {
+        match p {
+            IpPrefix::V4(p) => Ok(p),
+            other => Err(other),
+        }
+    }
+}
+
+impl TryFrom<IpPrefix> for Prefix6 {
+    type Error = IpPrefix;
+
+    fn try_from(p: IpPrefix) -> Result<Prefix6, IpPrefix> {
+        match p {
+            IpPrefix::V6(p) => Ok(p),
+            other => Err(other),
+        }
+    }
+}
+
 impl From<Prefix4> for IpPrefix {
     fn from(p: Prefix4) -> Self {
         IpPrefix::V4(p)

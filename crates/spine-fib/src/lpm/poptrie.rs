@@ -56,6 +56,7 @@ pub struct Poptrie<A: Address, const S: u32> {
 }
 
 /// What one step of a lookup found.
+#[derive(Clone, Copy)]
 enum Step {
     Node(u32),
     Value(u32),
@@ -73,13 +74,10 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         }
     }
 
+    /// The walk below a direct-index entry that names node `idx`.
     #[inline(always)]
-    fn find(&self, addr: A) -> u32 {
-        let e = self.dp[addr.bits(0, S) as usize];
-        if e & LEAF != 0 {
-            return e & !LEAF;
-        }
-        let (mut idx, mut pos) = (e, S);
+    fn walk(&self, mut idx: u32, addr: A) -> u32 {
+        let mut pos = S;
         loop {
             match self.step(idx, addr, pos) {
                 Step::Node(next) => {
@@ -89,6 +87,63 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
                 Step::Value(v) => return v,
             }
         }
+    }
+
+    #[inline(always)]
+    fn find_generic(&self, addr: A) -> u32 {
+        let e = self.dp[addr.bits(0, S) as usize];
+        if e & LEAF != 0 {
+            return e & !LEAF;
+        }
+        self.walk(e, addr)
+    }
+
+    /// Lookups of a burst: every direct-index load first, then every first node, so
+    /// that their cache misses overlap; then the rest of each walk.
+    #[inline(always)]
+    fn burst_generic(&self, addrs: &[A], out: &mut [Option<u32>]) {
+        for (addrs, out) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            let mut e = [LEAF | NONE; LANES];
+            for (l, a) in addrs.iter().enumerate() {
+                e[l] = self.dp[a.bits(0, S) as usize];
+            }
+            let mut next = [Step::Value(NONE); LANES];
+            for (l, a) in addrs.iter().enumerate() {
+                next[l] = if e[l] & LEAF != 0 {
+                    Step::Value(e[l] & !LEAF)
+                } else {
+                    self.step(e[l], *a, S)
+                };
+            }
+            for (l, a) in addrs.iter().enumerate() {
+                out[l] = some(match next[l] {
+                    Step::Value(v) => v,
+                    Step::Node(idx) => self.walk_from(idx, *a, S + 6),
+                });
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn walk_from(&self, mut idx: u32, addr: A, mut pos: u32) -> u32 {
+        loop {
+            match self.step(idx, addr, pos) {
+                Step::Node(next) => {
+                    idx = next;
+                    pos += 6;
+                }
+                Step::Value(v) => return v,
+            }
+        }
+    }
+
+    #[inline]
+    fn find(&self, addr: A) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        if popcnt::available() {
+            return popcnt::find(self, addr);
+        }
+        self.find_generic(addr)
     }
 
     /// Frees the blocks below node `n` (not `n`'s own slot).
@@ -275,37 +330,11 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
     }
 
     fn lookup_batch(&self, addrs: &[A], out: &mut [Option<u32>]) {
-        for (addrs, out) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
-            // Every lane takes its next step before any takes two, so the loads of
-            // one step are independent and their misses overlap.
-            let mut idx = [0u32; LANES];
-            let mut live = 0u32;
-            for (l, a) in addrs.iter().enumerate() {
-                let e = self.dp[a.bits(0, S) as usize];
-                if e & LEAF != 0 {
-                    out[l] = some(e & !LEAF);
-                } else {
-                    idx[l] = e;
-                    live |= 1 << l;
-                }
-            }
-            let mut pos = S;
-            while live != 0 {
-                let mut lanes = live;
-                while lanes != 0 {
-                    let l = lanes.trailing_zeros() as usize;
-                    lanes &= lanes - 1;
-                    match self.step(idx[l], addrs[l], pos) {
-                        Step::Node(next) => idx[l] = next,
-                        Step::Value(v) => {
-                            out[l] = some(v);
-                            live &= !(1 << l);
-                        }
-                    }
-                }
-                pos += 6;
-            }
+        #[cfg(target_arch = "x86_64")]
+        if popcnt::available() {
+            return popcnt::burst(self, addrs, out);
         }
+        self.burst_generic(addrs, out)
     }
 
     fn insert(&mut self, prefix: Prefix<A>, value: u32) -> Result<Option<u32>, LpmError> {
@@ -352,5 +381,47 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
                 + self.node_blocks.bytes()
                 + self.leaf_blocks.bytes(),
         }
+    }
+}
+
+/// The lookups compiled for CPUs with `popcnt` (every x86-64 since 2008, but not the
+/// baseline target), chosen at run time: Poptrie's two popcounts per node otherwise
+/// become a dozen instructions each.
+#[cfg(target_arch = "x86_64")]
+#[expect(unsafe_code, reason = "calling functions compiled for a detected CPU feature")]
+mod popcnt {
+    use super::*;
+
+    #[inline(always)]
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("popcnt")
+    }
+
+    pub(super) fn find<A: Address, const S: u32>(t: &Poptrie<A, S>, addr: A) -> u32 {
+        // SAFETY: callers checked `available()`: the CPU has `popcnt`.
+        unsafe { find_popcnt(t, addr) }
+    }
+
+    pub(super) fn burst<A: Address, const S: u32>(
+        t: &Poptrie<A, S>,
+        addrs: &[A],
+        out: &mut [Option<u32>],
+    ) {
+        // SAFETY: callers checked `available()`: the CPU has `popcnt`.
+        unsafe { burst_popcnt(t, addrs, out) }
+    }
+
+    #[target_feature(enable = "popcnt")]
+    fn find_popcnt<A: Address, const S: u32>(t: &Poptrie<A, S>, addr: A) -> u32 {
+        t.find_generic(addr)
+    }
+
+    #[target_feature(enable = "popcnt")]
+    fn burst_popcnt<A: Address, const S: u32>(
+        t: &Poptrie<A, S>,
+        addrs: &[A],
+        out: &mut [Option<u32>],
+    ) {
+        t.burst_generic(addrs, out)
     }
 }
