@@ -189,42 +189,15 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
             vector |= 1 << c;
             runs[c] = (start as u32, i as u32);
         }
-        let kids = vector.count_ones();
-        let base1 = if kids > 0 { self.alloc_nodes(kids as usize) } else { 0 };
-        let mut k = 0;
-        for c in 0..64 {
-            if vector >> c & 1 == 0 {
-                continue;
-            }
-            let (s, e) = runs[c];
-            let child = self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]);
-            self.nodes[(base1 + k) as usize] = child;
-            self.defaults[(base1 + k) as usize] = leaf[c];
-            k += 1;
-        }
-        let mut leafvec = 0u64;
-        let mut vals = [0u32; 64];
-        let mut nvals = 0;
-        let mut prev = None;
+        let mut kids = [None::<(Node, u32)>; 64];
         for c in 0..64 {
             if vector >> c & 1 != 0 {
-                continue;
-            }
-            if prev != Some(leaf[c]) {
-                leafvec |= 1 << c;
-                vals[nvals] = leaf[c];
-                nvals += 1;
-                prev = Some(leaf[c]);
+                let (s, e) = runs[c];
+                kids[c] =
+                    Some((self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]), leaf[c]));
             }
         }
-        let base0 = if nvals > 0 {
-            let b = self.leaf_blocks.alloc(&mut self.leaves, nvals, NONE);
-            self.leaves[b as usize..b as usize + nvals].copy_from_slice(&vals[..nvals]);
-            b
-        } else {
-            0
-        };
-        Node { vector, leafvec, base0, base1 }
+        self.assemble(&leaf, &kids)
     }
 
     /// Rebuilds direct-index entries `d0..d0 + count`, a region whose prefixes are
@@ -288,12 +261,92 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
                 Step::Value(_) => break,
             }
         }
-        let start = p.addr().mask(pos);
-        let ps: Vec<_> = self.rib.inside(start, pos + 1, start.last_of(pos)).collect();
+        self.rebuild_children(idx, pos, p);
+    }
+
+    /// Rebuilds the children of node `idx` (at bit `pos`) that `p` covers, or the one
+    /// it lies in; the other children, and their subtrees, stay as they are.
+    fn rebuild_children(&mut self, idx: u32, pos: u32, p: Prefix<A>) {
         let old = self.nodes[idx as usize];
-        self.free_below(old);
-        let node = self.build_node(pos, &ps, self.defaults[idx as usize]);
+        let cover = self.defaults[idx as usize];
+        let c0 = p.addr().bits(pos, 6) as usize;
+        let c1 = if p.len() <= pos + 6 { c0 + (1 << (pos + 6 - p.len())) } else { c0 + 1 };
+        let mut leaf = [NONE; 64];
+        let mut kids = [None::<(Node, u32)>; 64];
+        for (c, (l, k)) in leaf.iter_mut().zip(kids.iter_mut()).enumerate() {
+            let c = c as u32;
+            if old.vector >> c & 1 != 0 {
+                let at = (old.base1 + (old.vector & below(c)).count_ones()) as usize;
+                *k = Some((self.nodes[at], self.defaults[at]));
+            } else {
+                *l = self.leaves[(old.base0 + (old.leafvec & upto(c)).count_ones() - 1) as usize];
+            }
+        }
+        for k in kids[c0..c1].iter_mut() {
+            if let Some((n, _)) = k.take() {
+                self.free_below(n);
+            }
+        }
+        self.node_blocks.free(old.base1, old.vector.count_ones() as usize);
+        self.leaf_blocks.free(old.base0, old.leafvec.count_ones() as usize);
+        let bottom = (pos + 6).min(A::BITS);
+        for c in c0..c1 {
+            let start = p.addr().with_bits(pos, 6, c as u32);
+            // The covering value: a prefix ending in this stride, else the node's.
+            let inherited = (pos + 1..=bottom)
+                .rev()
+                .find_map(|len| self.rib.get(Prefix::truncating(start, len).expect("len <= BITS")))
+                .unwrap_or(cover);
+            leaf[c] = inherited;
+            if pos + 6 < A::BITS {
+                let ps: Vec<_> = self.rib.inside(start, pos + 7, start.last_of(pos + 6)).collect();
+                if !ps.is_empty() {
+                    kids[c] = Some((self.build_node(pos + 6, &ps, inherited), inherited));
+                }
+            }
+        }
+        let node = self.assemble(&leaf, &kids);
         self.nodes[idx as usize] = node;
+    }
+
+    /// A node from its 64 children: leaf values, and nodes (with their covering
+    /// values) where `kids` has one.
+    fn assemble(&mut self, leaf: &[u32; 64], kids: &[Option<(Node, u32)>; 64]) -> Node {
+        let mut vector = 0u64;
+        for (c, k) in kids.iter().enumerate() {
+            if k.is_some() {
+                vector |= 1 << c;
+            }
+        }
+        let n = vector.count_ones() as usize;
+        let base1 = if n > 0 { self.alloc_nodes(n) } else { 0 };
+        for (i, (node, default)) in kids.iter().flatten().enumerate() {
+            self.nodes[base1 as usize + i] = *node;
+            self.defaults[base1 as usize + i] = *default;
+        }
+        let mut leafvec = 0u64;
+        let mut vals = [0u32; 64];
+        let mut nvals = 0;
+        let mut prev = None;
+        for c in 0..64 {
+            if vector >> c & 1 != 0 {
+                continue;
+            }
+            if prev != Some(leaf[c]) {
+                leafvec |= 1 << c;
+                vals[nvals] = leaf[c];
+                nvals += 1;
+                prev = Some(leaf[c]);
+            }
+        }
+        let base0 = if nvals > 0 {
+            let b = self.leaf_blocks.alloc(&mut self.leaves, nvals, NONE);
+            self.leaves[b as usize..b as usize + nvals].copy_from_slice(&vals[..nvals]);
+            b
+        } else {
+            0
+        };
+        Node { vector, leafvec, base0, base1 }
     }
 
     fn rebuild_all(&mut self) {
