@@ -335,6 +335,26 @@ where
         mismatches: 0,
     });
 
+    // Every update a new value (as in the map, where each is a new node): no update
+    // can be skipped as unchanged.
+    step(&format!("{} poptrie, new values", A::NAME));
+    let fresh = |t: &mut A::Fib| {
+        for (i, &(ann, p)) in d.trace.iter().enumerate() {
+            if ann {
+                t.insert(p, next_hop(p) | (i as u32 & 0xffff) << 4).expect("small values");
+            } else {
+                t.remove(p);
+            }
+        }
+    };
+    rows.push(Row {
+        name: "poptrie, every update a new value".into(),
+        random_burst_mlps: None,
+        table_burst_mlps: None,
+        updates_per_s: Some(ups(trials, d.trace.len(), &pop, fresh)),
+        ..rows[0].clone()
+    });
+
     // The same, published to readers: every update alone, or 1,000 per publish.
     for per in [1usize, 1000] {
         step(&format!("{} poptrie published/{per}", A::NAME));
@@ -552,7 +572,7 @@ pub fn main(a: &LpmArgs) -> Result<()> {
         "v6" => (false, true),
         f => bail!("--family {f}: v4, v6 or all"),
     };
-    let total = (v4 as usize) * 8 + (v6 as usize) * 7;
+    let total = (v4 as usize) * 9 + (v6 as usize) * 8;
     let mut done = 0;
     let mut step = |what: &str| {
         progress(done, total, what);

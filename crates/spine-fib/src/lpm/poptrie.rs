@@ -30,6 +30,32 @@ struct Node {
     base1: u32,
 }
 
+/// Paints the children of a node at bit `pos` with the prefixes `ps` (inside the
+/// node, longer than `pos`, RIB order) that end in its stride, and marks in the
+/// returned vector the children that hold longer ones, whose run of `ps` goes to
+/// `runs`. A covering prefix sorts before everything it covers, so painting in order
+/// leaves each child the longest.
+fn scan<A: Address>(pos: u32, ps: &[(A, u32, u32)], leaf: &mut [u32; 64], runs: &mut [(u32, u32); 64]) -> u64 {
+    let mut vector = 0u64;
+    let mut i = 0;
+    while i < ps.len() {
+        let (a, len, v) = ps[i];
+        let c = a.bits(pos, 6) as usize;
+        if len <= pos + 6 {
+            leaf[c..c + (1 << (pos + 6 - len))].fill(v);
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < ps.len() && ps[i].0.bits(pos, 6) as usize == c {
+            i += 1;
+        }
+        vector |= 1 << c;
+        runs[c] = (start as u32, i as u32);
+    }
+    vector
+}
+
 /// Bits `0..c` of a word.
 #[inline(always)]
 fn below(c: u32) -> u64 {
@@ -171,30 +197,12 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
     fn build_node(&mut self, pos: u32, ps: &[(A, u32, u32)], inherited: u32) -> Node {
         let mut leaf = [inherited; 64];
         let mut runs = [(0u32, 0u32); 64];
-        let mut vector = 0u64;
-        let mut i = 0;
-        while i < ps.len() {
-            let (a, len, v) = ps[i];
-            let c = a.bits(pos, 6) as usize;
-            if len <= pos + 6 {
-                // A covering prefix sorts before everything it covers: paint in order.
-                leaf[c..c + (1 << (pos + 6 - len))].fill(v);
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < ps.len() && ps[i].0.bits(pos, 6) as usize == c {
-                i += 1;
-            }
-            vector |= 1 << c;
-            runs[c] = (start as u32, i as u32);
-        }
+        let vector = scan(pos, ps, &mut leaf, &mut runs);
         let mut kids = [None::<(Node, u32)>; 64];
         for c in 0..64 {
             if vector >> c & 1 != 0 {
                 let (s, e) = runs[c];
-                kids[c] =
-                    Some((self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]), leaf[c]));
+                kids[c] = Some((self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]), leaf[c]));
             }
         }
         self.assemble(&leaf, &kids)
@@ -289,20 +297,25 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         }
         self.node_blocks.free(old.base1, old.vector.count_ones() as usize);
         self.leaf_blocks.free(old.base0, old.leafvec.count_ones() as usize);
-        let bottom = (pos + 6).min(A::BITS);
+        // The range rebuilt: `p`'s own, or the one child it lies in.
+        let (start, len) = if p.len() <= pos + 6 {
+            (p.addr(), p.len())
+        } else {
+            (p.addr().with_bits(pos, 6, c0 as u32), (pos + 6).min(A::BITS))
+        };
+        // Its covering value: a prefix ending in this stride, else the node's.
+        let base = (pos + 1..=len)
+            .rev()
+            .find_map(|l| self.rib.get(Prefix::truncating(start, l).expect("l <= BITS")))
+            .unwrap_or(cover);
+        leaf[c0..c1].fill(base);
+        let ps: Vec<_> = self.rib.inside(start, len + 1, start.last_of(len)).collect();
+        let mut runs = [(0u32, 0u32); 64];
+        let vector = scan(pos, &ps, &mut leaf, &mut runs);
         for c in c0..c1 {
-            let start = p.addr().with_bits(pos, 6, c as u32);
-            // The covering value: a prefix ending in this stride, else the node's.
-            let inherited = (pos + 1..=bottom)
-                .rev()
-                .find_map(|len| self.rib.get(Prefix::truncating(start, len).expect("len <= BITS")))
-                .unwrap_or(cover);
-            leaf[c] = inherited;
-            if pos + 6 < A::BITS {
-                let ps: Vec<_> = self.rib.inside(start, pos + 7, start.last_of(pos + 6)).collect();
-                if !ps.is_empty() {
-                    kids[c] = Some((self.build_node(pos + 6, &ps, inherited), inherited));
-                }
+            if vector >> c & 1 != 0 {
+                let (s, e) = runs[c];
+                kids[c] = Some((self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]), leaf[c]));
             }
         }
         let node = self.assemble(&leaf, &kids);
