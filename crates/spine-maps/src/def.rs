@@ -69,16 +69,22 @@ pub struct MapOptions {
     pub seed: u64,
     /// Most bytes one map may preallocate.
     pub max_bytes: u64,
-    /// Give IPv4 and IPv6 LPM tries (4- and 16-byte data) a Poptrie index for
-    /// full-length lookups (`spine-fib`); off, every lookup walks the kernel's trie.
-    pub lpm_index: bool,
+    /// Entries at which an IPv4 or IPv6 LPM trie (4- or 16-byte data) builds a
+    /// Poptrie index for full-length lookups (`spine-fib`; about 2 × 1 MiB for IPv4,
+    /// 2 × 4 MiB for IPv6, plus the prefixes); `None`: never, every lookup walks the
+    /// kernel's trie.
+    pub lpm_index_at: Option<u32>,
 }
 
 impl Default for MapOptions {
     fn default() -> Self {
-        MapOptions { ncpus: 1, seed: 0, max_bytes: 1 << 30, lpm_index: true }
+        MapOptions { ncpus: 1, seed: 0, max_bytes: 1 << 30, lpm_index_at: Some(LPM_INDEX_AT) }
     }
 }
+
+/// Default [`MapOptions::lpm_index_at`]: below it, a trie walk is a few cached nodes
+/// and the index's direct table would cost more memory than it saves time.
+pub const LPM_INDEX_AT: u32 = 256;
 
 /// `KMALLOC_MAX_SIZE` on x86-64.
 const KMALLOC_MAX_SIZE: u64 = 4 << 20;

@@ -47,7 +47,7 @@ pub mod ringbuf;
 mod spinlock;
 mod storage;
 
-pub use def::{MapDef, MapOptions};
+pub use def::{MapDef, MapOptions, LPM_INDEX_AT};
 pub use error::{
     errno, MapError, ProgOp, ReadOnlyReason, EAGAIN, EBADF, ENODEV, ENOTSUPP, EOVERFLOW,
 };

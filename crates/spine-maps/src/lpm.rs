@@ -15,11 +15,13 @@
 //! the trie's lock, as in the kernel. Readers take none: every link carries the target
 //! node's generation, bumped when the node is freed, and a reader that finds a node's
 //! generation changed under it restarts from the root (where the kernel relies on RCU
-//! to delay the free). A value pointer handed to a program stays inside the map's value
+//! to delay the free). IPv4 and IPv6 tries (4- and 16-byte data) of `lpm_index_at`
+//! entries or more also answer full-length lookups from a Poptrie index
+//! (`lpm_index`), with the same results. A value pointer handed to a program stays inside the map's value
 //! memory, though its node may be deleted and reused meanwhile, as in the hash maps.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use spine_abi::update_flags::{EXIST, NOEXIST};
@@ -56,8 +58,10 @@ struct Writer {
     /// Nodes never used yet are `bump..pool`.
     bump: u32,
     n_entries: u32,
-    /// The lookup index, kept in step with every change.
+    /// The lookup index, kept in step with every change once `indexed`.
     index: Option<IndexWriter>,
+    /// Entries at which the index is built.
+    index_at: u32,
     /// Nodes unlinked by the current operation, freed once the index no longer
     /// names them (capacity reserved: at most two per operation).
     retired: Vec<u32>,
@@ -90,6 +94,8 @@ pub(crate) struct LpmTrie {
     values: Arena,
     writer: Mutex<Writer>,
     index: Option<IndexReader>,
+    /// Set (once) when the index holds every entry and lookups may use it.
+    indexed: AtomicBool,
 }
 
 /// The prefix length and data of a key of the right size.
@@ -116,9 +122,9 @@ impl LpmTrie {
         Some(pool * per_node)
     }
 
-    /// A trie as the kernel's; `index` adds the Poptrie index for 4- and 16-byte
-    /// data (see `lpm_index`).
-    pub(crate) fn new(def: &MapDef, index: bool) -> Result<LpmTrie, MapError> {
+    /// A trie as the kernel's; with 4- or 16-byte data it builds the Poptrie index
+    /// (see `lpm_index`) once it holds `index_at` entries.
+    pub(crate) fn new(def: &MapDef, index_at: Option<u32>) -> Result<LpmTrie, MapError> {
         let too_large = || MapError::TooLarge { map: def.name.clone(), bytes: u64::MAX, limit: 0 };
         let pool = Self::pool_size(def).ok_or_else(too_large)?;
         let data_size = def.key_size as usize - 4;
@@ -131,7 +137,7 @@ impl LpmTrie {
         })?;
         let mut free = Vec::new();
         free.try_reserve_exact(n).map_err(|_| oom())?;
-        let (index_w, index_r) = match index.then(|| lpm_index::new(data_size, pool)).flatten() {
+        let (index_w, index_r) = match index_at.and_then(|_| lpm_index::new(data_size, pool)) {
             Some((w, r)) => (Some(w), Some(r)),
             None => (None, None),
         };
@@ -156,9 +162,11 @@ impl LpmTrie {
                 bump: 0,
                 n_entries: 0,
                 index: index_w,
+                index_at: index_at.unwrap_or(u32::MAX),
                 retired: Vec::with_capacity(4),
             }),
             index: index_r,
+            indexed: AtomicBool::new(false),
         })
     }
 
@@ -262,7 +270,7 @@ impl LpmTrie {
     fn find_indexed(&self, key: &[u8]) -> Option<u32> {
         if let Some(ix) = &self.index {
             let (plen, data) = split_key(key);
-            if plen == self.max_prefixlen {
+            if plen == self.max_prefixlen && self.indexed.load(Acquire) {
                 return ix.lookup(data);
             }
         }
@@ -307,12 +315,38 @@ impl LpmTrie {
     /// Ends a successful change of `plen`/`data` (now at node `node`, or gone): the
     /// index follows it, then unlinked nodes are freed.
     fn settle(&self, w: &mut Writer, plen: u32, data: &[u8], node: Option<u32>) {
-        if let Some(ix) = &mut w.index {
-            ix.set(plen, data, node);
+        if self.indexed.load(Relaxed) {
+            if let Some(ix) = &mut w.index {
+                ix.set(plen, data, node);
+            }
+        } else if w.n_entries >= w.index_at && w.index.is_some() {
+            self.build_index(w);
         }
         while let Some(idx) = w.retired.pop() {
             self.free_node(w, idx);
         }
+    }
+
+    /// Fills the index with every entry (a walk of the trie under the lock), then
+    /// lets lookups use it.
+    fn build_index(&self, w: &mut Writer) {
+        let mut entries = Vec::new();
+        let mut stack: Vec<u32> =
+            target(self.root.load(Relaxed)).map(|t| t.0).into_iter().collect();
+        while let Some(idx) = stack.pop() {
+            if !self.is_im(idx) {
+                let mut key = vec![0u8; 4 + self.data_size];
+                self.copy_key(idx, &mut key);
+                entries.push((idx, key));
+            }
+            stack.extend((0..2).filter_map(|bit| self.kid(idx, bit)));
+        }
+        let Some(ix) = &mut w.index else { return };
+        ix.fill(entries.iter().map(|(idx, key)| {
+            let (plen, data) = split_key(key);
+            (plen, data, *idx)
+        }));
+        self.indexed.store(true, Release);
     }
 
     fn link_to(&self, idx: u32) -> Link {
@@ -627,7 +661,7 @@ mod tests {
     /// reused node (now another prefix's entry) as the match.
     #[test]
     fn reader_restarts_when_its_node_is_reused() {
-        let t = LpmTrie::new(&MapDef::new("l", LPM_TRIE, 8, 4, 8, NO_PREALLOC), true).unwrap();
+        let t = LpmTrie::new(&MapDef::new("l", LPM_TRIE, 8, 4, 8, NO_PREALLOC), Some(0)).unwrap();
         t.update(&v4(8, [10, 0, 0, 0]), &[8; 4], 0).unwrap();
         t.update(&v4(24, [10, 1, 1, 0]), &[24; 4], 0).unwrap();
         let slash8 = t.find(&v4(8, [10, 0, 0, 0])).unwrap();

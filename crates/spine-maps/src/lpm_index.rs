@@ -82,6 +82,34 @@ impl IndexWriter {
     }
 }
 
+impl IndexWriter {
+    /// Adds every `(prefix length, data, node)` and publishes once.
+    pub(crate) fn fill<'a>(&mut self, entries: impl Iterator<Item = (u32, &'a [u8], u32)>) {
+        match self {
+            IndexWriter::V4(w) => {
+                fill(w, entries.map(|(l, d, n)| (Prefix::truncating(v4(d), l), n)))
+            }
+            IndexWriter::V6(w) => {
+                fill(w, entries.map(|(l, d, n)| (Prefix::truncating(v6(d), l), n)))
+            }
+        }
+    }
+}
+
+fn fill<A: spine_fib::Address, L: spine_fib::Lpm<A>>(
+    w: &mut Writer<L, LpmOp<A>>,
+    entries: impl Iterator<Item = (Result<Prefix<A>, spine_fib::PrefixError>, u32)>,
+) {
+    for (p, n) in entries {
+        let p = p.expect("length checked by the trie");
+        if w.apply(LpmOp::Insert(p, n)).is_err() {
+            unreachable!("node indices are below MAX_VALUE");
+        }
+    }
+    w.publish();
+    w.view();
+}
+
 fn sync<A: spine_fib::Address, L: spine_fib::Lpm<A>>(
     w: &mut Writer<L, LpmOp<A>>,
     p: Prefix<A>,

@@ -134,7 +134,7 @@ impl Map {
             }
             Plan::Lpm => {
                 let bytes = budget(LpmTrie::bytes(&def).ok_or_else(overflow)?)?;
-                (Inner::Lpm(LpmTrie::new(&def, opts.lpm_index)?), bytes)
+                (Inner::Lpm(LpmTrie::new(&def, opts.lpm_index_at)?), bytes)
             }
             Plan::DevMap { hash: false } => {
                 let bytes = budget(DevMap::bytes(&def))?;

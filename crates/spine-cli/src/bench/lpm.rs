@@ -509,7 +509,8 @@ fn map_row<A: Family>(
         max,
         spine_abi::map_flags::NO_PREALLOC,
     );
-    let opts = MapOptions { lpm_index: index, max_bytes: 1 << 34, ..MapOptions::default() };
+    let lpm_index_at = if index { Some(spine_maps::LPM_INDEX_AT) } else { None };
+    let opts = MapOptions { lpm_index_at, max_bytes: 1 << 34, ..MapOptions::default() };
     let m0 = alloc_count::live();
     let t0 = Instant::now();
     let map = Map::create(def, &opts)?;

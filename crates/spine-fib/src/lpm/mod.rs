@@ -34,7 +34,7 @@ use crate::prefix::Prefix;
 /// The default IPv4 structure: Poptrie with an 18-bit direct index (1 MiB).
 pub type Lpm4 = Poptrie<u32, 18>;
 /// The default IPv6 structure: Poptrie with a 16-bit direct index (256 KiB).
-pub type Lpm6 = Poptrie<u128, 16>;
+pub type Lpm6 = Poptrie<u128, 20>;
 
 /// Largest value an LPM stores (values above are reserved for the structures' tags).
 pub const MAX_VALUE: u32 = 0x7fff_fffe;

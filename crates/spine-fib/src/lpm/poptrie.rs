@@ -35,7 +35,12 @@ struct Node {
 /// returned vector the children that hold longer ones, whose run of `ps` goes to
 /// `runs`. A covering prefix sorts before everything it covers, so painting in order
 /// leaves each child the longest.
-fn scan<A: Address>(pos: u32, ps: &[(A, u32, u32)], leaf: &mut [u32; 64], runs: &mut [(u32, u32); 64]) -> u64 {
+fn scan<A: Address>(
+    pos: u32,
+    ps: &[(A, u32, u32)],
+    leaf: &mut [u32; 64],
+    runs: &mut [(u32, u32); 64],
+) -> u64 {
     let mut vector = 0u64;
     let mut i = 0;
     while i < ps.len() {
@@ -68,7 +73,8 @@ fn upto(c: u32) -> u64 {
     u64::MAX >> (63 - c)
 }
 
-/// Poptrie over addresses `A` with an `S`-bit direct index (`S <= 24`).
+/// Poptrie over addresses `A` with an `S`-bit direct index (`S <= 24`), allocated
+/// with the first prefix (an empty Poptrie costs nothing).
 #[derive(Debug, Clone)]
 pub struct Poptrie<A: Address, const S: u32> {
     dp: Vec<u32>,
@@ -117,7 +123,8 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
 
     #[inline(always)]
     fn find_generic(&self, addr: A) -> u32 {
-        let e = self.dp[addr.bits(0, S) as usize];
+        // An empty structure has no direct index yet (allocated on first update).
+        let e = self.dp.get(addr.bits(0, S) as usize).copied().unwrap_or(LEAF | NONE);
         if e & LEAF != 0 {
             return e & !LEAF;
         }
@@ -131,7 +138,7 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         for (addrs, out) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
             let mut e = [LEAF | NONE; LANES];
             for (l, a) in addrs.iter().enumerate() {
-                e[l] = self.dp[a.bits(0, S) as usize];
+                e[l] = self.dp.get(a.bits(0, S) as usize).copied().unwrap_or(LEAF | NONE);
             }
             let mut next = [Step::Value(NONE); LANES];
             for (l, a) in addrs.iter().enumerate() {
@@ -202,7 +209,8 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         for c in 0..64 {
             if vector >> c & 1 != 0 {
                 let (s, e) = runs[c];
-                kids[c] = Some((self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]), leaf[c]));
+                kids[c] =
+                    Some((self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]), leaf[c]));
             }
         }
         self.assemble(&leaf, &kids)
@@ -242,8 +250,15 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         }
     }
 
+    fn ensure_dp(&mut self) {
+        if self.dp.is_empty() {
+            self.dp = vec![LEAF | NONE; 1 << S];
+        }
+    }
+
     /// Brings the region `p` lies in up to date with the RIB.
     fn refresh(&mut self, p: Prefix<A>) {
+        self.ensure_dp();
         let len = p.len();
         let d = p.addr().bits(0, S) as usize;
         if len <= S {
@@ -315,7 +330,8 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         for c in c0..c1 {
             if vector >> c & 1 != 0 {
                 let (s, e) = runs[c];
-                kids[c] = Some((self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]), leaf[c]));
+                kids[c] =
+                    Some((self.build_node(pos + 6, &ps[s as usize..e as usize], leaf[c]), leaf[c]));
             }
         }
         let node = self.assemble(&leaf, &kids);
@@ -368,6 +384,7 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         self.leaves.clear();
         self.node_blocks = Blocks::default();
         self.leaf_blocks = Blocks::default();
+        self.ensure_dp();
         self.dp.fill(LEAF | NONE);
         let ps: Vec<_> = self.rib.inside(A::ZERO, 0, A::ZERO.last_of(0)).collect();
         self.build_dp(0, self.dp.len(), &ps, NONE);
@@ -380,7 +397,7 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
     fn new() -> Self {
         assert!(S <= 24 && S <= A::BITS, "direct index of {S} bits");
         Poptrie {
-            dp: vec![LEAF | NONE; 1 << S],
+            dp: Vec::new(),
             nodes: Vec::new(),
             defaults: Vec::new(),
             leaves: Vec::new(),
