@@ -148,8 +148,8 @@ mod tests {
         assert_eq!(a.with_bits(30, 6, 0b11_0000), 0xC0A8_0103);
         let b: u128 = 0x2001_0db8 << 96 | 0xff;
         assert_eq!(b.bits(0, 16), 0x2001);
-        assert_eq!(b.bits(124, 6), 0b1111_00);
-        assert_eq!(b.with_bits(124, 6, 0b0011_00), (0x2001_0db8 << 96) | 0xf3);
+        assert_eq!(b.bits(124, 6), 0b11_1100);
+        assert_eq!(b.with_bits(124, 6, 0b00_1100), (0x2001_0db8 << 96) | 0xf3);
         assert_eq!(b.with_bits(16, 16, 0xabcd) >> 96, 0x2001_abcd);
         assert_eq!(0u32.last_of(0), u32::MAX);
         assert_eq!(0x0a00_0000u32.last_of(8), 0x0aff_ffff);

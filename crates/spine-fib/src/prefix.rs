@@ -50,6 +50,8 @@ impl<A: Address> Prefix<A> {
         self.addr
     }
 
+    /// The prefix length in bits.
+    #[expect(clippy::len_without_is_empty, reason = "a prefix length, not a container's size")]
     pub fn len(&self) -> u32 {
         self.len as u32
     }
@@ -103,6 +105,8 @@ pub enum IpPrefix {
 }
 
 impl IpPrefix {
+    /// The prefix length in bits.
+    #[expect(clippy::len_without_is_empty, reason = "a prefix length, not a container's size")]
     pub fn len(&self) -> u32 {
         match self {
             IpPrefix::V4(p) => p.len(),

@@ -62,7 +62,10 @@ fn check<A: Address, L: Lpm<A>>(
     assert_eq!(t.len(), r.len());
 }
 
-fn family<A: Address>(table: &str, trace: &str) -> (Vec<Prefix<A>>, Vec<(bool, Prefix<A>)>)
+/// A trace as (announce?, prefix).
+type Trace<A> = Vec<(bool, Prefix<A>)>;
+
+fn family<A: Address>(table: &str, trace: &str) -> (Vec<Prefix<A>>, Trace<A>)
 where
     Prefix<A>: TryFrom<IpPrefix>,
 {

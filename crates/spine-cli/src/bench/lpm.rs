@@ -207,7 +207,7 @@ fn load<A: Family>(dir: &Path, table: &str, trace: &str) -> Result<Data<A>> {
     let text = gunzip(&dir.join(table))?;
     let mut t = Vec::new();
     for r in spine_fib::parse::routes::parse(&text) {
-        let p = r.with_context(|| format!("{table}"))?.prefix;
+        let p = r.with_context(|| table.to_string())?.prefix;
         t.push(A::pick(p).with_context(|| format!("{table}: {p} is of the other family"))?);
     }
     t.sort();
@@ -216,7 +216,7 @@ fn load<A: Family>(dir: &Path, table: &str, trace: &str) -> Result<Data<A>> {
     let text = gunzip(&dir.join(trace))?;
     let mut tr = Vec::new();
     for m in spine_fib::parse::ris::parse(&text) {
-        let m = m.with_context(|| format!("{trace}"))?;
+        let m = m.with_context(|| trace.to_string())?;
         let p = A::pick(m.prefix())
             .with_context(|| format!("{trace}: {} is of the other family", m.prefix()))?;
         tr.push((matches!(m, Mutation::Announce(_)), p));

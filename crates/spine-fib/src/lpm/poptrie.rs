@@ -357,15 +357,12 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         let mut vals = [0u32; 64];
         let mut nvals = 0;
         let mut prev = None;
-        for c in 0..64 {
-            if vector >> c & 1 != 0 {
-                continue;
-            }
-            if prev != Some(leaf[c]) {
+        for (c, &v) in leaf.iter().enumerate() {
+            if vector >> c & 1 == 0 && prev != Some(v) {
                 leafvec |= 1 << c;
-                vals[nvals] = leaf[c];
+                vals[nvals] = v;
                 nvals += 1;
-                prev = Some(leaf[c]);
+                prev = Some(v);
             }
         }
         let base0 = if nvals > 0 {
