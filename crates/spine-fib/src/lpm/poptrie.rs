@@ -131,41 +131,38 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         self.walk(e, addr)
     }
 
-    /// Lookups of a burst: every direct-index load first, then every first node, so
-    /// that their cache misses overlap; then the rest of each walk.
+    /// Lookups of a burst in lockstep: every lane takes its next step before any
+    /// takes two, so the loads of one step are independent and their cache misses
+    /// overlap (a walk's own loads depend on each other).
     #[inline(always)]
     fn burst_generic(&self, addrs: &[A], out: &mut [Option<u32>]) {
         for (addrs, out) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
-            let mut e = [LEAF | NONE; LANES];
+            let mut idx = [0u32; LANES];
+            let mut live = 0u32;
             for (l, a) in addrs.iter().enumerate() {
-                e[l] = self.dp.get(a.bits(0, S) as usize).copied().unwrap_or(LEAF | NONE);
-            }
-            let mut next = [Step::Value(NONE); LANES];
-            for (l, a) in addrs.iter().enumerate() {
-                next[l] = if e[l] & LEAF != 0 {
-                    Step::Value(e[l] & !LEAF)
+                let e = self.dp.get(a.bits(0, S) as usize).copied().unwrap_or(LEAF | NONE);
+                if e & LEAF != 0 {
+                    out[l] = some(e & !LEAF);
                 } else {
-                    self.step(e[l], *a, S)
-                };
-            }
-            for (l, a) in addrs.iter().enumerate() {
-                out[l] = some(match next[l] {
-                    Step::Value(v) => v,
-                    Step::Node(idx) => self.walk_from(idx, *a, S + 6),
-                });
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn walk_from(&self, mut idx: u32, addr: A, mut pos: u32) -> u32 {
-        loop {
-            match self.step(idx, addr, pos) {
-                Step::Node(next) => {
-                    idx = next;
-                    pos += 6;
+                    idx[l] = e;
+                    live |= 1 << l;
                 }
-                Step::Value(v) => return v,
+            }
+            let mut pos = S;
+            while live != 0 {
+                for (l, a) in addrs.iter().enumerate() {
+                    if live >> l & 1 == 0 {
+                        continue;
+                    }
+                    match self.step(idx[l], *a, pos) {
+                        Step::Node(next) => idx[l] = next,
+                        Step::Value(v) => {
+                            out[l] = some(v);
+                            live &= !(1 << l);
+                        }
+                    }
+                }
+                pos += 6;
             }
         }
     }
