@@ -131,11 +131,19 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         self.walk(e, addr)
     }
 
-    /// Lookups of a burst in lockstep: every lane takes its next step before any
-    /// takes two, so the loads of one step are independent and their cache misses
-    /// overlap (a walk's own loads depend on each other).
+    /// Lookups of a burst. Deep walks (IPv6) go in lockstep: every lane takes its
+    /// next step before any takes two, so the loads of one step are independent and
+    /// their cache misses overlap (measured: 21 -> 29 M/s on the IPv6 table). IPv4
+    /// walks are one or two nodes deep, where lockstep only adds bookkeeping (measured
+    /// slower), and the processor overlaps consecutive lookups by itself.
     #[inline(always)]
     fn burst_generic(&self, addrs: &[A], out: &mut [Option<u32>]) {
+        if A::BITS <= 32 {
+            for (a, o) in addrs.iter().zip(out.iter_mut()) {
+                *o = some(self.find_generic(*a));
+            }
+            return;
+        }
         for (addrs, out) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
             let mut idx = [0u32; LANES];
             let mut live = 0u32;
