@@ -94,13 +94,17 @@ fn control_hash(m: &Map, seed: u64) -> (i64, i64) {
         let key = ((r >> 8) % CHURN_KEYS).to_ne_bytes();
         match r % 8 {
             0 => {
-                // A key walk must end even while keys come and go.
+                // A key walk must end. As in the kernel, a walk whose current key
+                // is deleted under it starts again from the first bucket, so under
+                // churn a walk may restart many times (a preempted walker on a busy
+                // machine): the bound only catches a cycle in the chains, which
+                // would never end even after the churners stop.
                 let mut cur: Option<[u8; 8]> = None;
-                let mut n = 0;
+                let mut n = 0u64;
                 while m.next_key(cur.as_ref().map(|k| &k[..]), &mut next).is_ok() {
                     cur = Some(next);
                     n += 1;
-                    assert!(n < 100_000, "key walk does not end");
+                    assert!(n < 50_000_000, "key walk does not end");
                 }
             }
             1..=2 => match m.update_user(&key, &vec![9; m.user_value_size()], NOEXIST) {
