@@ -100,7 +100,7 @@ pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path
             .collect();
         println!(
             "{}",
-            json!({"repeat": repeat, "trials": trials, "packets": PACKETS, "programs": programs,
+            json!({"machine": super::machine(), "repeat": repeat, "trials": trials, "packets": PACKETS, "programs": programs,
                    "load_verify_jit": {"insns": load.0, "ms": load.1}})
         );
     } else {
@@ -134,11 +134,13 @@ pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path
             load.1,
             trials.max(5)
         );
+        println!("machine: {}", super::machine_line(&super::machine()));
         println!("(ns per run, median of {trials} trials × {PACKETS} packets × {repeat} runs; kernel/jit > 1 means the JIT is faster)");
     }
     if let Some(dir) = out {
         std::fs::create_dir_all(dir)?;
-        let j = serde_json::to_string_pretty(&rows)?;
+        let doc = json!({"machine": super::machine(), "rows": rows});
+        let j = serde_json::to_string_pretty(&doc)?;
         std::fs::write(dir.join("bench-exec.json"), j)?;
         let series: Vec<(&str, Vec<f64>)> = vec![
             ("interpreter", rows.iter().map(|r| r.interp_ns).collect()),

@@ -221,7 +221,7 @@ pub fn main(
                 r.kernel_test_run_ns.map_or("-".into(), |k| format!("{k:.1}"))
             );
         }
-        println!("machine: {}", doc["machine"]);
+        println!("machine: {}", super::machine_line(&doc["machine"]));
         println!("({})", doc["note"].as_str().unwrap_or_default());
     }
     if let Some(dir) = out {

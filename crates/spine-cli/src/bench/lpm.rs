@@ -616,6 +616,7 @@ pub fn main(a: &LpmArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(&rows);
+        println!("machine: {}", super::machine_line(&report["machine"]));
     }
     if let Some(out) = &a.out {
         std::fs::create_dir_all(out)?;

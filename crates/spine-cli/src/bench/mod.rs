@@ -6,10 +6,13 @@ pub mod alloc_count;
 pub mod exec;
 pub mod forward;
 pub mod lpm;
+mod machine;
 mod svg;
 pub mod veth;
 
 use std::io::Write;
+
+pub use machine::{line as machine_line, machine};
 
 /// Median of `v` (sorted in place); 0 for an empty slice.
 pub fn median(v: &mut [f64]) -> f64 {
@@ -23,22 +26,6 @@ pub fn median(v: &mut [f64]) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
-}
-
-/// The machine a figure was taken on, for the JSON reports.
-pub fn machine() -> serde_json::Value {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
-        .map_or("unknown", str::trim)
-        .to_string();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    serde_json::json!({
-        "cpu": model,
-        "cpus": std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get),
-        "kernel": kernel.trim(),
-    })
 }
 
 /// A one-line progress bar on stderr: `[#####.....] 5/11 parser`.

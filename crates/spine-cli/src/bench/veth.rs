@@ -319,7 +319,7 @@ fn report(rows: &[Row], args: &VethArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", table(rows, kernel));
-        println!("machine: {}", doc["machine"]);
+        println!("machine: {}", super::machine_line(&doc["machine"]));
         println!("({METHOD})");
     }
     if let Some(dir) = &args.out {
