@@ -93,6 +93,9 @@ enum BenchCmd {
         /// Only this scenario: drop, tx or redirect.
         #[arg(long)]
         only: Option<String>,
+        /// Runs of each configuration; the table shows min/median/max.
+        #[arg(long, default_value_t = 1)]
+        repeat_trials: usize,
         #[arg(long)]
         json: bool,
         /// Also write bench-forward.json here.
@@ -121,8 +124,9 @@ fn main() -> std::process::ExitCode {
             bench::exec::main(repeat.max(1), trials.max(1), json, out.as_deref())
                 .map(|()| std::process::ExitCode::SUCCESS)
         }
-        Cmd::Bench { cmd: BenchCmd::Forward { seconds, only, json, out } } => {
-            bench::forward::main(seconds.max(0.1), only.as_deref(), json, out.as_deref())
+        Cmd::Bench { cmd: BenchCmd::Forward { seconds, only, repeat_trials, json, out } } => {
+            let trials = repeat_trials.max(1);
+            bench::forward::main(seconds.max(0.1), trials, only.as_deref(), json, out.as_deref())
                 .map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Bench { cmd: BenchCmd::Lpm(args) } => {

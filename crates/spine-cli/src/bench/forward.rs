@@ -13,7 +13,7 @@ use spine_adapter::{AdapterBuilder, AdapterOptions, Assign, Device};
 use spine_obj::{Object, ProgType, Program};
 use spine_ports::{MemPort, PoolConfig};
 
-use super::progress;
+use super::{progress, Stat};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scenario {
@@ -41,8 +41,14 @@ struct Row {
     mpps: f64,
     mpps_per_core: f64,
     ns_per_packet: f64,
-    /// The kernel's `BPF_PROG_TEST_RUN` ns per run of the same program.
+    /// The kernel's `BPF_PROG_TEST_RUN` ns per run of the same program (median of trials).
     kernel_test_run_ns: Option<f64>,
+    /// Over the trials: spine's ns per packet, and the kernel's ns per run.
+    trials: usize,
+    ns_per_packet_stat: Stat,
+    kernel_test_run_ns_stat: Option<Stat>,
+    /// spine ns per packet / kernel ns per run, both medians of the trials.
+    ratio_to_kernel: Option<f64>,
 }
 
 fn asm_object(name: &str, src: &str) -> Result<Object> {
@@ -151,12 +157,50 @@ fn measure(s: Scenario, workers: usize, secs: f64, frames: &[Vec<u8>]) -> Result
         mpps_per_core: mpps / workers as f64,
         ns_per_packet: 1e3 / (mpps / workers as f64),
         kernel_test_run_ns: None,
+        trials: 1,
+        ns_per_packet_stat: Stat::of(vec![1e3 / (mpps / workers as f64)]),
+        kernel_test_run_ns_stat: None,
+        ratio_to_kernel: None,
     })
 }
 
-/// `only`: run just this scenario (`drop`, `tx` or `redirect`), e.g. under a profiler.
+/// `trials` runs of `s` on `workers` workers, each trial next to a kernel test run of the
+/// same program (so a machine that slows down mid-run slows both columns): the row of
+/// the median trial, with min/median/max of both figures.
+fn measure_trials(
+    s: Scenario,
+    workers: usize,
+    secs: f64,
+    frames: &[Vec<u8>],
+    kernel: bool,
+    trials: usize,
+) -> Result<Row> {
+    let mut runs = Vec::with_capacity(trials);
+    let mut kns = Vec::with_capacity(trials);
+    for _ in 0..trials {
+        if kernel {
+            let obj = program(s, spine_adapter::VIRTUAL_IFINDEX_BASE + 1)?;
+            kns.extend(kernel_ns(&obj, &frames[0]));
+        }
+        runs.push(measure(s, workers, secs, frames)?);
+    }
+    let ns = Stat::of(runs.iter().map(|r| r.ns_per_packet).collect());
+    let k = (!kns.is_empty()).then(|| Stat::of(kns));
+    runs.sort_by(|a, b| a.ns_per_packet.total_cmp(&b.ns_per_packet));
+    let mut row = runs.swap_remove(runs.len() / 2);
+    row.trials = trials;
+    row.ns_per_packet_stat = ns;
+    row.kernel_test_run_ns = k.map(|k| k.median);
+    row.kernel_test_run_ns_stat = k;
+    row.ratio_to_kernel = k.filter(|k| k.median > 0.0).map(|k| ns.median / k.median);
+    Ok(row)
+}
+
+/// `only`: run just this scenario (`drop`, `tx` or `redirect`), e.g. under a profiler;
+/// `trials`: how many times each configuration runs (min/median/max shown).
 pub fn main(
     seconds: f64,
+    trials: usize,
     only: Option<&str>,
     json_out: bool,
     out: Option<&std::path::Path>,
@@ -181,16 +225,9 @@ pub fn main(
     let mut rows = Vec::new();
     let total = scenarios.len() * 2;
     for (i, s) in scenarios.iter().enumerate() {
-        let k = if kernel {
-            kernel_ns(&program(*s, spine_adapter::VIRTUAL_IFINDEX_BASE + 1)?, &frames[0])
-        } else {
-            None
-        };
         for (j, workers) in [1, 2].into_iter().enumerate() {
             progress(i * 2 + j, total, s.name());
-            let mut r = measure(*s, workers, seconds, &frames)?;
-            r.kernel_test_run_ns = k;
-            rows.push(r);
+            rows.push(measure_trials(*s, workers, seconds, &frames, kernel, trials)?);
         }
     }
     progress(total, total, "done");
@@ -200,33 +237,49 @@ pub fn main(
         "frame_bytes": 60,
         "machine": super::machine(),
         "seconds_per_run": seconds,
+        "trials": trials,
         "rows": rows,
         "note": "spine: whole path per packet (mem port receive copies a 60-byte template into a pool buffer, JIT run, verdict, transmit/free); kernel: BPF_PROG_TEST_RUN ns per run of the same program (execution only, repeat 1e6, median of 3)",
     });
     if json_out {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!(
-            "{:<24} {:>7} {:>10} {:>12} {:>12} {:>16}",
-            "scenario", "workers", "Mpps", "Mpps/core", "ns/packet", "kernel ns/run"
-        );
-        for r in &rows {
-            println!(
-                "{:<24} {:>7} {:>10.2} {:>12.2} {:>12.1} {:>16}",
-                r.scenario,
-                r.workers,
-                r.mpps,
-                r.mpps_per_core,
-                r.ns_per_packet,
-                r.kernel_test_run_ns.map_or("-".into(), |k| format!("{k:.1}"))
-            );
-        }
+        print_table(&rows);
         println!("machine: {}", super::machine_line(&doc["machine"]));
-        println!("({})", doc["note"].as_str().unwrap_or_default());
+        println!(
+            "(median [min-max] of {trials} trial(s); {})",
+            doc["note"].as_str().unwrap_or_default()
+        );
     }
     if let Some(dir) = out {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("bench-forward.json"), serde_json::to_string_pretty(&doc)?)?;
     }
     Ok(())
+}
+
+/// The text table: figures as `median [min-max]` over the trials, the ratio of medians
+/// to the kernel, and for two workers the speed-up over one.
+fn print_table(rows: &[Row]) {
+    println!(
+        "{:<24} {:>7} {:>8} {:>24} {:>24} {:>9} {:>8}",
+        "scenario", "workers", "Mpps", "ns/packet", "kernel ns/run", "÷kernel", "scaling"
+    );
+    for r in rows {
+        let one = rows.iter().find(|o| o.scenario == r.scenario && o.workers == 1);
+        let scaling = match one {
+            Some(o) if r.workers > 1 && o.mpps > 0.0 => format!("{:.2}×", r.mpps / o.mpps),
+            _ => "-".into(),
+        };
+        println!(
+            "{:<24} {:>7} {:>8.2} {:>24} {:>24} {:>9} {:>8}",
+            r.scenario,
+            r.workers,
+            r.mpps,
+            r.ns_per_packet_stat.to_string(),
+            r.kernel_test_run_ns_stat.map_or("-".into(), |k| k.to_string()),
+            r.ratio_to_kernel.map_or("-".into(), |x| format!("{x:.2}")),
+            scaling,
+        );
+    }
 }

@@ -19,7 +19,7 @@ use spine_fib::publish::{LpmOp, Writer};
 use spine_fib::{Address, Dir24, IpPrefix, Lpm, Lpm4, Lpm6, Prefix};
 use spine_maps::{Map, MapDef, MapOptions};
 
-use super::{alloc_count, progress, svg};
+use super::{alloc_count, progress, svg, Stat};
 
 #[derive(clap::Args, Debug)]
 pub struct LpmArgs {
@@ -49,27 +49,6 @@ const BURST: usize = 32;
 /// The next hop a prefix is given (the tables carry none).
 fn next_hop<A: Address>(p: Prefix<A>) -> u32 {
     ((p.addr().fold() ^ p.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as u32
-}
-
-/// min / median / max of a figure over the trials.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-struct Stat {
-    min: f64,
-    median: f64,
-    max: f64,
-}
-
-impl Stat {
-    fn of(mut v: Vec<f64>) -> Stat {
-        v.sort_by(f64::total_cmp);
-        Stat { min: v[0], median: super::median(&mut v.clone()), max: v[v.len() - 1] }
-    }
-}
-
-impl std::fmt::Display for Stat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:7.1} [{:.1}-{:.1}]", self.median, self.min, self.max)
-    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]

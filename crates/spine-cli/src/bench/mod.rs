@@ -28,6 +28,32 @@ pub fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// min / median / max of a figure over the trials.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Stat {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Stat {
+    /// All zero for no trials.
+    pub fn of(mut v: Vec<f64>) -> Stat {
+        let median = median(&mut v);
+        Stat {
+            min: v.first().copied().unwrap_or(0.0),
+            median,
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+impl std::fmt::Display for Stat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:7.1} [{:.1}-{:.1}]", self.median, self.min, self.max)
+    }
+}
+
 /// A one-line progress bar on stderr: `[#####.....] 5/11 parser`.
 pub fn progress(done: usize, total: usize, what: &str) {
     const WIDTH: usize = 30;
