@@ -74,8 +74,8 @@ enum BenchCmd {
         /// Runs per packet (on one buffer, as the kernel's test run repeats).
         #[arg(long, default_value_t = 20_000)]
         repeat: u32,
-        /// Trials per figure; the median is reported.
-        #[arg(long, default_value_t = 5)]
+        /// Trials per figure; the median is reported, min/median/max beside.
+        #[arg(long, alias = "repeat-trials", default_value_t = 5)]
         trials: usize,
         #[arg(long)]
         json: bool,

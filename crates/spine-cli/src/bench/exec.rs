@@ -18,7 +18,7 @@ use spine_runtime::{
     load_object, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, RxInfo, XdpRunner,
 };
 
-use super::{median, progress, svg};
+use super::{median, progress, svg, Stat};
 
 /// Packets each program runs on: the generator's mix, well-formed and malformed.
 const PACKETS: usize = 8;
@@ -30,6 +30,9 @@ pub struct Row {
     pub jit_ns: f64,
     pub jit_no_watchdog_ns: f64,
     pub kernel_ns: Option<f64>,
+    /// min/median/max over the trials of the JIT (with watchdog) and of the kernel.
+    pub jit_stat: Stat,
+    pub kernel_stat: Option<Stat>,
 }
 
 impl Row {
@@ -74,8 +77,12 @@ pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path
                 kern.push(kernel_ns(&obj, &packets, repeat)?);
             }
         }
+        let jit_stat = Stat::of(jit.clone());
+        let kernel_stat = kernel.then(|| Stat::of(kern.clone()));
         rows.push(Row {
             program: b.name.to_string(),
+            jit_stat,
+            kernel_stat,
             interp_ns: median(&mut interp),
             jit_ns: median(&mut jit),
             jit_no_watchdog_ns: median(&mut jit_bare),
@@ -95,6 +102,7 @@ pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path
                     "jit_no_watchdog_ns": r.jit_no_watchdog_ns, "kernel_ns": r.kernel_ns,
                     "kernel_over_jit": r.kernel_over_jit(), "interp_over_jit": r.interp_over_jit(),
                     "watchdog_overhead_pct": r.watchdog_pct(),
+                    "jit_ns_stat": r.jit_stat, "kernel_ns_stat": r.kernel_stat,
                 })
             })
             .collect();
@@ -134,6 +142,12 @@ pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path
             load.1,
             trials.max(5)
         );
+        println!("\nspread over the trials, ns per run: median [min-max]");
+        println!("{:<12} {:>24} {:>24}", "program", "jit", "kernel");
+        for r in &rows {
+            let k = r.kernel_stat.map_or("-".into(), |k| k.to_string());
+            println!("{:<12} {:>24} {:>24}", r.program, r.jit_stat.to_string(), k);
+        }
         println!("machine: {}", super::machine_line(&super::machine()));
         println!("(ns per run, median of {trials} trials × {PACKETS} packets × {repeat} runs; kernel/jit > 1 means the JIT is faster)");
     }

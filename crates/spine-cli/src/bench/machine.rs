@@ -30,7 +30,11 @@ pub fn machine() -> serde_json::Value {
     describe(
         &cpuinfo,
         &caches(),
-        std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get),
+        // The machine's CPUs, not this thread's affinity (benches pin before asking).
+        cpuinfo
+            .lines()
+            .filter(|l| l.split(':').next().is_some_and(|k| k.trim() == "processor"))
+            .count(),
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
     )
 }
