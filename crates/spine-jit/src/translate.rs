@@ -106,6 +106,13 @@ fn ctx_flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
+/// Flags for the run-context fields read once at entry (stack bounds, initial countdown):
+/// nothing writes them while the code runs, so the load is pure and Cranelift drops it
+/// where the program never uses the value (no stack check, no progress point).
+fn ctx_fixed_flags() -> MemFlagsData {
+    MemFlagsData::trusted().with_readonly().with_can_move()
+}
+
 /// Flags for program memory: checked or proven in bounds, but of any alignment.
 fn mem_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
@@ -147,11 +154,11 @@ pub(crate) fn build(
     for (r, &v) in params[1..6].iter().enumerate() {
         b.def_var(reg[r + 1], v);
     }
-    let stack_base = b.ins().load(I64, ctx_flags(), ctx, OFF_STACK_BASE);
-    let top = b.ins().load(I64, ctx_flags(), ctx, OFF_STACK_TOP);
+    let stack_base = b.ins().load(I64, ctx_fixed_flags(), ctx, OFF_STACK_BASE);
+    let top = b.ins().load(I64, ctx_fixed_flags(), ctx, OFF_STACK_TOP);
     b.def_var(reg[10], top);
     b.def_var(depth, zero);
-    let p0 = b.ins().load(I64, ctx_flags(), ctx, OFF_POINTS);
+    let p0 = b.ins().load(I64, ctx_fixed_flags(), ctx, OFF_POINTS);
     b.def_var(points, p0);
 
     let blocks: Vec<Option<Block>> =
