@@ -20,7 +20,8 @@
 //!   call with a per-run runtime pointer, for helpers that cannot fail) and
 //!   [`InlineArrayLookup`] (an array-map lookup expanded inline when the map handle in
 //!   r1 is a constant loaded in the same basic block and the call is proven).
-//! - **Budget.** With [`JitOptions::budget`], a countdown variable is decremented at each
+//! - **Budget.** With [`JitOptions::budget`], a countdown in the run context (not a
+//!   register: it would crowd out the BPF registers) is decremented at each
 //!   progress point (taken backward jump, bpf-to-bpf call); at zero an `extern "C"`
 //!   slow path asks [`Env::budget_expired`], reproducing [`Fault::Budget`] exactly.
 //! - **W^X.** Code is copied into fresh pages that are then made read+execute, never

@@ -2,8 +2,9 @@
 //! on its slow paths: helper calls through [`Env`], memory checks against [`Memory`],
 //! the budget renewal, and fault recording.
 //!
-//! Generated code only reads the `repr(C)` fields before `frames` (at the offsets below)
-//! and reads/writes `frames`; everything after is touched by Rust alone.
+//! Generated code only reads the `repr(C)` fields before `frames` (at the offsets below),
+//! except `points`, which it counts down, and reads/writes `frames`; everything after is
+//! touched by Rust alone.
 
 use spine_isa::MAX_CALL_FRAMES;
 use spine_vm::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Memory};
@@ -30,7 +31,8 @@ pub(crate) struct RunCtx {
     pub stack_base: u64,
     /// Initial r10: one past the highest stack byte.
     pub stack_top: u64,
-    /// Progress points before the first `Env::budget_expired`.
+    /// Progress points left before the next `Env::budget_expired` (the generated code's
+    /// countdown, kept here rather than in a register).
     pub points: u64,
     /// Passed to native helpers as their last argument.
     pub rt: *mut c_void,

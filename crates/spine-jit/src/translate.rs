@@ -1,7 +1,7 @@
 //! eBPF → Cranelift IR, one function for the whole program.
 //!
-//! The eleven BPF registers, the call depth and the budget countdown are Cranelift
-//! variables, so the register allocator places them. bpf-to-bpf calls do not become
+//! The eleven BPF registers and the call depth are Cranelift variables, so the register
+//! allocator places them; the budget countdown stays in the run context. bpf-to-bpf calls do not become
 //! Cranelift calls: like the interpreter, a call saves r6-r9, r10 and a return-site
 //! index in the run context's frame array, moves r10 down one frame and jumps; `exit`
 //! at depth > 0 pops the frame and dispatches on the return-site index (`br_table`).
@@ -106,6 +106,13 @@ fn ctx_flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
+/// Flags for the run-context fields read once at entry (stack bounds, initial countdown):
+/// nothing writes them while the code runs, so the load is pure and Cranelift drops it
+/// where the program never uses the value (no stack check, no progress point).
+fn ctx_fixed_flags() -> MemFlagsData {
+    MemFlagsData::trusted().with_readonly().with_can_move()
+}
+
 /// Flags for program memory: checked or proven in bounds, but of any alignment.
 fn mem_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
@@ -132,7 +139,6 @@ pub(crate) fn build(
     };
     let reg: [Variable; NUM_REGS] = std::array::from_fn(|_| b.declare_var(I64));
     let depth = b.declare_var(I64);
-    let points = b.declare_var(I64);
 
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -147,12 +153,10 @@ pub(crate) fn build(
     for (r, &v) in params[1..6].iter().enumerate() {
         b.def_var(reg[r + 1], v);
     }
-    let stack_base = b.ins().load(I64, ctx_flags(), ctx, OFF_STACK_BASE);
-    let top = b.ins().load(I64, ctx_flags(), ctx, OFF_STACK_TOP);
+    let stack_base = b.ins().load(I64, ctx_fixed_flags(), ctx, OFF_STACK_BASE);
+    let top = b.ins().load(I64, ctx_fixed_flags(), ctx, OFF_STACK_TOP);
     b.def_var(reg[10], top);
     b.def_var(depth, zero);
-    let p0 = b.ins().load(I64, ctx_flags(), ctx, OFF_POINTS);
-    b.def_var(points, p0);
 
     let blocks: Vec<Option<Block>> =
         shape.leader.iter().map(|&l| if l { Some(b.create_block()) } else { None }).collect();
@@ -169,7 +173,6 @@ pub(crate) fn build(
         opts,
         reg,
         depth,
-        points,
         ctx,
         stack_base,
         blocks,
@@ -193,7 +196,6 @@ struct Translator<'a> {
     opts: &'a JitOptions,
     reg: [Variable; NUM_REGS],
     depth: Variable,
-    points: Variable,
     /// The run context (entry parameter, dominates every block).
     ctx: Value,
     /// Lowest stack address (loaded in the entry block).
@@ -361,7 +363,10 @@ impl Translator<'_> {
         if !self.opts.budget {
             return;
         }
-        let p = self.b.use_var(self.points);
+        // The countdown lives in the run context, not in a register: a progress point is
+        // rare next to the code around it, and a register held for the whole program
+        // pushes the BPF registers into spill slots in programs that use most of them.
+        let p = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_POINTS);
         let slow = self.b.create_block();
         self.b.set_cold_block(slow);
         let cont = self.b.create_block();
@@ -376,7 +381,7 @@ impl Translator<'_> {
         self.b.ins().brif(stop, self.abort, &[], cont, &[BlockArg::Value(r)]);
         self.enter(cont);
         let next = self.b.ins().iadd_imm_s(pv, -1);
-        self.b.def_var(self.points, next);
+        self.b.ins().store(ctx_flags(), next, self.ctx, OFF_POINTS);
     }
 
     /// Bounds check of `[addr, addr + len)` unless the verifier proved it. The stack is

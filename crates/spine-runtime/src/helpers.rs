@@ -448,6 +448,7 @@ pub(crate) fn native_helpers() -> Vec<NativeHelper> {
             NativeHelper::new(helper::MAP_UPDATE_ELEM, native_update),
             NativeHelper::new(helper::MAP_DELETE_ELEM, native_delete),
             NativeHelper::new(helper::GET_SMP_PROCESSOR_ID, native_cpu),
+            NativeHelper::new(helper::CSUM_DIFF, native_csum_diff),
         ]
     }
 }
@@ -461,9 +462,13 @@ unsafe fn native_map<'a>(rt: *mut c_void, h: u64) -> Option<(&'a Map, usize)> {
 }
 
 /// # Safety
-/// `ptr` points at `len` readable bytes (proven by the verifier).
+/// `ptr` points at `len` readable bytes (proven by the verifier); with `len == 0` it may
+/// be anything, null included (`csum_diff` allows a null pointer of size zero).
 unsafe fn bytes<'a>(ptr: u64, len: u32) -> &'a [u8] {
-    // SAFETY: the caller's contract.
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's contract; `len > 0`, so `ptr` is a real, non-null address.
     unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) }
 }
 
@@ -527,6 +532,26 @@ unsafe extern "C" fn native_delete(
     // SAFETY: the verifier proved `key_size` readable bytes at `key`.
     let key = unsafe { bytes(key, m.def().key_size) };
     map_result(m.delete(key, cpu))
+}
+
+/// `bpf_csum_diff` without a region search: the verifier proved `from_size` readable
+/// bytes at `from` and `to_size` at `to` (or a size of zero), so the bytes are read in
+/// place. Same result as the `Env::call` path, the size check included.
+unsafe extern "C" fn native_csum_diff(
+    from: u64,
+    from_size: u64,
+    to: u64,
+    to_size: u64,
+    seed: u64,
+    _: *mut c_void,
+) -> u64 {
+    let (from_size, to_size) = (from_size as u32, to_size as u32);
+    if (from_size | to_size) & 3 != 0 {
+        return neg(errno::EINVAL);
+    }
+    // SAFETY: the verifier proved both ranges readable (see above).
+    let (from, to) = unsafe { (bytes(from, from_size), bytes(to, to_size)) };
+    u64::from(csum::csum_diff(from, to, seed as u32))
 }
 
 unsafe extern "C" fn native_cpu(_: u64, _: u64, _: u64, _: u64, _: u64, rt: *mut c_void) -> u64 {
