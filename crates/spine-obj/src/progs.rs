@@ -143,7 +143,7 @@ impl<'a> Code<'a> {
                 (".text", _) | (_, Some(_)) => None,
                 (name, None) => Some(match foreign_section_kind(name) {
                     Some(kind) => format!(
-                        "a {kind} program (section '{name}'); spine runs XDP, tc and spine/ \
+                        "section '{name}' holds a program of type {kind}; spine runs XDP, tc and spine/ \
                          programs"
                     ),
                     None => format!(
