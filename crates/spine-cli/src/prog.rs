@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use serde_json::json;
-use spine_obj::Object;
+use spine_obj::{Object, ParseOptions, ProgType, Program};
 use spine_runtime::{
     load_object, Budget, EngineKind, Frame, Geometry, LoadOptions, LoadedObject, RxInfo, XdpRunner,
 };
@@ -33,6 +33,23 @@ impl From<EngineArg> for EngineKind {
     }
 }
 
+/// A program type the user gives a section, as `bpftool prog load ... type xdp` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TypeArg {
+    Xdp,
+    /// XDP with multi-buffer frames (libbpf's `xdp.frags`).
+    XdpFrags,
+}
+
+impl From<TypeArg> for ProgType {
+    fn from(t: TypeArg) -> Self {
+        match t {
+            TypeArg::Xdp => ProgType::Xdp,
+            TypeArg::XdpFrags => ProgType::XdpFrags,
+        }
+    }
+}
+
 /// What every verb that loads a program takes.
 #[derive(Debug, clap::Args)]
 pub struct LoadArgs {
@@ -40,6 +57,9 @@ pub struct LoadArgs {
     /// Program section (or function name); the first program by default.
     #[arg(long)]
     pub section: Option<String>,
+    /// Load `--section` as this type whatever its name (`xdp_sock`, `xdp_vlan01`).
+    #[arg(long = "type", value_enum, requires = "section")]
+    pub prog_type: Option<TypeArg>,
     #[arg(long, value_enum, default_value = "jit")]
     pub engine: EngineArg,
     /// Watchdog budget per invocation in microseconds (default: the domain's, 10 µs).
@@ -64,6 +84,9 @@ pub enum ProgCmd {
         file: PathBuf,
         #[arg(long)]
         section: Option<String>,
+        /// Load `--section` as this type whatever its name.
+        #[arg(long = "type", value_enum, requires = "section")]
+        prog_type: Option<TypeArg>,
         /// 0: the verdict; 1: the error and the state at it; 2: every instruction.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
         log_level: u8,
@@ -111,8 +134,8 @@ pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
             }
             dump(&file, json)
         }
-        ProgCmd::Verify { file, section, log_level, json } => {
-            crate::verify::main(&file, section.as_deref(), log_level, json)
+        ProgCmd::Verify { file, section, prog_type, log_level, json } => {
+            crate::verify::main(&file, section.as_deref(), prog_type, log_level, json)
         }
         ProgCmd::Run { load, data_in, data_out, repeat, kernel, json } => {
             run(&load, &data_in, data_out.as_deref(), repeat.max(1), kernel, json)
@@ -124,7 +147,7 @@ pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
 }
 
 fn write_native(file: &Path, dir: &Path) -> Result<()> {
-    let obj = read_object(file)?;
+    let obj = read_object(file, None, None)?;
     let loaded = load_object(&obj, &LoadOptions::default())?;
     std::fs::create_dir_all(dir)?;
     for p in &loaded.programs {
@@ -136,13 +159,61 @@ fn write_native(file: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn read_object(file: &Path) -> Result<Object> {
+/// Parses `file`, with `section` read as `prog_type` when one is given.
+pub fn read_object(
+    file: &Path,
+    section: Option<&str>,
+    prog_type: Option<TypeArg>,
+) -> Result<Object> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    spine_obj::parse(&bytes).with_context(|| format!("loading {}", file.display()))
+    let section_types = match (section, prog_type) {
+        (Some(s), Some(t)) => vec![(s.to_string(), t.into())],
+        _ => Vec::new(),
+    };
+    spine_obj::parse_with(&bytes, &ParseOptions { section_types })
+        .with_context(|| format!("loading {}", file.display()))
+}
+
+/// The program the user asked for (the first XDP program by default), refusing by name
+/// one that was skipped for its type.
+pub fn chosen<'o>(obj: &'o Object, file: &Path, section: Option<&str>) -> Result<&'o Program> {
+    let xdp = |p: &&Program| matches!(p.prog_type, ProgType::Xdp | ProgType::XdpFrags);
+    let found = match section {
+        Some(s) => obj.program(Some(s)),
+        None => obj.programs.iter().find(xdp),
+    };
+    match (found, section) {
+        (Some(p), _) if xdp(&p) => Ok(p),
+        (Some(p), _) => bail!(
+            "program '{}' (section '{}') is a {:?} program; spine runs XDP programs here",
+            p.name,
+            p.section,
+            p.prog_type
+        ),
+        (None, Some(s)) => match obj.skipped_program(s) {
+            Some(k) => bail!("program '{}' is not loaded: {}", k.name, k.reason),
+            None => bail!("no program '{s}' in {}", file.display()),
+        },
+        (None, None) => bail!("{} has no XDP program", file.display()),
+    }
+}
+
+/// `obj` with only `prog` (first) and the programs its maps' initial slots name: what running
+/// `prog` needs, so that a sibling the verifier refuses does not stop it (as
+/// `prog verify --section` checks only the chosen program).
+pub fn only(obj: &Object, prog: &Program) -> Object {
+    let slotted = |p: &Program| {
+        obj.maps
+            .iter()
+            .flat_map(|m| &m.init_slots)
+            .any(|(_, t)| matches!(t, spine_obj::SlotTarget::Program(n) if *n == p.name))
+    };
+    let others = obj.programs.iter().filter(|p| !std::ptr::eq(*p, prog) && slotted(p));
+    Object { programs: std::iter::once(prog).chain(others).cloned().collect(), ..obj.clone() }
 }
 
 fn dump(file: &Path, json: bool) -> Result<ExitCode> {
-    let obj = read_object(file)?;
+    let obj = read_object(file, None, None)?;
     if json {
         let progs: Vec<_> = obj
             .programs
@@ -217,11 +288,14 @@ pub struct Loaded {
 }
 
 pub fn load(args: &LoadArgs) -> Result<Loaded> {
-    let obj = read_object(&args.file)?;
+    let full = read_object(&args.file, args.section.as_deref(), args.prog_type)?;
+    let prog = chosen(&full, &args.file, args.section.as_deref())?;
+    let name = prog.name.clone();
+    let obj = only(&full, prog);
     let opts = LoadOptions { engine: args.engine.into(), ..LoadOptions::default() };
     let loaded = load_object(&obj, &opts)
         .with_context(|| format!("loading {} into spine", args.file.display()))?;
-    let ext = loaded.program(args.section.as_deref())?.clone();
+    let ext = loaded.program(Some(&name))?.clone();
     let mut runner = XdpRunner::new(ext, 0)?;
     if let Some(us) = args.budget_us {
         runner = runner.with_budget(Budget { ns: us.saturating_mul(1000), ..Budget::default() });
@@ -238,7 +312,8 @@ fn run(
     json: bool,
 ) -> Result<ExitCode> {
     let Loaded { obj, loaded: _loaded, mut runner } = load(args)?;
-    let section = args.section.as_deref();
+    let section = obj.programs.first().map(|p| p.name.clone());
+    let section = section.as_deref();
     let packet =
         std::fs::read(data_in).with_context(|| format!("reading {}", data_in.display()))?;
     let mut frame = Frame::new(Geometry::TEST_RUN);
@@ -320,7 +395,8 @@ fn run_in_kernel(
     repeat: u32,
 ) -> Result<KernelRun> {
     spine_sys::probe().context("--kernel needs bpf(2) (run as root)")?;
-    let Some(prog) = obj.program(section) else { bail!("no such program") };
+    let found = obj.programs.iter().find(|p| Some(p.name.as_str()) == section);
+    let Some(prog) = found.or_else(|| obj.program(section)) else { bail!("no such program") };
     let k = spine_sys::load_object_program(obj, prog).context("loading into the kernel")?;
     let out = k
         .prog

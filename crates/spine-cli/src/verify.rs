@@ -9,16 +9,19 @@ use serde_json::json;
 use spine_obj::ProgType;
 use spine_runtime::{verify_program, LoadError, LoadOptions};
 
-use crate::prog::read_object;
+use crate::prog::{chosen, read_object, TypeArg};
 
 /// Verifies the program in `section` (every XDP program when `None`) and reports each.
-pub fn main(file: &Path, section: Option<&str>, log_level: u8, json: bool) -> Result<ExitCode> {
-    let obj = read_object(file)?;
+pub fn main(
+    file: &Path,
+    section: Option<&str>,
+    prog_type: Option<TypeArg>,
+    log_level: u8,
+    json: bool,
+) -> Result<ExitCode> {
+    let obj = read_object(file, section, prog_type)?;
     let progs: Vec<_> = match section {
-        Some(s) => match obj.program(Some(s)) {
-            Some(p) => vec![p],
-            None => bail!("no program '{s}' in {}", file.display()),
-        },
+        Some(s) => vec![chosen(&obj, file, Some(s))?],
         None => obj
             .programs
             .iter()
@@ -89,7 +92,16 @@ pub fn main(file: &Path, section: Option<&str>, log_level: u8, json: bool) -> Re
         }
     }
     if json {
-        println!("{}", json!({ "programs": reports }));
+        let skipped: Vec<_> = obj
+            .skipped
+            .iter()
+            .map(|k| json!({"program": k.name, "section": k.section, "reason": k.reason}))
+            .collect();
+        println!("{}", json!({ "programs": reports, "skipped": skipped }));
+    } else if section.is_none() {
+        for k in &obj.skipped {
+            println!("{}: skipped: {}", k.name, k.reason);
+        }
     }
     Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -35,10 +35,9 @@ pub enum ObjError {
     #[error("section '{section}' has RELA relocations; BPF objects use REL")]
     RelaUnsupported { section: String },
     #[error(
-        "code section '{section}' has no known program type \
-         (xdp, xdp.frags, xdp/..., tc, classifier, tcx/ingress, tcx/egress, spine/...)"
+        "a program type is given for section '{section}', which is no code section of the object"
     )]
-    UnknownSection { section: String },
+    NoSuchSection { section: String },
     #[error("malformed BTF: {0}")]
     Btf(#[from] BtfError),
     #[error("map '{map}': {kind}")]

@@ -37,6 +37,11 @@ const MAX_LICENSE: usize = 63;
 /// justifies; a malformed object is an error naming the offending section, symbol,
 /// map or instruction.
 pub fn parse(bytes: &[u8]) -> Result<Object, ObjError> {
+    parse_with(bytes, &ParseOptions::default())
+}
+
+/// [`parse`], with program types given for sections by the user.
+pub fn parse_with(bytes: &[u8], options: &ParseOptions) -> Result<Object, ObjError> {
     let elf = Elf::parse(bytes)?;
     if let Some(s) = elf.sections.iter().find(|s| s.sh_type == SHT_RELA) {
         return Err(ObjError::RelaUnsupported { section: s.name.to_string() });
@@ -44,7 +49,7 @@ pub fn parse(bytes: &[u8]) -> Result<Object, ObjError> {
     if let Some(s) = elf.section_by_name(".BTF").filter(|s| s.sh_type != SHT_PROGBITS) {
         return Err(ObjError::BadSection { section: s.name.to_string(), reason: "not PROGBITS" });
     }
-    let code = progs::Code::collect(&elf)?;
+    let code = progs::Code::collect(&elf, &options.section_types)?;
 
     let mut defs = Vec::new();
     if let Some(sec) = elf.section_by_name("maps") {
@@ -78,6 +83,7 @@ pub fn parse(bytes: &[u8]) -> Result<Object, ObjError> {
         license: license(&elf),
         programs,
         maps: defs.into_iter().map(|d| d.spec).collect(),
+        skipped: code.skipped(),
     })
 }
 

@@ -107,9 +107,36 @@ pub struct Object {
     pub license: String,
     pub programs: Vec<Program>,
     pub maps: Vec<MapSpec>,
+    /// Entry functions in sections whose program type spine does not run (`kprobe/`,
+    /// `iter/`, ...) or that the section name does not give (`xdp_sock`) and no
+    /// [`ParseOptions::section_types`] entry set: listed, never loaded, so that their
+    /// siblings still load.
+    pub skipped: Vec<SkippedProgram>,
+}
+
+/// A program of the object that was not loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedProgram {
+    pub name: String,
+    pub section: String,
+    pub reason: String,
+}
+
+/// How to read an object beyond its own conventions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Program type of named code sections, overriding the section-name conventions,
+    /// as `bpftool prog load ... type xdp` or `ip link ... sec xdp_sock` do. A name
+    /// that is no code section of the object is an error.
+    pub section_types: Vec<(String, ProgType)>,
 }
 
 impl Object {
+    /// The skipped program in `section` or named `section`, to explain a refusal.
+    pub fn skipped_program(&self, section: &str) -> Option<&SkippedProgram> {
+        self.skipped.iter().find(|p| p.section == section || p.name == section)
+    }
+
     /// The program in `section` (exact section name), or the only program when `None`
     /// and there is exactly one; otherwise the first program.
     pub fn program(&self, section: Option<&str>) -> Option<&Program> {

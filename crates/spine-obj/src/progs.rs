@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use crate::elf::{Elf, Symbol, STT_FUNC};
-use crate::{ObjError, ProgType};
+use crate::{ObjError, ProgType, SkippedProgram};
 use spine_isa::{Insn, INSN_SIZE};
 
 impl ProgType {
@@ -33,6 +33,41 @@ impl ProgType {
     }
 }
 
+/// The kind of program libbpf 1.x gives a section spine does not run (`kprobe/...`,
+/// `iter/...`), by its name up to the first `/`; `None` when libbpf knows no such
+/// section either (`xdp_sock`, which the kernel world loads only with a type given).
+pub fn foreign_section_kind(section: &str) -> Option<&'static str> {
+    let base = section.split('/').next().unwrap_or(section);
+    let base = base.strip_suffix(".s").unwrap_or(base);
+    Some(match base {
+        "socket" => "socket filter",
+        "kprobe" | "kretprobe" | "kprobe.multi" | "kretprobe.multi" | "kprobe.session"
+        | "ksyscall" | "kretsyscall" => "kprobe",
+        "uprobe" | "uretprobe" | "uprobe.multi" | "uretprobe.multi" | "usdt" => "uprobe",
+        "tracepoint" | "tp" => "tracepoint",
+        "raw_tracepoint" | "raw_tp" | "raw_tracepoint.w" | "raw_tp.w" => "raw tracepoint",
+        "tp_btf" | "fentry" | "fexit" | "fmod_ret" | "freplace" => "tracing",
+        "lsm" | "lsm_cgroup" => "LSM",
+        "iter" => "iterator",
+        "syscall" => "syscall",
+        "perf_event" => "perf event",
+        "action" => "tc action",
+        "netkit" => "netkit",
+        "cgroup_skb" | "cgroup" => "cgroup",
+        "sockops" => "sock_ops",
+        "sk_skb" => "sk_skb",
+        "sk_msg" => "sk_msg",
+        "sk_reuseport" => "sk_reuseport",
+        "sk_lookup" => "sk_lookup",
+        "lirc_mode2" => "lirc",
+        "flow_dissector" => "flow dissector",
+        "struct_ops" => "struct_ops",
+        "netfilter" => "netfilter",
+        "tcx" | "tc" => "tc",
+        _ => return None,
+    })
+}
+
 /// A function: a `FUNC` symbol's instructions.
 #[derive(Debug, Clone)]
 pub(crate) struct Function<'a> {
@@ -51,8 +86,10 @@ pub(crate) struct CodeSection<'a> {
     pub insns: Vec<Insn>,
     /// Sorted by `start`, never overlapping.
     pub functions: Vec<Function<'a>>,
-    /// `None` for `.text`.
+    /// `None` for `.text` and skipped sections.
     pub prog_type: Option<ProgType>,
+    /// Why a code section other than `.text` has no program type.
+    pub skip_reason: Option<String>,
 }
 
 impl CodeSection<'_> {
@@ -76,7 +113,12 @@ pub(crate) struct Code<'a> {
 
 impl<'a> Code<'a> {
     /// Finds the code sections and their functions.
-    pub fn collect(elf: &Elf<'a>) -> Result<Self, ObjError> {
+    pub fn collect(elf: &Elf<'a>, types: &[(String, ProgType)]) -> Result<Self, ObjError> {
+        if let Some((name, _)) = types.iter().find(|(name, _)| {
+            !elf.sections.iter().any(|s| s.is_code() && s.size > 0 && s.name == name)
+        }) {
+            return Err(ObjError::NoSuchSection { section: name.clone() });
+        }
         let mut by_elf = vec![None; elf.sections.len()];
         let mut funcs_by_section: HashMap<usize, Vec<&Symbol<'a>>> = HashMap::new();
         for sym in elf.symbols.iter().filter(|s| s.kind() == STT_FUNC) {
@@ -91,14 +133,25 @@ impl<'a> Code<'a> {
                 section: sec.name.to_string(),
                 reason: "code size is not a multiple of 8",
             })?;
-            let prog_type =
-                if sec.name == ".text" {
-                    None
-                } else {
-                    Some(ProgType::from_section(sec.name).ok_or_else(|| {
-                        ObjError::UnknownSection { section: sec.name.to_string() }
-                    })?)
-                };
+            let given = types.iter().find(|(name, _)| name == sec.name).map(|(_, t)| *t);
+            let prog_type = if sec.name == ".text" {
+                None
+            } else {
+                given.or_else(|| ProgType::from_section(sec.name))
+            };
+            let skip_reason = match (sec.name, prog_type) {
+                (".text", _) | (_, Some(_)) => None,
+                (name, None) => Some(match foreign_section_kind(name) {
+                    Some(kind) => format!(
+                        "section '{name}' holds a program of type {kind}; spine runs XDP, tc and spine/ \
+                         programs"
+                    ),
+                    None => format!(
+                        "section '{name}' names no program type; give one (--type xdp) to \
+                         load it"
+                    ),
+                }),
+            };
             let mut functions = Vec::new();
             for sym in funcs_by_section.get(&sec.index).into_iter().flatten() {
                 let bad = |reason| ObjError::BadSymbol { index: sym.index, reason };
@@ -137,6 +190,7 @@ impl<'a> Code<'a> {
                 insns,
                 functions: functions.into_iter().map(|(_, f)| f).collect(),
                 prog_type,
+                skip_reason,
             });
         }
         Ok(Code { sections, by_elf })
@@ -155,6 +209,20 @@ impl<'a> Code<'a> {
             let Some(t) = s.prog_type else { continue };
             let globals = s.functions.iter().enumerate().filter(|(_, f)| f.global);
             out.extend(globals.map(|(i, _)| (p, i, t)));
+        }
+        out
+    }
+
+    /// The programs of sections without a program type, with the reason.
+    pub fn skipped(&self) -> Vec<SkippedProgram> {
+        let mut out = Vec::new();
+        for s in &self.sections {
+            let Some(reason) = &s.skip_reason else { continue };
+            out.extend(s.functions.iter().filter(|f| f.global).map(|f| SkippedProgram {
+                name: f.name.to_string(),
+                section: s.name.to_string(),
+                reason: reason.clone(),
+            }));
         }
         out
     }
@@ -202,6 +270,25 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(ProgType::from_section(name), t, "{name}");
+        }
+    }
+
+    #[test]
+    fn foreign_sections_are_named_as_libbpf_does() {
+        for (name, kind) in [
+            ("kprobe/sys_open", Some("kprobe")),
+            ("iter/task", Some("iterator")),
+            ("iter.s/task", Some("iterator")),
+            ("tracepoint/syscalls/sys_enter_open", Some("tracepoint")),
+            ("tp/sched/sched_switch", Some("tracepoint")),
+            ("fentry/do_unlinkat", Some("tracing")),
+            ("cgroup_skb/ingress", Some("cgroup")),
+            ("tc/sideways", Some("tc")),
+            ("xdp_sock", None),
+            ("xdp_patch_ports", None),
+            ("bogus", None),
+        ] {
+            assert_eq!(foreign_section_kind(name), kind, "{name}");
         }
     }
 }

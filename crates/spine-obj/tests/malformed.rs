@@ -8,8 +8,8 @@ use common::elf_builder::*;
 use common::fixture;
 use spine_isa::{op, Insn};
 use spine_obj::{
-    parse, BtfError, LinkErrorKind, MapErrorKind, ObjError, RelocErrorKind, MAX_INSNS,
-    MAX_TOTAL_INSNS,
+    parse, BtfError, LinkErrorKind, MapErrorKind, ObjError, ParseOptions, ProgType, RelocErrorKind,
+    MAX_INSNS, MAX_TOTAL_INSNS,
 };
 
 fn mov(dst: u8, imm: i32) -> Insn {
@@ -259,13 +259,36 @@ fn function_symbol_defects() {
 }
 
 #[test]
-fn unknown_program_section() {
+fn foreign_program_sections_are_skipped_not_refused() {
     let mut b = ElfBuilder::new();
-    let x = b.code("kprobe/sys_open", &[mov(0, 0), exit()]);
-    b.func("k", x, 0, 2);
+    let k = b.code("kprobe/sys_open", &[mov(0, 0), exit()]);
+    b.func("k", k, 0, 2);
+    let s = b.code("xdp_sock", &[mov(0, 1), exit()]);
+    b.func("sock", s, 0, 2);
+    let x = b.code("xdp", &[mov(0, 2), exit()]);
+    b.func("pass", x, 0, 2);
+    let bytes = b.build();
+    let obj = parse(&bytes).unwrap();
+    let loaded: Vec<_> = obj.programs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(loaded, ["pass"]);
+    let skipped: Vec<_> =
+        obj.skipped.iter().map(|p| (p.name.as_str(), p.section.as_str())).collect();
+    assert_eq!(skipped, [("k", "kprobe/sys_open"), ("sock", "xdp_sock")]);
+    assert!(obj.skipped[0].reason.contains("kprobe"), "{}", obj.skipped[0].reason);
+    assert!(obj.skipped[1].reason.contains("--type xdp"), "{}", obj.skipped[1].reason);
+
+    // With a type given, the legacy section loads as XDP, as `ip link ... sec` does.
+    let opts = ParseOptions { section_types: vec![("xdp_sock".into(), ProgType::Xdp)] };
+    let obj = spine_obj::parse_with(&bytes, &opts).unwrap();
+    let sock = obj.program(Some("xdp_sock")).unwrap();
+    assert_eq!((sock.name.as_str(), sock.prog_type), ("sock", ProgType::Xdp));
+    assert_eq!(obj.skipped.len(), 1);
+
+    // A type for a section the object lacks is refused by name.
+    let opts = ParseOptions { section_types: vec![("xdp_vlan01".into(), ProgType::Xdp)] };
     assert_eq!(
-        parse(&b.build()).unwrap_err(),
-        ObjError::UnknownSection { section: "kprobe/sys_open".into() }
+        spine_obj::parse_with(&bytes, &opts).unwrap_err(),
+        ObjError::NoSuchSection { section: "xdp_vlan01".into() }
     );
 }
 

@@ -599,7 +599,7 @@ mod tests {
     }
 
     fn object(maps: Vec<MapSpec>) -> Object {
-        Object { license: String::new(), programs: Vec::new(), maps }
+        Object { license: String::new(), programs: Vec::new(), maps, skipped: Vec::new() }
     }
 
     #[test]

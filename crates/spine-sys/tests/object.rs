@@ -45,7 +45,7 @@ fn program(insns: Vec<Insn>) -> Program {
 }
 
 fn object(maps: Vec<MapSpec>, prog: &Program) -> Object {
-    Object { license: "GPL".into(), programs: vec![prog.clone()], maps }
+    Object { license: "GPL".into(), programs: vec![prog.clone()], maps, skipped: Vec::new() }
 }
 
 /// `r0 = *(u32 *)lookup(map, &key)` with `key` a u32 on the stack, or XDP_DROP if absent.

@@ -266,6 +266,7 @@ pub fn synthetic(n: usize) -> Object {
     };
     Object {
         license: "GPL".into(),
+        skipped: Vec::new(),
         programs: vec![Program {
             name: "synthetic".into(),
             section: "xdp".into(),

@@ -55,6 +55,7 @@ fn asm_object(name: &str, src: &str) -> Result<Object> {
     let insns = spine_isa::assemble(src).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     Ok(Object {
         license: "GPL".into(),
+        skipped: Vec::new(),
         programs: vec![Program {
             name: name.into(),
             section: "xdp".into(),
