@@ -49,8 +49,8 @@ pub use netlink::{
 };
 pub use object::{load_object_program, KernelObject, LoadError};
 pub use prog::{
-    load_program, prog_info, KernelProg, ProgInfo, ProgLoad, ATTACH_XDP, LOG_BUF_MAX, LOG_BUF_START,
-    PROG_F_XDP_HAS_FRAGS,
+    load_program, prog_info, KernelProg, ProgInfo, ProgLoad, ATTACH_XDP, LOG_BUF_MAX,
+    LOG_BUF_START, PROG_F_XDP_HAS_FRAGS,
 };
 pub use sys::sanitize_name;
 pub use test_run::{TestRun, TestRunOut, XdpMd, DATA_OUT_SLACK};
