@@ -139,8 +139,63 @@ fn main() -> std::process::ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("spine: {e:#}");
+            eprintln!("spine: {}", chain_text(&e));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes, `: `-separated, as `{:#}` prints them, less each cause whose
+/// text is already in the message: an error type that writes its source into its own
+/// message and also returns it from `source()` would otherwise say everything twice.
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::chain_text;
+
+    #[derive(Debug)]
+    struct Inner;
+    impl std::fmt::Display for Inner {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("port rva: busy")
+        }
+    }
+    impl std::error::Error for Inner {}
+
+    /// Writes its source into its message and returns it from `source()` too.
+    #[derive(Debug)]
+    struct Outer(Inner);
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "port[0]: {}", self.0)
+        }
+    }
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let e = anyhow::Error::new(Outer(Inner));
+        assert_eq!(format!("{e:#}"), "port[0]: port rva: busy: port rva: busy");
+        assert_eq!(chain_text(&e), "port[0]: port rva: busy");
+        let e = anyhow::Error::new(Inner).context("starting the adapter");
+        assert_eq!(chain_text(&e), "starting the adapter: port rva: busy");
     }
 }

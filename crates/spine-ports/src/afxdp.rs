@@ -19,11 +19,23 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use spine_pool::{Burst, LenderId, Pool, PoolCache};
-use spine_sys::{attach_xdp, detach_xdp, XdpMode, XskRedirect};
+use spine_sys::{detach_xdp, prog_by_id, query_xdp, XdpLink, XdpMode, XskRedirect};
 
 use crate::os;
 use crate::{Port, PortError, PortErrorKind, PortStats};
 use ring::Ring;
+
+/// The name of the redirect program spine attaches: how a stale one is recognised.
+pub const XSK_PROG_NAME: &str = "spine_xsk";
+
+/// Attaches `k`'s program to `ifindex` through a BPF link.
+fn attach_link(
+    ifindex: u32,
+    k: &XskRedirect,
+    mode: XdpMode,
+) -> Result<XdpLink, spine_sys::SysError> {
+    XdpLink::attach(ifindex, k.prog().fd(), mode)
+}
 
 /// How to bind the socket to the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +110,7 @@ pub struct AfXdpPort {
     pool: Arc<Pool>,
     lender: LenderId,
     xsk: Option<Xsk>,
-    kernel: Option<(XskRedirect, XdpMode)>,
+    kernel: Option<(XskRedirect, XdpLink)>,
     zero_copy: bool,
     /// Descriptors in the TX ring whose completion has not come back.
     tx_outstanding: u32,
@@ -202,21 +214,25 @@ impl AfXdpPort {
                 PortError::new(port, PortErrorKind::Bpf(e))
             }
         };
-        let k = XskRedirect::load("spine_xsk", self.cfg.queue + 1).map_err(bpf_err)?;
+        let k = XskRedirect::load(XSK_PROG_NAME, self.cfg.queue + 1).map_err(bpf_err)?;
         let fd = self.xsk.as_ref().expect("open").fd.as_fd();
         k.insert(self.cfg.queue, fd).map_err(bpf_err)?;
         let mut last = None;
         for &mode in modes {
-            match attach_xdp(self.ifindex, k.prog().fd(), mode, false) {
-                Ok(()) => {
-                    self.kernel = Some((k, mode));
+            match attach_link(self.ifindex, &k, mode) {
+                Ok(link) => {
+                    self.kernel = Some((k, link));
                     return Ok(());
                 }
-                Err(e) if e.is(libc::EBUSY) => {
-                    return Err(PortError::new(
-                        port,
-                        PortErrorKind::Busy { op: "attach XDP", errno: e.errno },
-                    ))
+                Err(e) if e.is(libc::EBUSY) || e.is(libc::EEXIST) => {
+                    // Something holds the interface: a spine that died attached the
+                    // old way (netlink, not a link) is cleared, anything else refused.
+                    self.clear_stale(mode)?;
+                    let link = attach_link(self.ifindex, &k, mode).map_err(|e| {
+                        PortError::new(port, PortErrorKind::from_errno("attach XDP", e.errno))
+                    })?;
+                    self.kernel = Some((k, link));
+                    return Ok(());
                 }
                 Err(e) if e.is(libc::EPERM) => {
                     return Err(PortError::new(
@@ -227,7 +243,40 @@ impl AfXdpPort {
                 Err(e) => last = Some(e),
             }
         }
-        Err(PortError::new(port, PortErrorKind::Netlink(last.expect("at least one mode"))))
+        Err(PortError::new(port, PortErrorKind::Bpf(last.expect("at least one mode"))))
+    }
+
+    /// Removes the program attached to the interface if it is a redirect program of a
+    /// spine that is gone: named [`XSK_PROG_NAME`] and attached through netlink (a live
+    /// owner holds its program through a link, which netlink cannot remove). Anything
+    /// else stays, and the error names it.
+    fn clear_stale(&self, mode: XdpMode) -> Result<(), PortError> {
+        let port = self.name.as_str();
+        let netlink = |e: spine_sys::NetlinkError| PortError::new(port, PortErrorKind::Netlink(e));
+        let now = query_xdp(self.ifindex).map_err(netlink)?;
+        let held =
+            |name: String, id: u32| PortError::new(port, PortErrorKind::XdpInUse { name, id });
+        if now.prog_id == 0 {
+            // Gone meanwhile, or held in another mode: the retry tells.
+            return Ok(());
+        }
+        let (fd, info) =
+            prog_by_id(now.prog_id).map_err(|_| held(String::from("?"), now.prog_id))?;
+        if info.name != XSK_PROG_NAME {
+            return Err(held(info.name, info.id));
+        }
+        // Only that very program (XDP_FLAGS_REPLACE with its fd): never one attached
+        // since we looked.
+        let at = now.mode.unwrap_or(mode);
+        match detach_xdp(self.ifindex, at, Some(fd.as_fd())) {
+            Ok(()) => Ok(()),
+            // A link holds it: another spine is alive and owns the interface.
+            Err(e) if e.is(libc::EBUSY) => Err(PortError::new(
+                port,
+                PortErrorKind::Busy { op: "attach XDP, held by a running spine", errno: e.errno },
+            )),
+            Err(e) => Err(netlink(e)),
+        }
     }
 
     /// True when the socket is bound in zero-copy mode.
@@ -237,7 +286,7 @@ impl AfXdpPort {
 
     /// The mode the redirect program runs in; `None` with [`AttachMode::None`].
     pub fn xdp_mode(&self) -> Option<XdpMode> {
-        self.kernel.as_ref().map(|(_, m)| *m)
+        self.kernel.as_ref().map(|(_, l)| l.mode())
     }
 
     /// The id of the attached redirect program.
@@ -563,10 +612,8 @@ impl AsFd for AfXdpPort {
 
 impl Drop for AfXdpPort {
     fn drop(&mut self) {
-        if let Some((k, mode)) = self.kernel.take() {
-            // Only if it is still ours; a failure leaves nothing we could do better.
-            let _ = detach_xdp(self.ifindex, mode, Some(k.prog().fd()));
-        }
+        // Closing the link detaches the program; then the program and its map go.
+        drop(self.kernel.take());
         // Unmap the rings and close the socket: the kernel lets go of the UMEM's
         // buffers, and everything it still held comes back to the pool.
         drop(self.xsk.take());

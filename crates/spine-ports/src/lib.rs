@@ -30,7 +30,7 @@ mod tap;
 pub mod wire;
 
 pub use afpacket::{AfPacketConfig, AfPacketPort};
-pub use afxdp::{AfXdpConfig, AfXdpPort, AttachMode, BindMode};
+pub use afxdp::{AfXdpConfig, AfXdpPort, AttachMode, BindMode, XSK_PROG_NAME};
 pub use capture::{
     read_capture, Capture, CaptureError, CaptureErrorKind, CaptureFormat, CaptureReader, Packet,
     LINKTYPE_ETHERNET, MAX_PACKET_LEN,

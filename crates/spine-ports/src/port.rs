@@ -101,6 +101,8 @@ pub enum PortErrorKind {
     LinkDown,
     #[error("busy ({op}): {}", std::io::Error::from_raw_os_error(*.errno))]
     Busy { op: &'static str, errno: i32 },
+    #[error("another XDP program is attached: {name} (id {id}); spine replaces only its own stale program, detach this one first (ip link set dev IFACE xdp off)")]
+    XdpInUse { name: String, id: u32 },
     #[error("not supported ({op}): {}", std::io::Error::from_raw_os_error(*.errno))]
     Unsupported { op: &'static str, errno: i32 },
     #[error("{op}: {}", std::io::Error::from_raw_os_error(*.errno))]

@@ -22,6 +22,8 @@
 
 mod cpus;
 mod error;
+#[expect(unsafe_code, reason = "BPF_LINK_CREATE and BPF_PROG_GET_FD_BY_ID return new fds")]
+mod link;
 #[expect(unsafe_code, reason = "element commands: the kernel reads and writes key/value buffers")]
 mod map;
 #[expect(unsafe_code, reason = "netlink socket calls read and write the request and reply buffers")]
@@ -39,6 +41,7 @@ mod xsk;
 
 pub use cpus::{parse_cpu_list, possible_cpus, possible_cpus_exact};
 pub use error::SysError;
+pub use link::{prog_by_id, XdpLink};
 pub use map::{is_percpu, Entry, KernelMap, MapDef, MapInfo};
 pub use netlink::{
     attach_xdp, detach_xdp, query_xdp, NetlinkError, XdpAttachment, XdpMode, XDP_FLAGS_DRV_MODE,
@@ -46,8 +49,8 @@ pub use netlink::{
 };
 pub use object::{load_object_program, KernelObject, LoadError};
 pub use prog::{
-    load_program, KernelProg, ProgInfo, ProgLoad, ATTACH_XDP, LOG_BUF_MAX, LOG_BUF_START,
-    PROG_F_XDP_HAS_FRAGS,
+    load_program, prog_info, KernelProg, ProgInfo, ProgLoad, ATTACH_XDP, LOG_BUF_MAX,
+    LOG_BUF_START, PROG_F_XDP_HAS_FRAGS,
 };
 pub use sys::sanitize_name;
 pub use test_run::{TestRun, TestRunOut, XdpMd, DATA_OUT_SLACK};

@@ -181,19 +181,24 @@ impl KernelProg {
 
     /// What the kernel reports about the program.
     pub fn info(&self) -> Result<ProgInfo, SysError> {
-        // struct bpf_prog_info up to the end of `name`.
-        let mut buf = [0u8; 80];
-        sys::obj_info(self.fd.as_raw_fd(), &mut buf)?;
-        let word = |at: usize| u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4"));
-        Ok(ProgInfo {
-            prog_type: word(0),
-            id: word(4),
-            tag: buf[8..16].try_into().expect("8"),
-            jited_len: word(16),
-            xlated_len: word(20),
-            name: sys::name_from_field(&buf[64..80]),
-        })
+        prog_info(self.fd.as_fd())
     }
+}
+
+/// What the kernel reports about the program `fd` names.
+pub fn prog_info(fd: BorrowedFd<'_>) -> Result<ProgInfo, SysError> {
+    // struct bpf_prog_info up to the end of `name`.
+    let mut buf = [0u8; 80];
+    sys::obj_info(fd.as_raw_fd(), &mut buf)?;
+    let word = |at: usize| u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4"));
+    Ok(ProgInfo {
+        prog_type: word(0),
+        id: word(4),
+        tag: buf[8..16].try_into().expect("8"),
+        jited_len: word(16),
+        xlated_len: word(20),
+        name: sys::name_from_field(&buf[64..80]),
+    })
 }
 
 /// The log text up to its NUL; `None` when the kernel wrote nothing.

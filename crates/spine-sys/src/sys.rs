@@ -25,8 +25,10 @@ pub(crate) enum Cmd {
     MapGetNextKey = 4,
     ProgLoad = 5,
     ProgTestRun = 10,
+    ProgGetFdById = 13,
     ObjGetInfoByFd = 15,
     MapFreeze = 22,
+    LinkCreate = 28,
 }
 
 impl Cmd {
@@ -40,7 +42,9 @@ impl Cmd {
             Cmd::MapGetNextKey => "BPF_MAP_GET_NEXT_KEY",
             Cmd::ProgLoad => "BPF_PROG_LOAD",
             Cmd::ProgTestRun => "BPF_PROG_TEST_RUN",
+            Cmd::ProgGetFdById => "BPF_PROG_GET_FD_BY_ID",
             Cmd::ObjGetInfoByFd => "BPF_OBJ_GET_INFO_BY_FD",
+            Cmd::LinkCreate => "BPF_LINK_CREATE",
             Cmd::MapFreeze => "BPF_MAP_FREEZE",
         }
     }
@@ -142,12 +146,35 @@ pub(crate) struct InfoAttr {
     pub info: u64,
 }
 
+/// `BPF_PROG_GET_FD_BY_ID` (`prog_id`, `next_id`, `open_flags`), padded to 16 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GetFdByIdAttr {
+    pub id: u32,
+    pub next_id: u32,
+    pub open_flags: u32,
+    pub _pad: u32,
+}
+
+/// `BPF_LINK_CREATE`, the fields every attach type shares; the per-type union after them
+/// stays zero (XDP uses none of it).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LinkCreateAttr {
+    pub prog_fd: u32,
+    pub target_ifindex: u32,
+    pub attach_type: u32,
+    pub flags: u32,
+}
+
 // No implicit padding anywhere: every byte handed to the kernel is a written field.
 const _: () = assert!(size_of::<MapCreateAttr>() == 72);
 const _: () = assert!(size_of::<MapElemAttr>() == 32);
 const _: () = assert!(size_of::<ProgLoadAttr>() == 144);
 const _: () = assert!(size_of::<TestRunAttr>() == 80);
 const _: () = assert!(size_of::<InfoAttr>() == 16);
+const _: () = assert!(size_of::<GetFdByIdAttr>() == 16);
+const _: () = assert!(size_of::<LinkCreateAttr>() == 16);
 
 const ATTR_WORDS: usize = 18;
 
@@ -161,6 +188,8 @@ pub(crate) union BpfAttr {
     pub prog_load: ProgLoadAttr,
     pub test_run: TestRunAttr,
     pub info: InfoAttr,
+    pub get_fd_by_id: GetFdByIdAttr,
+    pub link_create: LinkCreateAttr,
 }
 
 const _: () = assert!(size_of::<BpfAttr>() == ATTR_WORDS * 8);
