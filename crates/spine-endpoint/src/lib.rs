@@ -22,6 +22,8 @@ mod adapter;
 mod client;
 mod desc;
 mod error;
+#[expect(unsafe_code, reason = "sendmsg/recvmsg with SCM_RIGHTS control messages")]
+mod fdpass;
 mod layout;
 mod ring;
 #[expect(unsafe_code, reason = "memfd, mmap and eventfd; frame copies in shared memory")]
@@ -31,5 +33,6 @@ pub use adapter::{AdapterEnd, AdapterStats};
 pub use client::ClientEnd;
 pub use desc::Desc;
 pub use error::EndpointError;
+pub use fdpass::{recv_fds, send_fds, MAX_FDS};
 pub use layout::Layout;
 pub use shm::{EventFd, Shm};

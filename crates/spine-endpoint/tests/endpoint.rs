@@ -82,3 +82,30 @@ proptest! {
         prop_assert!(s.rx_delivered + s.rx_no_room + s.rx_too_big >= 16 * rounds as u64);
     }
 }
+
+/// The region and eventfd cross a socketpair with SCM_RIGHTS; the client sleeps on
+/// the eventfd until the adapter (another thread) delivers and signals.
+#[test]
+fn an_endpoint_handed_over_a_socket_wakes_a_blocked_client() {
+    use spine_endpoint::{recv_fds, send_fds, EventFd};
+    use std::os::unix::net::UnixStream;
+    let (s1, s2) = UnixStream::pair().unwrap();
+    let mut a = AdapterEnd::create(Layout::new(8, 2048, 8).unwrap()).unwrap();
+    let ev = EventFd::new().unwrap();
+    send_fds(&s1, &[a.shm().fd(), ev.fd()]).unwrap();
+    let mut fds = recv_fds(&s2).unwrap();
+    assert_eq!(fds.len(), 2);
+    let cev = EventFd::from_fd(fds.pop().unwrap());
+    let mut c = ClientEnd::open(fds.pop().unwrap()).unwrap();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(a.deliver(b"hello"));
+        ev.signal();
+        a
+    });
+    assert!(cev.wait(5000).unwrap(), "woken by the adapter");
+    let mut got = Vec::new();
+    assert_eq!(c.recv(8, |m| got.extend_from_slice(m)), 1);
+    assert_eq!(got, b"hello");
+    t.join().unwrap();
+}
