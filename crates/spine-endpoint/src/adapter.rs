@@ -42,10 +42,10 @@ impl AdapterEnd {
         let shm = Shm::create(&layout)?;
         let n = layout.ring_entries;
         Ok(AdapterEnd {
-            tx: Ring::new(layout.ring_offset(RingId::Tx), n, false),
-            rx: Ring::new(layout.ring_offset(RingId::Rx), n, true),
-            fill: Ring::new(layout.ring_offset(RingId::Fill), n, false),
-            comp: Ring::new(layout.ring_offset(RingId::Completion), n, true),
+            tx: Ring::new(layout.ring_offset(RingId::Tx), n, false, 16),
+            rx: Ring::new(layout.ring_offset(RingId::Rx), n, true, 16),
+            fill: Ring::new(layout.ring_offset(RingId::Fill), n, false, 8),
+            comp: Ring::new(layout.ring_offset(RingId::Completion), n, true, 8),
             shm,
             layout,
             stats: AdapterStats::default(),

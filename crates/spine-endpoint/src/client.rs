@@ -28,10 +28,10 @@ impl ClientEnd {
         let (shm, layout) = Shm::open(fd)?;
         let n = layout.ring_entries;
         let mut c = ClientEnd {
-            tx: Ring::new(layout.ring_offset(RingId::Tx), n, true),
-            rx: Ring::new(layout.ring_offset(RingId::Rx), n, false),
-            fill: Ring::new(layout.ring_offset(RingId::Fill), n, true),
-            comp: Ring::new(layout.ring_offset(RingId::Completion), n, false),
+            tx: Ring::new(layout.ring_offset(RingId::Tx), n, true, 16),
+            rx: Ring::new(layout.ring_offset(RingId::Rx), n, false, 16),
+            fill: Ring::new(layout.ring_offset(RingId::Fill), n, true, 8),
+            comp: Ring::new(layout.ring_offset(RingId::Completion), n, false, 8),
             free: (0..layout.frames).map(|f| u64::from(f) * u64::from(layout.frame_size)).collect(),
             shm,
             layout,

@@ -14,7 +14,8 @@ pub(crate) const PRODUCER_OFF: usize = 0;
 pub(crate) const CONSUMER_OFF: usize = 64;
 pub(crate) const ENTRIES_OFF: usize = 128;
 /// Descriptor rings (transmit, receive) hold 16-byte entries; address rings (fill,
-/// completion) 8-byte ones. All four are sized as descriptor rings for simplicity.
+/// completion) 8-byte ones. All four get a descriptor ring's space, so ring offsets
+/// depend only on the entry count.
 pub(crate) const ENTRY_BYTES: usize = 16;
 
 /// The four rings, in region order.

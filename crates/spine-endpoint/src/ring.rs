@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::layout::{CONSUMER_OFF, ENTRIES_OFF, ENTRY_BYTES, PRODUCER_OFF};
+use crate::layout::{CONSUMER_OFF, ENTRIES_OFF, PRODUCER_OFF};
 use crate::Shm;
 
 #[derive(Debug)]
@@ -14,11 +14,13 @@ pub(crate) struct Ring {
     entries: u32,
     local: u32,
     producer: bool,
+    /// 16 for descriptor rings, 8 for address rings (AF_XDP's entry sizes).
+    entry_bytes: usize,
 }
 
 impl Ring {
-    pub(crate) fn new(off: usize, entries: u32, producer: bool) -> Self {
-        Ring { off, entries, local: 0, producer }
+    pub(crate) fn new(off: usize, entries: u32, producer: bool, entry_bytes: usize) -> Self {
+        Ring { off, entries, local: 0, producer, entry_bytes }
     }
 
     fn other_off(&self) -> usize {
@@ -45,7 +47,7 @@ impl Ring {
     /// Byte offset of entry `i` past the local index.
     pub(crate) fn slot(&self, i: u32) -> usize {
         let idx = self.local.wrapping_add(i) & (self.entries - 1);
-        self.off + ENTRIES_OFF + idx as usize * ENTRY_BYTES
+        self.off + ENTRIES_OFF + idx as usize * self.entry_bytes
     }
 
     /// Moves the local index by `n` and publishes it.
