@@ -52,7 +52,7 @@ fuzz: deps
 	$(CARGO) build -p spine-progs || exit 1; \
 	out=$$(ls -td target/debug/build/spine-progs-*/out | head -1); \
 	mkdir -p fuzz/corpus/obj_parse && cp -f $$out/*.o fuzz/corpus/obj_parse/ || exit 1; \
-	cd fuzz && for t in obj_parse verify_run; do \
+	cd fuzz && for t in obj_parse verify_run endpoint_rings; do \
 		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 		cargo +nightly fuzz run -O $$t -- -max_total_time=$(FUZZ_SECONDS) 2>&1 | tail -3; \
 		[ $${PIPESTATUS[0]} -eq 0 ] || exit 1; \

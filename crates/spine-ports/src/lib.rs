@@ -16,6 +16,7 @@ mod afpacket;
 mod afxdp;
 mod capture;
 pub mod craft;
+mod endpoint;
 pub mod gen;
 mod mem;
 #[expect(unsafe_code, reason = "interface ioctls, socket options and ring mappings")]
@@ -35,6 +36,7 @@ pub use capture::{
     read_capture, Capture, CaptureError, CaptureErrorKind, CaptureFormat, CaptureReader, Packet,
     LINKTYPE_ETHERNET, MAX_PACKET_LEN,
 };
+pub use endpoint::EndpointPort;
 pub use mem::MemPort;
 pub use pcap::{PcapWriter, DEFAULT_SNAPLEN};
 pub use pcap_port::{PcapSink, PcapSource};

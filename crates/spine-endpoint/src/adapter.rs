@@ -1,0 +1,153 @@
+//! The adapter's side of an endpoint. Every index, address and length read from shared
+//! memory is read once and checked before use; a failed check is counted and the entry
+//! skipped, never trusted and never a panic. Frames are copied to and from the
+//! adapter's own buffers, so whatever the client does, it holds none of them.
+
+use std::sync::atomic::Ordering;
+
+use crate::layout::RingId;
+use crate::ring::Ring;
+use crate::{Desc, EndpointError, Layout, Shm};
+
+/// Counters of one endpoint, adapter side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AdapterStats {
+    pub rx_delivered: u64,
+    pub tx_taken: u64,
+    /// Receive dropped: no frame on the fill ring, or the receive ring full.
+    pub rx_no_room: u64,
+    /// Receive dropped: longer than the room left in the fill frame.
+    pub rx_too_big: u64,
+    /// Fill addresses or transmit descriptors that failed their checks.
+    pub bad_desc: u64,
+    /// Times a client index claimed more entries than its ring holds.
+    pub bad_index: u64,
+}
+
+/// The adapter's handle on one endpoint.
+#[derive(Debug)]
+pub struct AdapterEnd {
+    shm: Shm,
+    layout: Layout,
+    tx: Ring,
+    rx: Ring,
+    fill: Ring,
+    comp: Ring,
+    stats: AdapterStats,
+}
+
+impl AdapterEnd {
+    /// Creates an endpoint region for `layout`. Hand [`AdapterEnd::shm`]'s fd to the client.
+    pub fn create(layout: Layout) -> Result<Self, EndpointError> {
+        let shm = Shm::create(&layout)?;
+        let n = layout.ring_entries;
+        Ok(AdapterEnd {
+            tx: Ring::new(layout.ring_offset(RingId::Tx), n, false, 16),
+            rx: Ring::new(layout.ring_offset(RingId::Rx), n, true, 16),
+            fill: Ring::new(layout.ring_offset(RingId::Fill), n, false, 8),
+            comp: Ring::new(layout.ring_offset(RingId::Completion), n, true, 8),
+            shm,
+            layout,
+            stats: AdapterStats::default(),
+        })
+    }
+
+    pub fn shm(&self) -> &Shm {
+        &self.shm
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn stats(&self) -> AdapterStats {
+        self.stats
+    }
+
+    fn ready(&mut self, which: RingId) -> u32 {
+        let ring = match which {
+            RingId::Tx => &self.tx,
+            RingId::Rx => &self.rx,
+            RingId::Fill => &self.fill,
+            RingId::Completion => &self.comp,
+        };
+        match ring.ready(&self.shm) {
+            Some(n) => n,
+            None => {
+                self.stats.bad_index += 1;
+                0
+            }
+        }
+    }
+
+    /// Delivers one frame to the client: takes a fill frame, copies `frame` into it and
+    /// posts a receive descriptor. Returns false (and counts why) when it could not.
+    pub fn deliver(&mut self, frame: &[u8]) -> bool {
+        if self.ready(RingId::Rx) == 0 {
+            self.stats.rx_no_room += 1;
+            return false;
+        }
+        // Skip bad fill entries, at most the ring's worth so a hostile client cannot
+        // keep the adapter here.
+        let avail = self.ready(RingId::Fill);
+        for _ in 0..avail {
+            let addr = self.shm.u64_at(self.fill.slot(0)).load(Ordering::Relaxed);
+            self.fill.advance(&self.shm, 1);
+            let Some((_, room)) = self.layout.check_frame(addr) else {
+                self.stats.bad_desc += 1;
+                continue;
+            };
+            if frame.len() > room {
+                self.stats.rx_too_big += 1;
+                // The frame goes back to the client unused, as a zero-length receive.
+                self.post_rx(Desc { addr, len: 0, options: 0 });
+                return false;
+            }
+            self.shm.write(self.layout.area_offset() + addr as usize, frame);
+            self.post_rx(Desc { addr, len: frame.len() as u32, options: 0 });
+            self.stats.rx_delivered += 1;
+            return true;
+        }
+        self.stats.rx_no_room += 1;
+        false
+    }
+
+    fn post_rx(&mut self, d: Desc) {
+        let slot = self.rx.slot(0);
+        self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
+        self.shm
+            .u64_at(slot + 8)
+            .store(u64::from(d.len) | u64::from(d.options) << 32, Ordering::Relaxed);
+        self.rx.advance(&self.shm, 1);
+    }
+
+    /// Takes one message the client transmitted, copying it into `out`; returns its
+    /// length, or `None` when there is nothing (valid) to take. The frame goes back to
+    /// the client on the completion ring. A message longer than `out` is dropped and
+    /// counted as a bad descriptor.
+    pub fn take(&mut self, out: &mut [u8]) -> Option<usize> {
+        let avail = self.ready(RingId::Tx);
+        for _ in 0..avail {
+            if self.ready(RingId::Completion) == 0 {
+                return None;
+            }
+            let slot = self.tx.slot(0);
+            let addr = self.shm.u64_at(slot).load(Ordering::Relaxed);
+            let word = self.shm.u64_at(slot + 8).load(Ordering::Relaxed);
+            self.tx.advance(&self.shm, 1);
+            let (len, options) = (word as u32, (word >> 32) as u32);
+            let checked = self.layout.check_desc(addr, len).filter(|_| options == 0);
+            let Some(off) = checked.filter(|_| len as usize <= out.len()) else {
+                self.stats.bad_desc += 1;
+                continue;
+            };
+            self.shm.read(self.layout.area_offset() + off, &mut out[..len as usize]);
+            let cslot = self.comp.slot(0);
+            self.shm.u64_at(cslot).store(addr, Ordering::Relaxed);
+            self.comp.advance(&self.shm, 1);
+            self.stats.tx_taken += 1;
+            return Some(len as usize);
+        }
+        None
+    }
+}

@@ -1,0 +1,118 @@
+//! The application's side of an endpoint: it writes messages in place into its frames
+//! and reads received ones in place. Single-threaded, non-blocking; pair it with the
+//! endpoint's eventfd to sleep.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+
+use crate::layout::RingId;
+use crate::ring::Ring;
+use crate::{EndpointError, Layout, Shm};
+
+/// An open endpoint, client side.
+#[derive(Debug)]
+pub struct ClientEnd {
+    shm: Shm,
+    layout: Layout,
+    tx: Ring,
+    rx: Ring,
+    fill: Ring,
+    comp: Ring,
+    /// Frame addresses the client holds and may send from.
+    free: Vec<u64>,
+}
+
+impl ClientEnd {
+    /// Maps the endpoint fd and gives half of its frames to the adapter for receive.
+    pub fn open(fd: OwnedFd) -> Result<Self, EndpointError> {
+        let (shm, layout) = Shm::open(fd)?;
+        let n = layout.ring_entries;
+        let mut c = ClientEnd {
+            tx: Ring::new(layout.ring_offset(RingId::Tx), n, true, 16),
+            rx: Ring::new(layout.ring_offset(RingId::Rx), n, false, 16),
+            fill: Ring::new(layout.ring_offset(RingId::Fill), n, true, 8),
+            comp: Ring::new(layout.ring_offset(RingId::Completion), n, false, 8),
+            free: (0..layout.frames).map(|f| u64::from(f) * u64::from(layout.frame_size)).collect(),
+            shm,
+            layout,
+        };
+        let give = (layout.frames / 2).max(1);
+        for _ in 0..give {
+            c.refill_one();
+        }
+        Ok(c)
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn refill_one(&mut self) -> bool {
+        if self.fill.ready(&self.shm).unwrap_or(0) == 0 {
+            return false;
+        }
+        let Some(addr) = self.free.pop() else { return false };
+        self.shm.u64_at(self.fill.slot(0)).store(addr, Ordering::Relaxed);
+        self.fill.advance(&self.shm, 1);
+        true
+    }
+
+    fn reclaim(&mut self) {
+        let n = self.comp.ready(&self.shm).unwrap_or(0);
+        for _ in 0..n {
+            let addr = self.shm.u64_at(self.comp.slot(0)).load(Ordering::Relaxed);
+            self.comp.advance(&self.shm, 1);
+            self.free.push(addr);
+        }
+    }
+
+    /// Sends one message of `len` bytes written in place by `write`. Returns false when
+    /// no frame or transmit slot is free (try again after the adapter has run).
+    pub fn send_with(&mut self, len: usize, write: impl FnOnce(&mut [u8])) -> bool {
+        self.reclaim();
+        if len > self.layout.frame_size as usize || self.tx.ready(&self.shm).unwrap_or(0) == 0 {
+            return false;
+        }
+        let Some(addr) = self.free.pop() else { return false };
+        let off = self.layout.area_offset() + addr as usize;
+        write(self.shm.bytes_mut(off, len));
+        let slot = self.tx.slot(0);
+        self.shm.u64_at(slot).store(addr, Ordering::Relaxed);
+        self.shm.u64_at(slot + 8).store(len as u64, Ordering::Relaxed);
+        self.tx.advance(&self.shm, 1);
+        true
+    }
+
+    /// Sends a copy of `data`.
+    pub fn send(&mut self, data: &[u8]) -> bool {
+        self.send_with(data.len(), |b| b.copy_from_slice(data))
+    }
+
+    /// Hands up to `max` received messages to `f` in place, returns their frames to the
+    /// adapter, and returns how many.
+    pub fn recv(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> usize {
+        let n = (self.rx.ready(&self.shm).unwrap_or(0) as usize).min(max);
+        for _ in 0..n {
+            let slot = self.rx.slot(0);
+            let addr = self.shm.u64_at(slot).load(Ordering::Relaxed);
+            let len = self.shm.u64_at(slot + 8).load(Ordering::Relaxed) as u32;
+            self.rx.advance(&self.shm, 1);
+            if let Some(off) = self.layout.check_desc(addr, len) {
+                f(self.shm.bytes_mut(self.layout.area_offset() + off, len as usize));
+                let frame = addr - addr % u64::from(self.layout.frame_size);
+                self.free.push(frame);
+                self.refill_one();
+            }
+        }
+        n
+    }
+
+    /// Test and fuzz access: the raw shared words, to play a hostile client.
+    pub fn poke_u32(&self, off: usize, v: u32) {
+        self.shm.u32_at(off).store(v, Ordering::Release);
+    }
+
+    pub fn poke_u64(&self, off: usize, v: u64) {
+        self.shm.u64_at(off).store(v, Ordering::Release);
+    }
+}

@@ -1,0 +1,38 @@
+//! U-Net endpoints: an application's window onto the adapter without the kernel on the
+//! data path.
+//!
+//! One memfd holds a header, four rings and a buffer area of fixed-size frames
+//! ([`Layout`]). The rings follow AF_XDP: a producer and a consumer index on separate
+//! cache lines, then a power-of-two array of entries. Transmit and receive carry
+//! [`Desc`]s (frame address, length, options); fill and completion carry frame
+//! addresses. The client produces transmit and fill and consumes receive and
+//! completion; the adapter the reverse.
+//!
+//! The adapter side ([`AdapterEnd`]) trusts nothing in shared memory: it keeps its own
+//! copy of every index it owns, reads each index and descriptor the client writes
+//! exactly once, and checks it before use. Frames are copied between the adapter's
+//! pool and the buffer area, so no adapter buffer is ever lent to a client: a client
+//! that writes garbage, stalls or dies cannot lose one. The client side
+//! ([`ClientEnd`]) writes in place into its frames (zero copies on its side).
+//!
+//! [`Shm`] is the one place that talks to the OS (memfd, mmap, eventfd).
+#![deny(unsafe_code)]
+
+mod adapter;
+mod client;
+mod desc;
+mod error;
+#[expect(unsafe_code, reason = "sendmsg/recvmsg with SCM_RIGHTS control messages")]
+mod fdpass;
+mod layout;
+mod ring;
+#[expect(unsafe_code, reason = "memfd, mmap and eventfd; frame copies in shared memory")]
+mod shm;
+
+pub use adapter::{AdapterEnd, AdapterStats};
+pub use client::ClientEnd;
+pub use desc::Desc;
+pub use error::EndpointError;
+pub use fdpass::{recv_fds, send_fds, MAX_FDS};
+pub use layout::Layout;
+pub use shm::{EventFd, Shm};
