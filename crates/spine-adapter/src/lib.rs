@@ -8,6 +8,7 @@
 //!   or step it round by round in the caller's thread ([`Adapter::step`]).
 //! - [`Totals`]: counters summed over workers, as text, JSON or Prometheus.
 //! - [`trace`]: the per-worker event ring and its Chrome/Perfetto export.
+//! - [`slot`]: a port's program slot, replaced atomically per burst while traffic flows.
 //!
 //! Layer 3 over spine-runtime (extensions), spine-pool (buffers) and spine-ports
 //! (ports); it adds threads, pinning and a clock, and talks to the OS only through
@@ -22,6 +23,7 @@ mod flow;
 mod host;
 #[expect(unsafe_code, reason = "the lock-free worker-to-worker ring hands values across threads")]
 mod ring;
+pub mod slot;
 #[expect(unsafe_code, reason = "clock_gettime, if_nametoindex and sigaction")]
 pub mod sys;
 pub mod trace;
