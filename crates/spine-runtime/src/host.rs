@@ -22,6 +22,11 @@ pub trait Host {
     fn trace(&mut self, cpu: usize, line: &[u8]);
     /// A fault or a detach; the default ignores it.
     fn event(&mut self, _ev: &Event<'_>) {}
+    /// The FIB and interfaces `bpf_fib_lookup` reads; without one every lookup answers
+    /// as for an unknown device (`-ENODEV`).
+    fn fib(&self) -> Option<&crate::fib_lookup::FibEnv> {
+        None
+    }
 }
 
 /// A deterministic host for tests and replays: a clock that advances by a fixed step at

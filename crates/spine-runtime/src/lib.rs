@@ -10,6 +10,7 @@ pub mod csum;
 mod ctx;
 mod domain;
 mod ext;
+pub mod fib_lookup;
 mod frame;
 mod helpers;
 mod host;
