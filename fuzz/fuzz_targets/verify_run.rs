@@ -51,6 +51,7 @@ fuzz_target!(|data: &[u8]| {
             functions: vec![(0, "fuzz".into())],
         }],
         maps: vec![map("arr", ARRAY, 4, 16, 4), map("hash", HASH, 8, 8, 8), map("pcpu", PERCPU_ARRAY, 4, 8, 2)],
+        skipped: Vec::new(),
     };
     let opts = LoadOptions { engine: EngineKind::Interpreter, ..LoadOptions::default() };
     let Ok(loaded) = load_object(&obj, &opts) else { return };
