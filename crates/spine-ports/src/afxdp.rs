@@ -37,6 +37,40 @@ fn attach_link(
     XdpLink::attach(ifindex, k.prog().fd(), mode)
 }
 
+/// Removes the program attached to the interface if it is a redirect program of a
+/// spine that is gone: named [`XSK_PROG_NAME`] and attached through netlink (a live
+/// owner holds its program through a link, which netlink cannot remove). Anything
+/// else stays, and the error names it.
+fn clear_stale(port: &str, ifindex: u32, mode: XdpMode) -> Result<(), PortError> {
+    let netlink = |e: spine_sys::NetlinkError| PortError::new(port, PortErrorKind::Netlink(e));
+    let now = query_xdp(ifindex).map_err(netlink)?;
+    let held = |name: String, id: u32| PortError::new(port, PortErrorKind::XdpInUse { name, id });
+    if now.prog_id == 0 {
+        // Gone meanwhile, or held in another mode: the retry tells.
+        return Ok(());
+    }
+    let (fd, info) = prog_by_id(now.prog_id).map_err(|_| held(String::from("?"), now.prog_id))?;
+    if info.name != XSK_PROG_NAME {
+        return Err(held(info.name, info.id));
+    }
+    // Only that very program (XDP_FLAGS_REPLACE with its fd): never one attached
+    // since we looked.
+    let at = now.mode.unwrap_or(mode);
+    match detach_xdp(ifindex, at, Some(fd.as_fd())) {
+        Ok(()) => Ok(()),
+        // A link holds it: another spine is alive and owns the interface.
+        Err(e) if e.is(libc::EBUSY) => Err(PortError::new(
+            port,
+            PortErrorKind::Busy { op: "attach XDP, held by a running spine", errno: e.errno },
+        )),
+        Err(e) => Err(netlink(e)),
+    }
+}
+
+/// How long a bind refused with EBUSY is retried: the kernel releases a dead process's
+/// socket from the queue asynchronously.
+const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How to bind the socket to the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BindMode {
@@ -160,6 +194,12 @@ impl AfXdpPort {
         }
         let ifindex = os::ifindex(port, &cfg.ifname)?;
         os::require_up(port, &cfg.ifname)?;
+        if cfg.attach != AttachMode::None {
+            // A redirect program left by a spine that died holds its xskmap, and the map
+            // holds that spine's socket on the queue: bind would fail with EBUSY. Clear it
+            // (or name the foreign program in the way) before binding.
+            clear_stale(port, ifindex, XdpMode::Native)?;
+        }
         let (xsk, zero_copy) = match (shared, cfg.bind) {
             // A socket sharing a UMEM inherits the owner's mode; it may not ask for one.
             (Some(_), _) => (socket(port, &cfg, ifindex, &pool, shared, false)?, false),
@@ -227,7 +267,7 @@ impl AfXdpPort {
                 Err(e) if e.is(libc::EBUSY) || e.is(libc::EEXIST) => {
                     // Something holds the interface: a spine that died attached the
                     // old way (netlink, not a link) is cleared, anything else refused.
-                    self.clear_stale(mode)?;
+                    clear_stale(port, self.ifindex, mode)?;
                     let link = attach_link(self.ifindex, &k, mode).map_err(|e| {
                         PortError::new(port, PortErrorKind::from_errno("attach XDP", e.errno))
                     })?;
@@ -244,39 +284,6 @@ impl AfXdpPort {
             }
         }
         Err(PortError::new(port, PortErrorKind::Bpf(last.expect("at least one mode"))))
-    }
-
-    /// Removes the program attached to the interface if it is a redirect program of a
-    /// spine that is gone: named [`XSK_PROG_NAME`] and attached through netlink (a live
-    /// owner holds its program through a link, which netlink cannot remove). Anything
-    /// else stays, and the error names it.
-    fn clear_stale(&self, mode: XdpMode) -> Result<(), PortError> {
-        let port = self.name.as_str();
-        let netlink = |e: spine_sys::NetlinkError| PortError::new(port, PortErrorKind::Netlink(e));
-        let now = query_xdp(self.ifindex).map_err(netlink)?;
-        let held =
-            |name: String, id: u32| PortError::new(port, PortErrorKind::XdpInUse { name, id });
-        if now.prog_id == 0 {
-            // Gone meanwhile, or held in another mode: the retry tells.
-            return Ok(());
-        }
-        let (fd, info) =
-            prog_by_id(now.prog_id).map_err(|_| held(String::from("?"), now.prog_id))?;
-        if info.name != XSK_PROG_NAME {
-            return Err(held(info.name, info.id));
-        }
-        // Only that very program (XDP_FLAGS_REPLACE with its fd): never one attached
-        // since we looked.
-        let at = now.mode.unwrap_or(mode);
-        match detach_xdp(self.ifindex, at, Some(fd.as_fd())) {
-            Ok(()) => Ok(()),
-            // A link holds it: another spine is alive and owns the interface.
-            Err(e) if e.is(libc::EBUSY) => Err(PortError::new(
-                port,
-                PortErrorKind::Busy { op: "attach XDP, held by a running spine", errno: e.errno },
-            )),
-            Err(e) => Err(netlink(e)),
-        }
     }
 
     /// True when the socket is bound in zero-copy mode.
@@ -466,16 +473,27 @@ fn socket(
         sxdp_queue_id: cfg.queue,
         sxdp_shared_umem_fd: shared.unwrap_or(0) as u32,
     };
-    // SAFETY: the kernel reads a sockaddr_xdp of the given length from `sxdp`.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sxdp as *const libc::sockaddr_xdp).cast(),
-            size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
+    // A socket of a process that just died still holds the queue until the kernel's
+    // deferred release has run (milliseconds): EBUSY is retried for a bounded time
+    // before it is taken to mean that a live socket has the queue.
+    let deadline = std::time::Instant::now() + BIND_BUSY_WAIT;
+    loop {
+        // SAFETY: the kernel reads a sockaddr_xdp of the given length from `sxdp`.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sxdp as *const libc::sockaddr_xdp).cast(),
+                size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            break;
+        }
         let e = os::errno();
+        if e == libc::EBUSY && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            continue;
+        }
         // EINVAL: no such queue on the interface; EBUSY: another socket has it;
         // EOPNOTSUPP: the driver has no zero-copy.
         let op = if zero_copy { "bind(AF_XDP, zero-copy)" } else { "bind(AF_XDP)" };

@@ -208,7 +208,6 @@ fn generic_xdp_mode_works_too() {
 /// tool's program is never replaced, and the error names it. A port's own attachment is
 /// a BPF link: gone with the port (and with the process, however it dies).
 #[test]
-#[ignore = "bind(AF_XDP) fails with EBUSY on a veth that already has a netlink-attached program, before the attach code runs; the stale check must move before bind"]
 fn stale_spine_program_is_replaced_and_foreign_one_refused() {
     if !bpf_ok() {
         return;
