@@ -18,7 +18,7 @@ use spine_maps::Map;
 use spine_pool::{Burst, Pool, PoolCache, PoolConfig, PoolError};
 use spine_ports::PortError;
 use spine_runtime::{
-    load_object, Domain, DomainSpec, EngineKind, Extension, Geometry, LoadError, LoadOptions,
+    load_selected, Domain, DomainSpec, EngineKind, Extension, Geometry, LoadError, LoadOptions,
     LoadedObject, RunnerError, XdpRunner,
 };
 
@@ -311,8 +311,7 @@ impl AdapterBuilder {
             ..LoadOptions::default()
         };
         let load = |e| AdapterError::Load { at: at.to_string(), source: Box::new(e) };
-        let loaded = load_object(obj, &opts).map_err(load)?;
-        let ext = loaded.program(section).map_err(load)?.clone();
+        let (loaded, ext) = load_selected(obj, section, &opts).map_err(load)?;
         self.exts.push(ExtEntry { name: name.to_string(), ext, _object: loaded });
         Ok(self.exts.len() - 1)
     }
@@ -591,7 +590,13 @@ impl Adapter {
                 }
             };
             let domain = e.domain.as_deref().unwrap_or("default");
-            b.load_extension(&e.name, &bytes, e.section.as_deref(), domain, &at)?;
+            let section_types = match (&e.section, e.prog_type) {
+                (Some(s), Some(t)) => vec![(s.clone(), t)],
+                _ => Vec::new(),
+            };
+            let obj = spine_obj::parse_with(&bytes, &spine_obj::ParseOptions { section_types })
+                .map_err(|e| AdapterError::Object { at: at.clone(), source: Box::new(e) })?;
+            b.load_parsed(&e.name, &obj, e.section.as_deref(), domain, &at)?;
         }
         let ext_id = |name: &str| cfg.extensions.iter().position(|e| e.name == name);
         for a in &cfg.attachments {

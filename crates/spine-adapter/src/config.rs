@@ -160,6 +160,9 @@ pub struct ExtensionConfig {
     pub object: ObjectSource,
     /// Section or program name; `None`: the object's first XDP program.
     pub section: Option<String>,
+    /// Program type of `section`, whatever its name says (`type = "xdp"`), as
+    /// `ip link ... sec S` or `bpftool prog load ... type xdp` load a section.
+    pub prog_type: Option<spine_obj::ProgType>,
     /// `None`: the built-in `default` domain.
     pub domain: Option<String>,
 }
@@ -286,6 +289,7 @@ pub enum Problem {
 }
 
 const PORT_KINDS: &[&str] = &["mem", "pcap", "afpacket", "afxdp", "tap"];
+const PROG_TYPES: &[&str] = &["xdp", "xdp-frags"];
 
 impl Config {
     /// Reads and checks `path`; relative file names inside are relative to its folder.
@@ -764,6 +768,14 @@ fn parse_extension(mut t: Table<'_>, base: &Path) -> Result<ExtensionConfig, Con
         }
     };
     let section = t.opt_str("section")?.map(str::to_string);
+    let prog_type = match t.opt_choice("type", PROG_TYPES)? {
+        None => None,
+        Some(_) if section.is_none() => {
+            return Err(t.err("type", Problem::Invalid("a program type needs a section")))
+        }
+        Some("xdp") => Some(spine_obj::ProgType::Xdp),
+        Some(_) => Some(spine_obj::ProgType::XdpFrags),
+    };
     let name = match t.opt_str("name")? {
         Some(n) => n.to_string(),
         None => match (&object, &section) {
@@ -776,7 +788,7 @@ fn parse_extension(mut t: Table<'_>, base: &Path) -> Result<ExtensionConfig, Con
     };
     let domain = t.opt_str("domain")?.map(str::to_string);
     t.finish()?;
-    Ok(ExtensionConfig { name, object, section, domain })
+    Ok(ExtensionConfig { name, object, section, prog_type, domain })
 }
 
 fn parse_attach(mut t: Table<'_>) -> Result<Attachment, ConfigError> {

@@ -109,3 +109,42 @@ fn build_errors_name_the_entry() {
     let got = build_err("[[extension]]\nfile = \"junk.o\"\n", dir.path());
     assert!(got.starts_with("extension[0]: not a BPF object"), "{got}");
 }
+
+/// An object as real projects ship them: one program's refusal or another program's type
+/// never blocks the program asked for, and a section whose name says no type loads as XDP
+/// when the configuration says so (as `ip link ... sec S` does).
+#[test]
+fn one_program_of_a_mixed_object_loads_alone() {
+    let dir = TempDir::new("sections");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sections.c");
+    let obj = dir.join("sections.o");
+    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    let cfg = |ext: &str| {
+        format!(
+            "[[port]]\nname = \"in\"\nkind = \"mem\"\n[port.udp4]\nflows = 4\nsize = 64\n\
+             [[extension]]\nname = \"x\"\nfile = \"{}\"\n{ext}\n\
+             [[attach]]\nextension = \"x\"\nport = \"in\"\n",
+            obj.display()
+        )
+    };
+    let run = |ext: &str| {
+        let mut a = build(&cfg(ext), dir.path()).unwrap_or_else(|e| panic!("{ext}: {e}"));
+        for _ in 0..20 {
+            a.step();
+        }
+        a.finish().unwrap().totals.port("in").unwrap().verdicts
+    };
+    let v = run("section = \"drop_all\"");
+    assert!(v.drop > 0 && v.drop == v.total(), "{v:?}");
+    let v = run("section = \"xdp_patch_ports\"\ntype = \"xdp\"");
+    assert!(v.tx > 0 && v.tx == v.total(), "{v:?}");
+
+    let e = build_err(&cfg("section = \"xdp_patch_ports\""), dir.path());
+    assert!(e.contains("patch_ports") && e.contains("not loaded"), "{e}");
+    let e = build_err(&cfg("section = \"unchecked\""), dir.path());
+    assert!(e.contains("unchecked") && e.contains("verifier"), "{e}");
+    let e = build_err(&cfg("section = \"tc\""), dir.path());
+    assert!(e.contains("classifier"), "{e}");
+    let e = build_err(&cfg("type = \"xdp\""), dir.path());
+    assert!(e.contains("needs a section"), "{e}");
+}

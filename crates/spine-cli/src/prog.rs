@@ -9,7 +9,8 @@ use clap::Subcommand;
 use serde_json::json;
 use spine_obj::{Object, ParseOptions, ProgType, Program};
 use spine_runtime::{
-    load_object, Budget, EngineKind, Frame, Geometry, LoadOptions, LoadedObject, RxInfo, XdpRunner,
+    load_object, load_selected, select_program, Budget, EngineKind, Frame, Geometry, LoadOptions,
+    LoadedObject, RxInfo, XdpRunner,
 };
 
 use crate::host::CliHost;
@@ -175,41 +176,9 @@ pub fn read_object(
 }
 
 /// The program the user asked for (the first XDP program by default), refusing by name
-/// one that was skipped for its type.
+/// one of another type or one that was skipped.
 pub fn chosen<'o>(obj: &'o Object, file: &Path, section: Option<&str>) -> Result<&'o Program> {
-    let xdp = |p: &&Program| matches!(p.prog_type, ProgType::Xdp | ProgType::XdpFrags);
-    let found = match section {
-        Some(s) => obj.program(Some(s)),
-        None => obj.programs.iter().find(xdp),
-    };
-    match (found, section) {
-        (Some(p), _) if xdp(&p) => Ok(p),
-        (Some(p), _) => bail!(
-            "program '{}' (section '{}') is a {:?} program; spine runs XDP programs here",
-            p.name,
-            p.section,
-            p.prog_type
-        ),
-        (None, Some(s)) => match obj.skipped_program(s) {
-            Some(k) => bail!("program '{}' is not loaded: {}", k.name, k.reason),
-            None => bail!("no program '{s}' in {}", file.display()),
-        },
-        (None, None) => bail!("{} has no XDP program", file.display()),
-    }
-}
-
-/// `obj` with only `prog` (first) and the programs its maps' initial slots name: what running
-/// `prog` needs, so that a sibling the verifier refuses does not stop it (as
-/// `prog verify --section` checks only the chosen program).
-pub fn only(obj: &Object, prog: &Program) -> Object {
-    let slotted = |p: &Program| {
-        obj.maps
-            .iter()
-            .flat_map(|m| &m.init_slots)
-            .any(|(_, t)| matches!(t, spine_obj::SlotTarget::Program(n) if *n == p.name))
-    };
-    let others = obj.programs.iter().filter(|p| !std::ptr::eq(*p, prog) && slotted(p));
-    Object { programs: std::iter::once(prog).chain(others).cloned().collect(), ..obj.clone() }
+    select_program(obj, section).with_context(|| format!("{}", file.display()))
 }
 
 fn dump(file: &Path, json: bool) -> Result<ExitCode> {
@@ -282,20 +251,16 @@ fn map_json(m: &spine_obj::MapSpec) -> serde_json::Value {
 /// An object loaded into spine, with a runner for worker 0 on the chosen program.
 pub struct Loaded {
     pub obj: Object,
-    /// Keeps the object's other programs (tail-call targets) loaded.
+    /// The chosen program first, then its tail-call targets, kept loaded.
     pub loaded: LoadedObject,
     pub runner: XdpRunner,
 }
 
 pub fn load(args: &LoadArgs) -> Result<Loaded> {
-    let full = read_object(&args.file, args.section.as_deref(), args.prog_type)?;
-    let prog = chosen(&full, &args.file, args.section.as_deref())?;
-    let name = prog.name.clone();
-    let obj = only(&full, prog);
+    let obj = read_object(&args.file, args.section.as_deref(), args.prog_type)?;
     let opts = LoadOptions { engine: args.engine.into(), ..LoadOptions::default() };
-    let loaded = load_object(&obj, &opts)
+    let (loaded, ext) = load_selected(&obj, args.section.as_deref(), &opts)
         .with_context(|| format!("loading {} into spine", args.file.display()))?;
-    let ext = loaded.program(Some(&name))?.clone();
     let mut runner = XdpRunner::new(ext, 0)?;
     if let Some(us) = args.budget_us {
         runner = runner.with_budget(Budget { ns: us.saturating_mul(1000), ..Budget::default() });
@@ -311,8 +276,8 @@ fn run(
     kernel: bool,
     json: bool,
 ) -> Result<ExitCode> {
-    let Loaded { obj, loaded: _loaded, mut runner } = load(args)?;
-    let section = obj.programs.first().map(|p| p.name.clone());
+    let Loaded { obj, loaded, mut runner } = load(args)?;
+    let section = loaded.programs.first().map(|p| p.name().to_string());
     let section = section.as_deref();
     let packet =
         std::fs::read(data_in).with_context(|| format!("reading {}", data_in.display()))?;

@@ -99,6 +99,8 @@ pub enum LoadError {
     ProgArray(#[from] ProgArrayError),
     #[error("map '{map}' slot {slot}: no program '{program}' in the object")]
     NoSlotProgram { map: String, slot: u32, program: String },
+    #[error("program '{program}' (section '{section}') is not loaded: {reason}")]
+    Skipped { program: String, section: String, reason: String },
 }
 
 /// What verification measured, kept for `prog verify` and benchmarks.
@@ -224,6 +226,63 @@ pub fn load_object(obj: &Object, opts: &LoadOptions) -> Result<LoadedObject, Loa
         }
     }
     Ok(LoadedObject { maps, programs, skipped })
+}
+
+/// The program of `obj` in or named `section`, else its first XDP program: the one that
+/// `prog verify|run|test` and an adapter's `[[extension]]` mean. A program of another type,
+/// or one the parser skipped, is refused by name.
+pub fn select_program<'o>(
+    obj: &'o Object,
+    section: Option<&str>,
+) -> Result<&'o spine_obj::Program, LoadError> {
+    let xdp = |p: &spine_obj::Program| matches!(p.prog_type, ProgType::Xdp | ProgType::XdpFrags);
+    let found = match section {
+        Some(s) => obj.program(Some(s)),
+        None => obj.programs.iter().find(|p| xdp(p)),
+    };
+    match found {
+        Some(p) if xdp(p) => Ok(p),
+        Some(p) => Err(LoadError::WrongType { program: p.name.clone(), prog_type: p.prog_type }),
+        None => match section.and_then(|s| obj.skipped_program(s)) {
+            Some(k) => Err(LoadError::Skipped {
+                program: k.name.clone(),
+                section: k.section.clone(),
+                reason: k.reason.clone(),
+            }),
+            None => Err(LoadError::NoProgram {
+                wanted: section.map_or_else(|| "of type XDP".to_string(), |s| format!("'{s}'")),
+                available: obj
+                    .programs
+                    .iter()
+                    .map(|p| format!("{} ({})", p.section, p.name))
+                    .collect(),
+            }),
+        },
+    }
+}
+
+/// Loads the program [`select_program`] picks, with only the programs the object's program
+/// arrays name in their initial slots (its tail-call targets): a sibling the verifier
+/// refuses, or one of another type, never blocks it. Returns the loaded object (it keeps
+/// the maps and the tail-call targets alive) and the chosen extension.
+pub fn load_selected(
+    obj: &Object,
+    section: Option<&str>,
+    opts: &LoadOptions,
+) -> Result<(LoadedObject, Arc<Extension>), LoadError> {
+    let prog = select_program(obj, section)?;
+    let slotted = |p: &spine_obj::Program| {
+        obj.maps
+            .iter()
+            .flat_map(|m| &m.init_slots)
+            .any(|(_, t)| matches!(t, SlotTarget::Program(n) if *n == p.name))
+    };
+    let others = obj.programs.iter().filter(|p| !std::ptr::eq(*p, prog) && slotted(p));
+    let only =
+        Object { programs: std::iter::once(prog).chain(others).cloned().collect(), ..obj.clone() };
+    let loaded = load_object(&only, opts)?;
+    let ext = loaded.programs.first().expect("the selected program loads first").clone();
+    Ok((loaded, ext))
 }
 
 /// Verifies one program of `obj` as loading it into `opts.domain` would: against the

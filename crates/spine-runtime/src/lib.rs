@@ -22,8 +22,8 @@ mod xdp;
 pub use ctx::{rewrite_load, XdpCtx, XDP_CTX_SIZE};
 pub use domain::{Domain, DomainError, DomainSpec, Quota, XDP_HELPERS};
 pub use ext::{
-    load_object, verify_program, EngineKind, Extension, LoadError, LoadOptions, LoadedObject,
-    VerifyStats,
+    load_object, load_selected, select_program, verify_program, EngineKind, Extension, LoadError,
+    LoadOptions, LoadedObject, VerifyStats,
 };
 pub use frame::{Bounds, Frame, FrameError, Geometry, ETH_HLEN};
 pub use helpers::{Redirect, MAX_TAIL_CALLS};

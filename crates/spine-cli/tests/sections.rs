@@ -1,0 +1,70 @@
+//! `spine prog verify|run` on an object laid out as public projects ship them: a section
+//! whose name says no type, a sibling the verifier refuses, a program of another type.
+//! Each program is loaded alone, so one's refusal never blocks another.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+struct Files {
+    dir: PathBuf,
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn spine(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spine")).args(args).output().expect("run spine")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn each_program_of_a_mixed_object_verifies_and_runs_alone() {
+    let files =
+        Files { dir: std::env::temp_dir().join(format!("spine-sec-{}", std::process::id())) };
+    std::fs::create_dir_all(&files.dir).unwrap();
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../spine-adapter/tests/fixtures/sections.c");
+    let obj = files.dir.join("sections.o");
+    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    let pkt = files.dir.join("pkt.bin");
+    std::fs::write(&pkt, [0u8; 64]).unwrap();
+    let (obj, pkt) = (obj.to_str().unwrap(), pkt.to_str().unwrap());
+
+    // Every XDP program is reported; the refused one makes the exit status non-zero.
+    let all = spine(&["prog", "verify", obj]);
+    let out = text(&all);
+    assert!(!all.status.success(), "{out}");
+    assert!(out.contains("unchecked: REFUSED"), "{out}");
+    assert!(out.contains("drop_all: verified"), "{out}");
+    assert!(out.contains("patch_ports: skipped") && out.contains("--type xdp"), "{out}");
+
+    let typed = spine(&["prog", "verify", obj, "--section", "xdp_patch_ports", "--type", "xdp"]);
+    assert!(typed.status.success(), "{}", text(&typed));
+
+    let run = |section: &str, extra: &[&str]| {
+        let mut args = vec!["prog", "run", "--section", section, "--data-in", pkt, obj];
+        args.extend_from_slice(extra);
+        spine(&args)
+    };
+    let drop = run("drop_all", &[]);
+    assert!(drop.status.success() && text(&drop).contains("XDP_DROP"), "{}", text(&drop));
+    let tx = run("xdp_patch_ports", &["--type", "xdp"]);
+    assert!(tx.status.success() && text(&tx).contains("XDP_TX"), "{}", text(&tx));
+
+    for (section, says) in [
+        ("unchecked", "refused by the verifier"),
+        ("xdp_patch_ports", "--type xdp"),
+        ("tc", "'classifier'"),
+        ("nothing_here", "no program 'nothing_here'"),
+    ] {
+        let r = run(section, &[]);
+        assert!(!r.status.success(), "{section} must be refused");
+        assert!(text(&r).contains(says), "{section}: {}", text(&r));
+    }
+}
