@@ -356,7 +356,7 @@ impl AdapterBuilder {
             .ext
             .map(map)
             .ok_or_else(|| wiring_err(&at, format!("no map '{map}'")))?;
-        let value = per_cpu_value(m, value);
+        let value = m.user_value_for_all_cpus(value);
         m.update_user(key, &value, 0).map_err(|source| AdapterError::Map {
             at,
             map: map.to_string(),
@@ -506,21 +506,6 @@ fn iface_index(name: &str) -> Result<u32, AdapterError> {
         .ok_or_else(|| wiring_err(format!("port '{name}'"), "interface vanished after opening"))
 }
 
-/// `value` for every CPU of a per-CPU map (each copy padded to 8 bytes), as user space
-/// writes per-CPU values; other maps take it as it is.
-fn per_cpu_value(m: &spine_maps::Map, value: &[u8]) -> Vec<u8> {
-    let per = m.def().value_size as usize;
-    if m.user_value_size() == per || value.len() != per {
-        return value.to_vec();
-    }
-    let stride = per.next_multiple_of(8);
-    let mut out = vec![0u8; m.user_value_size()];
-    for c in out.chunks_mut(stride) {
-        c[..per].copy_from_slice(value);
-    }
-    out
-}
-
 /// A built adapter, not yet running on threads.
 pub struct Adapter {
     workers: Vec<Worker>,
@@ -625,7 +610,7 @@ impl Adapter {
                         format!("does not fit the map's {vs}-byte value"),
                     )
                 })?;
-                let value = per_cpu_value(&map, &value);
+                let value = map.user_value_for_all_cpus(&value);
                 map.update_user(&key, &value, 0).map_err(|source| AdapterError::Map {
                     at: entry.path.clone(),
                     map: m.map.clone(),

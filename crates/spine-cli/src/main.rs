@@ -4,6 +4,7 @@ mod bench;
 mod conformance;
 mod demo;
 mod host;
+mod mapargs;
 mod output;
 mod prog;
 mod run;

@@ -14,6 +14,7 @@ use spine_runtime::{
 };
 
 use crate::host::CliHost;
+use crate::mapargs::{self, MapArg};
 use crate::output::{hex, hexdump, verdict_name};
 
 /// Which engine runs the program.
@@ -66,6 +67,14 @@ pub struct LoadArgs {
     /// Watchdog budget per invocation in microseconds (default: the domain's, 10 µs).
     #[arg(long)]
     pub budget_us: Option<u64>,
+    /// Write an entry into the object's map NAME before running, as `bpftool map update`
+    /// does (repeatable). KEY and VALUE: a decimal integer (little-endian in the key's or
+    /// value's size) or hex bytes in memory order (`0x0a000001`, `0a:00:00:01`).
+    #[arg(long = "map", value_name = "NAME:KEY=VALUE")]
+    pub maps: Vec<String>,
+    /// Map entries from a file: one NAME:KEY=VALUE per line, `#` comments.
+    #[arg(long = "maps", value_name = "FILE")]
+    pub maps_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -251,6 +260,8 @@ fn map_json(m: &spine_obj::MapSpec) -> serde_json::Value {
 /// An object loaded into spine, with a runner for worker 0 on the chosen program.
 pub struct Loaded {
     pub obj: Object,
+    /// What `--map`/`--maps` wrote, for a kernel run to write the same.
+    pub entries: Vec<MapArg>,
     /// The chosen program first, then its tail-call targets, kept loaded.
     pub loaded: LoadedObject,
     pub runner: XdpRunner,
@@ -261,11 +272,22 @@ pub fn load(args: &LoadArgs) -> Result<Loaded> {
     let opts = LoadOptions { engine: args.engine.into(), ..LoadOptions::default() };
     let (loaded, ext) = load_selected(&obj, args.section.as_deref(), &opts)
         .with_context(|| format!("loading {} into spine", args.file.display()))?;
+    let entries = mapargs::collect(&args.maps, args.maps_file.as_deref())?;
+    for a in &entries {
+        let Some(m) = ext.map(&a.map) else {
+            let names: Vec<&str> = obj.maps.iter().map(|m| m.name.as_str()).collect();
+            bail!("{}: the program has no map '{}' (it has: {})", a.at, a.map, names.join(", "));
+        };
+        let (key, value) =
+            mapargs::sized(a, m.def().key_size as usize, m.def().value_size as usize)?;
+        m.update_user(&key, &m.user_value_for_all_cpus(&value), 0)
+            .with_context(|| format!("{}: map '{}'", a.at, a.map))?;
+    }
     let mut runner = XdpRunner::new(ext, 0)?;
     if let Some(us) = args.budget_us {
         runner = runner.with_budget(Budget { ns: us.saturating_mul(1000), ..Budget::default() });
     }
-    Ok(Loaded { obj, loaded, runner })
+    Ok(Loaded { obj, entries, loaded, runner })
 }
 
 fn run(
@@ -276,7 +298,7 @@ fn run(
     kernel: bool,
     json: bool,
 ) -> Result<ExitCode> {
-    let Loaded { obj, loaded, mut runner } = load(args)?;
+    let Loaded { obj, entries, loaded, mut runner } = load(args)?;
     let section = loaded.programs.first().map(|p| p.name().to_string());
     let section = section.as_deref();
     let packet =
@@ -303,7 +325,7 @@ fn run(
         std::fs::write(path, &out).with_context(|| format!("writing {}", path.display()))?;
     }
     let kernel_run =
-        if kernel { Some(run_in_kernel(&obj, section, &packet, repeat)?) } else { None };
+        if kernel { Some(run_in_kernel(&obj, section, &entries, &packet, repeat)?) } else { None };
     if json {
         let mut v =
             json!({"retval": retval, "duration_ns": ns.round() as u64, "data_out": hex(&out)});
@@ -356,6 +378,7 @@ struct KernelRun {
 fn run_in_kernel(
     obj: &Object,
     section: Option<&str>,
+    entries: &[MapArg],
     packet: &[u8],
     repeat: u32,
 ) -> Result<KernelRun> {
@@ -363,6 +386,13 @@ fn run_in_kernel(
     let found = obj.programs.iter().find(|p| Some(p.name.as_str()) == section);
     let Some(prog) = found.or_else(|| obj.program(section)) else { bail!("no such program") };
     let k = spine_sys::load_object_program(obj, prog).context("loading into the kernel")?;
+    for a in entries {
+        let i = obj.maps.iter().position(|m| m.name == a.map).expect("spine found it");
+        let m = &k.maps[i];
+        let (key, value) = mapargs::sized(a, m.key_size() as usize, m.value_size() as usize)?;
+        m.update(&key, &m.value_for_all_cpus(&value), 0)
+            .with_context(|| format!("{}: map '{}' in the kernel", a.at, a.map))?;
+    }
     let out = k
         .prog
         .test_run(&spine_sys::TestRun { repeat, ..spine_sys::TestRun::new(packet) })

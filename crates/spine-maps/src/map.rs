@@ -317,6 +317,22 @@ impl Map {
         }
     }
 
+    /// A user-space value from one CPU's `value`: a per-CPU map gets it in every CPU's
+    /// slot, as `bpftool map update` writes one value to all; other maps (and values that
+    /// already span every CPU) take it as it is.
+    pub fn user_value_for_all_cpus(&self, value: &[u8]) -> Vec<u8> {
+        let per = self.def.value_size as usize;
+        if self.user_value_size() == per || value.len() != per {
+            return value.to_vec();
+        }
+        let stride = round8(per as u64) as usize;
+        let mut out = vec![0u8; self.user_value_size()];
+        for c in out.chunks_mut(stride) {
+            c[..per].copy_from_slice(value);
+        }
+        out
+    }
+
     fn check_user_write(&self) -> Result<(), MapError> {
         let why = if self.frozen.load(Acquire) {
             ReadOnlyReason::Frozen

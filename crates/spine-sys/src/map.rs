@@ -127,6 +127,19 @@ impl KernelMap {
         self.def.flags
     }
 
+    /// A value buffer holding one CPU's `value` in every CPU's slot of a per-CPU map, as
+    /// `bpftool map update` writes one value to all; other maps take `value` as it is.
+    pub fn value_for_all_cpus(&self, value: &[u8]) -> Vec<u8> {
+        if self.slots == 1 || value.len() != self.def.value_size as usize {
+            return value.to_vec();
+        }
+        let mut out = vec![0u8; self.slots * self.slot_size];
+        for c in out.chunks_mut(self.slot_size) {
+            c[..value.len()].copy_from_slice(value);
+        }
+        out
+    }
+
     /// The name as the kernel holds it (sanitised and cut to 15 bytes).
     pub fn name(&self) -> &str {
         &self.name
