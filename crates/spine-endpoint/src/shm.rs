@@ -25,7 +25,12 @@ impl Shm {
     /// Creates a memfd sized for `layout`, maps it and writes the header.
     pub fn create(layout: &Layout) -> Result<Self, EndpointError> {
         // SAFETY: the name is a NUL-terminated literal.
-        let raw = unsafe { libc::memfd_create(c"spine-endpoint".as_ptr(), libc::MFD_CLOEXEC) };
+        let raw = unsafe {
+            libc::memfd_create(
+                c"spine-endpoint".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
         if raw < 0 {
             return Err(EndpointError::last_os("memfd_create"));
         }
@@ -35,6 +40,14 @@ impl Shm {
         // SAFETY: plain syscall on an fd we own.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
             return Err(EndpointError::last_os("ftruncate"));
+        }
+        // The client gets this fd: sealed, it can write the region's data but never
+        // shrink it (the adapter's accesses past the new end would SIGBUS) or grow it,
+        // and cannot lift the seals.
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: plain fcntl on an fd we own.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(EndpointError::last_os("fcntl(F_ADD_SEALS)"));
         }
         let shm = Self::map_fd(fd, len)?;
         for (i, w) in layout.header_words().iter().enumerate() {
@@ -66,8 +79,8 @@ impl Shm {
 
     fn map_fd(fd: OwnedFd, len: usize) -> Result<Self, EndpointError> {
         // SAFETY: a fresh shared mapping of `len` bytes of our fd; the kernel picks the
-        // address. Size changes by another process would SIGBUS, which the adapter
-        // prevents by sealing (not yet) and owning the fd it created.
+        // address. The size cannot change under it: the adapter seals the memfds it
+        // creates against shrinking and growing.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),

@@ -109,3 +109,24 @@ fn an_endpoint_handed_over_a_socket_wakes_a_blocked_client() {
     assert_eq!(got, b"hello");
     t.join().unwrap();
 }
+
+/// The memfd a client receives is sealed: it cannot shrink the region under the adapter
+/// (whose next access would fault with SIGBUS), grow it, or remove the seals; the
+/// adapter side keeps working.
+#[test]
+fn a_client_cannot_resize_the_region_it_was_given() {
+    use std::os::fd::AsRawFd;
+    let (mut a, _c) = pair(Layout::new(8, 2048, 8).unwrap());
+    let fd = a.shm().fd().try_clone_to_owned().unwrap();
+    let len = a.shm().len() as libc::off_t;
+    for size in [0, len / 2, len * 2] {
+        // SAFETY: plain syscall on an fd this test owns.
+        let rc = unsafe { libc::ftruncate(fd.as_raw_fd(), size) };
+        let e = std::io::Error::last_os_error();
+        assert_eq!((rc, e.raw_os_error()), (-1, Some(libc::EPERM)), "ftruncate to {size}");
+    }
+    // SAFETY: as above.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    assert_eq!(seals & libc::F_SEAL_SEAL, libc::F_SEAL_SEAL, "the seals cannot be lifted");
+    assert!(a.deliver(&[9; 60]), "the adapter side still works");
+}
