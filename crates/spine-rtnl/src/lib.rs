@@ -1,0 +1,377 @@
+//! The host's routing and neighbour tables, mirrored live into a spine FIB over rtnetlink.
+//!
+//! Route processing stays on the host: `ip route`, BIRD or FRR write the kernel's tables,
+//! and spine follows them. A [`RtnlSocket`] joins the route and neighbour multicast groups
+//! first and then dumps every table, so no change falls between the dump and the events;
+//! a [`Mirror`] thread applies what arrives to a [`FibWriter`] and publishes each batch at
+//! once, so a reader never sees half of one. When the kernel drops events (the socket
+//! overflowed, `ENOBUFS`), or a link goes down or away (the kernel then removes the IPv4
+//! routes through it without a notification for each), the mirror flushes the tables it
+//! mirrors and dumps again; the flush and the new dump are published as one batch.
+//! Neighbour entries are not flushed then: the dump replaces them.
+//!
+//! Translation ([`route_op`], [`neigh_op`]) is sans-IO: a kernel message in, a [`FibOp`]
+//! out, or `None` for what the FIB does not hold (cached clones, source-specific or TOS
+//! routes, multicast and anycast types, routes through nexthop objects, other families).
+
+mod translate;
+
+use std::collections::HashSet;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_route::link::{LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::NeighbourMessage;
+use netlink_packet_route::route::RouteMessage;
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use spine_fib::{FibOp, FibWriter};
+
+pub use translate::{neigh_op, route_op};
+
+/// What went wrong talking to the kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum RtnlError {
+    #[error("rtnetlink {op}: {source}")]
+    Io {
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("rtnetlink: the kernel refused the {what} dump: errno {errno}")]
+    Refused { what: &'static str, errno: i32 },
+    #[error("rtnetlink: undecodable message: {0}")]
+    Decode(String),
+}
+
+fn io(op: &'static str) -> impl FnOnce(std::io::Error) -> RtnlError {
+    move |source| RtnlError::Io { op, source }
+}
+
+/// Counts of what the mirror did, readable while it runs.
+#[derive(Debug, Default)]
+pub struct MirrorStats {
+    /// Changes applied to the FIB (routes and neighbours, dumps included).
+    pub applied: AtomicU64,
+    /// Kernel messages the FIB does not hold (see the crate documentation).
+    pub ignored: AtomicU64,
+    /// Changes the FIB refused (a delete of a route it does not have, an invalid route).
+    pub refused: AtomicU64,
+    /// Publications: each makes one batch of changes visible at once.
+    pub published: AtomicU64,
+    /// Full re-dumps after the kernel dropped events.
+    pub resyncs: AtomicU64,
+}
+
+/// A route socket in the network namespace it was opened in, subscribed to route and
+/// neighbour changes of both families.
+pub struct RtnlSocket {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+    /// Interfaces last seen administratively up.
+    up: HashSet<u32>,
+    /// A link went down or away: the kernel removed the IPv4 routes through it without
+    /// a notification for each, so the tables must be dumped again.
+    resync: bool,
+}
+
+const GROUPS: [u32; 4] =
+    [libc::RTNLGRP_IPV4_ROUTE, libc::RTNLGRP_IPV6_ROUTE, libc::RTNLGRP_NEIGH, libc::RTNLGRP_LINK];
+
+impl RtnlSocket {
+    /// Opens the socket in the calling thread's network namespace and joins the groups.
+    pub fn open() -> Result<RtnlSocket, RtnlError> {
+        let mut sock = Socket::new(NETLINK_ROUTE).map_err(io("socket"))?;
+        sock.bind_auto().map_err(io("bind"))?;
+        sock.connect(&SocketAddr::new(0, 0)).map_err(io("connect"))?;
+        // A full BGP table arrives as a burst of events: room for a few seconds of it.
+        sock.set_rx_buf_sz(8 << 20).map_err(io("SO_RCVBUF"))?;
+        for g in GROUPS {
+            sock.add_membership(g).map_err(io("join group"))?;
+        }
+        set_timeout(&sock, Duration::from_millis(100))?;
+        Ok(RtnlSocket { sock, seq: 0, buf: vec![0; 1 << 16], up: HashSet::new(), resync: false })
+    }
+
+    /// Dumps every route and neighbour into `fib` (not yet published); events that
+    /// arrive meanwhile are applied in order with them.
+    pub fn dump(&mut self, fib: &mut FibWriter, stats: &MirrorStats) -> Result<(), RtnlError> {
+        self.request(RouteNetlinkMessage::GetLink(LinkMessage::default()), "link", fib, stats)?;
+        self.resync = false;
+        for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+            let mut m = RouteMessage::default();
+            m.header.address_family = family;
+            self.request(RouteNetlinkMessage::GetRoute(m), "route", fib, stats)?;
+            let mut n = NeighbourMessage::default();
+            n.header.family = family;
+            self.request(RouteNetlinkMessage::GetNeighbour(n), "neighbour", fib, stats)?;
+        }
+        Ok(())
+    }
+
+    fn request(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        what: &'static str,
+        fib: &mut FibWriter,
+        stats: &MirrorStats,
+    ) -> Result<(), RtnlError> {
+        self.seq = self.seq.wrapping_add(1);
+        let mut hdr = NetlinkHeader::default();
+        hdr.flags = NLM_F_DUMP | NLM_F_REQUEST;
+        hdr.sequence_number = self.seq;
+        let mut req = NetlinkMessage::new(hdr, NetlinkPayload::from(msg));
+        req.finalize();
+        let mut out = vec![0; req.header.length as usize];
+        req.serialize(&mut out);
+        self.sock.send(&out, 0).map_err(io("send"))?;
+        let seq = self.seq;
+        loop {
+            match self.read(fib, stats, Some((seq, what)), 0)? {
+                Read::DumpDone => return Ok(()),
+                Read::Messages(_) | Read::Idle => {}
+            }
+        }
+    }
+
+    /// Applies the events that arrive within ~100 ms; returns how many messages came.
+    /// `Err` with [`std::io::ErrorKind`] `ENOBUFS` inside means events were lost.
+    pub fn poll(&mut self, fib: &mut FibWriter, stats: &MirrorStats) -> Result<usize, RtnlError> {
+        self.events(fib, stats, 0)
+    }
+
+    /// As [`poll`](Self::poll), without waiting when nothing is queued.
+    fn poll_nowait(
+        &mut self,
+        fib: &mut FibWriter,
+        stats: &MirrorStats,
+    ) -> Result<usize, RtnlError> {
+        self.events(fib, stats, libc::MSG_DONTWAIT)
+    }
+
+    fn events(
+        &mut self,
+        fib: &mut FibWriter,
+        stats: &MirrorStats,
+        flags: libc::c_int,
+    ) -> Result<usize, RtnlError> {
+        match self.read(fib, stats, None, flags)? {
+            Read::Messages(n) => Ok(n),
+            Read::Idle | Read::DumpDone => Ok(0),
+        }
+    }
+
+    /// Reads one datagram (several messages) and applies them.
+    fn read(
+        &mut self,
+        fib: &mut FibWriter,
+        stats: &MirrorStats,
+        dump: Option<(u32, &'static str)>,
+        flags: libc::c_int,
+    ) -> Result<Read, RtnlError> {
+        let n = match self.sock.recv(&mut &mut self.buf[..], flags) {
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock) => return Ok(Read::Idle),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(Read::Idle),
+            Err(e) => return Err(RtnlError::Io { op: "recv", source: e }),
+        };
+        let mut off = 0;
+        let mut count = 0;
+        let mut done = false;
+        while off < n {
+            let msg: NetlinkMessage<RouteNetlinkMessage> =
+                NetlinkMessage::deserialize(&self.buf[off..n])
+                    .map_err(|e| RtnlError::Decode(e.to_string()))?;
+            let len = msg.header.length as usize;
+            let ours = dump.is_some_and(|(seq, _)| msg.header.sequence_number == seq);
+            match msg.payload {
+                NetlinkPayload::Done(_) if ours => done = true,
+                NetlinkPayload::Error(e) if ours => {
+                    let errno = e.code.map_or(0, |c| -c.get());
+                    return Err(RtnlError::Refused { what: dump.map_or("", |d| d.1), errno });
+                }
+                NetlinkPayload::InnerMessage(inner) => {
+                    count += 1;
+                    if let Some(op) = self.translate(&inner) {
+                        apply(fib, stats, op);
+                    }
+                }
+                _ => {}
+            }
+            if len == 0 {
+                break;
+            }
+            off += len.next_multiple_of(4);
+        }
+        Ok(if done { Read::DumpDone } else { Read::Messages(count) })
+    }
+}
+
+impl RtnlSocket {
+    /// The FIB change a message makes (`Some(None)`: one the FIB does not hold), or
+    /// `None` for a link message, which only updates what the socket knows.
+    fn translate(&mut self, m: &RouteNetlinkMessage) -> Option<Option<FibOp>> {
+        match m {
+            RouteNetlinkMessage::NewRoute(m) => Some(route_op(m, true)),
+            RouteNetlinkMessage::DelRoute(m) => Some(route_op(m, false)),
+            RouteNetlinkMessage::NewNeighbour(m) => Some(neigh_op(m, true)),
+            RouteNetlinkMessage::DelNeighbour(m) => Some(neigh_op(m, false)),
+            RouteNetlinkMessage::NewLink(l) => {
+                if l.header.flags.contains(LinkFlags::Up) {
+                    self.up.insert(l.header.index);
+                } else if self.up.remove(&l.header.index) {
+                    self.resync = true;
+                }
+                None
+            }
+            RouteNetlinkMessage::DelLink(l) => {
+                self.up.remove(&l.header.index);
+                self.resync = true;
+                None
+            }
+            _ => Some(None),
+        }
+    }
+
+    /// True once if a link went down or away since the last call.
+    fn take_resync(&mut self) -> bool {
+        std::mem::take(&mut self.resync)
+    }
+}
+
+impl std::fmt::Debug for RtnlSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RtnlSocket").field("fd", &self.sock.as_raw_fd()).finish()
+    }
+}
+
+enum Read {
+    Idle,
+    Messages(usize),
+    DumpDone,
+}
+
+fn apply(fib: &mut FibWriter, stats: &MirrorStats, op: Option<FibOp>) {
+    let Some(op) = op else {
+        stats.ignored.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    match fib.apply(op) {
+        Ok(()) => stats.applied.fetch_add(1, Ordering::Relaxed),
+        // A delete the FIB never saw (a route type it does not hold) and the like.
+        Err(_) => stats.refused.fetch_add(1, Ordering::Relaxed),
+    };
+}
+
+fn set_timeout(sock: &Socket, t: Duration) -> Result<(), RtnlError> {
+    let tv = libc::timeval { tv_sec: t.as_secs() as libc::time_t, tv_usec: t.subsec_micros() as _ };
+    // SAFETY: setsockopt reads a timeval of the given size from a live local.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(RtnlError::Io { op: "SO_RCVTIMEO", source: std::io::Error::last_os_error() });
+    }
+    Ok(())
+}
+
+/// A thread keeping a FIB equal to the kernel's tables until stopped.
+#[derive(Debug)]
+pub struct Mirror {
+    stop: Arc<AtomicBool>,
+    stats: Arc<MirrorStats>,
+    thread: Option<JoinHandle<Result<(), RtnlError>>>,
+}
+
+impl Mirror {
+    /// Dumps the kernel's tables into `fib`, publishes them, and starts the thread that
+    /// follows every change. Returns once the first publication is visible to readers.
+    pub fn start(mut sock: RtnlSocket, mut fib: FibWriter) -> Result<Mirror, RtnlError> {
+        let stats = Arc::new(MirrorStats::default());
+        sock.dump(&mut fib, &stats)?;
+        fib.publish();
+        stats.published.fetch_add(1, Ordering::Relaxed);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (stop.clone(), stats.clone());
+        let thread = std::thread::Builder::new()
+            .name("spine-rtnl".into())
+            .spawn(move || follow(sock, fib, &s, &st))
+            .map_err(io("spawn"))?;
+        Ok(Mirror { stop, stats, thread: Some(thread) })
+    }
+
+    pub fn stats(&self) -> &MirrorStats {
+        &self.stats
+    }
+
+    /// Stops the thread; returns the error that ended it early, if one did.
+    pub fn stop(mut self) -> Result<(), RtnlError> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<(), RtnlError> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(RtnlError::Decode("the mirror thread panicked".into())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
+
+fn follow(
+    mut sock: RtnlSocket,
+    mut fib: FibWriter,
+    stop: &AtomicBool,
+    stats: &MirrorStats,
+) -> Result<(), RtnlError> {
+    while !stop.load(Ordering::Relaxed) {
+        let mut got = sock.poll(&mut fib, stats);
+        // Drain what is already queued so a burst is published as one batch.
+        while matches!(got, Ok(1..)) {
+            match sock.poll_nowait(&mut fib, stats) {
+                Ok(0) => break,
+                other => got = other,
+            }
+        }
+        let lost = match got {
+            Ok(_) => false,
+            // The kernel dropped events.
+            Err(RtnlError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOBUFS) => {
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        if lost || sock.take_resync() {
+            // Start over from a fresh dump, published with the flush as one batch.
+            stats.resyncs.fetch_add(1, Ordering::Relaxed);
+            for t in fib.view().table_ids() {
+                apply(&mut fib, stats, Some(FibOp::FlushTable(t)));
+            }
+            sock.dump(&mut fib, stats)?;
+        }
+        if fib.publish() {
+            stats.published.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}

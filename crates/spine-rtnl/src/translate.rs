@@ -1,0 +1,213 @@
+//! Kernel route and neighbour messages as FIB changes. Pure functions: a message in, the
+//! change out, or `None` for what the FIB does not hold.
+
+use std::net::IpAddr;
+
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHopFlags,
+};
+use netlink_packet_route::AddressFamily;
+use spine_fib::{
+    FibOp, IpPrefix, Neigh, NextHop, NudState, Prefix4, Prefix6, Route, RouteSelector, RouteType,
+};
+
+fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+fn prefix(family: AddressFamily, dst: Option<IpAddr>, len: u8) -> Option<IpPrefix> {
+    let len = u32::from(len);
+    match (family, dst) {
+        (AddressFamily::Inet, None) => Prefix4::new(0, len).ok().map(IpPrefix::V4),
+        (AddressFamily::Inet6, None) => Prefix6::new(0, len).ok().map(IpPrefix::V6),
+        (AddressFamily::Inet, Some(IpAddr::V4(a))) => {
+            Prefix4::truncating(u32::from(a), len).ok().map(IpPrefix::V4)
+        }
+        (AddressFamily::Inet6, Some(IpAddr::V6(a))) => {
+            Prefix6::truncating(u128::from(a), len).ok().map(IpPrefix::V6)
+        }
+        _ => None,
+    }
+}
+
+/// `RTM_NEWROUTE` (`new`) or `RTM_DELROUTE` as a FIB change: a new route replaces the
+/// one with the same table, prefix and metric (the kernel's notifications carry whole
+/// routes), a deleted one is removed by table, prefix, metric and type.
+pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
+    let h = &m.header;
+    // Cached clones, source-specific (IPv6 subtrees) and TOS routes have no FIB twin.
+    if h.flags.contains(RouteFlags::Cloned) || h.source_prefix_length != 0 || h.tos != 0 {
+        return None;
+    }
+    let kind = RouteType::from_rtn(u8::from(h.kind))?;
+    let mut table = u32::from(h.table);
+    let (mut dst, mut gateway, mut oif, mut metric, mut mtu) = (None, None, None, 0, 0);
+    let mut multipath = None;
+    for a in &m.attributes {
+        match a {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(d) => dst = Some(route_ip(d)?),
+            RouteAttribute::Gateway(g) => gateway = Some(route_ip(g)?),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Priority(p) => metric = *p,
+            RouteAttribute::Metrics(ms) => {
+                for x in ms {
+                    if let RouteMetric::Mtu(v) = x {
+                        mtu = *v;
+                    }
+                }
+            }
+            RouteAttribute::MultiPath(hops) => multipath = Some(hops),
+            // Next hops held as nexthop objects, and next hops of another family, are
+            // not mirrored.
+            RouteAttribute::NhId(_) | RouteAttribute::Via(_) => return None,
+            _ => {}
+        }
+    }
+    let prefix = prefix(h.address_family, dst, h.destination_prefix_length)?;
+    if !new {
+        return Some(FibOp::Delete(RouteSelector {
+            table,
+            prefix,
+            metric: Some(metric),
+            kind: Some(kind),
+        }));
+    }
+    let nexthops = match (kind.takes_nexthop(), multipath) {
+        (false, _) => Vec::new(),
+        (true, Some(hops)) => hops
+            .iter()
+            // A next hop whose link went down stays in the kernel's route, marked dead,
+            // and is never chosen.
+            .filter(|nh| !nh.flags.contains(RouteNextHopFlags::Dead))
+            .map(|nh| {
+                let gw = nh.attributes.iter().find_map(|a| match a {
+                    RouteAttribute::Gateway(g) => route_ip(g),
+                    _ => None,
+                });
+                NextHop { gateway: gw, ifindex: nh.interface_index, weight: u16::from(nh.hops) + 1 }
+            })
+            .collect(),
+        (true, None) => vec![NextHop { gateway, ifindex: oif?, weight: 1 }],
+    };
+    if kind.takes_nexthop() && nexthops.is_empty() {
+        return None;
+    }
+    Some(FibOp::Replace(Route { table, prefix, kind, metric, nexthops, mtu }))
+}
+
+/// `RTM_NEWNEIGH` (`new`) or `RTM_DELNEIGH` as a neighbour change. An entry still being
+/// resolved (no link-layer address yet) is held with its state, which makes it unusable
+/// to a lookup, as in the kernel.
+pub fn neigh_op(m: &NeighbourMessage, new: bool) -> Option<FibOp> {
+    let h = &m.header;
+    if !matches!(h.family, AddressFamily::Inet | AddressFamily::Inet6)
+        || h.flags.contains(NeighbourFlags::Proxy)
+    {
+        return None;
+    }
+    let mut ip = None;
+    let mut mac = [0u8; 6];
+    for a in &m.attributes {
+        match a {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                ip = Some(IpAddr::V4(*v4))
+            }
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                ip = Some(IpAddr::V6(*v6))
+            }
+            NeighbourAttribute::LinkLayerAddress(l) if l.len() == 6 => mac.copy_from_slice(l),
+            _ => {}
+        }
+    }
+    let (ip, ifindex) = (ip?, h.ifindex);
+    if !new {
+        return Some(FibOp::DelNeigh { ifindex, ip });
+    }
+    let state = NudState(u16::from(h.state));
+    Some(FibOp::SetNeigh { ifindex, ip, neigh: Neigh { mac, state } })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use netlink_packet_route::route::{RouteHeader, RouteNextHop, RouteType as Rtn};
+
+    use super::*;
+
+    fn v4_route(kind: Rtn, len: u8, attrs: Vec<RouteAttribute>) -> RouteMessage {
+        let mut m = RouteMessage::default();
+        m.header = RouteHeader {
+            address_family: AddressFamily::Inet,
+            destination_prefix_length: len,
+            table: RouteHeader::RT_TABLE_MAIN,
+            kind,
+            ..RouteHeader::default()
+        };
+        m.attributes = attrs;
+        m
+    }
+
+    fn dst(a: [u8; 4]) -> RouteAttribute {
+        RouteAttribute::Destination(RouteAddress::Inet(Ipv4Addr::from(a)))
+    }
+
+    #[test]
+    fn routes_become_replacements_and_deletes() {
+        let m = v4_route(
+            Rtn::Unicast,
+            24,
+            vec![
+                dst([192, 0, 2, 0]),
+                RouteAttribute::Gateway(RouteAddress::Inet(Ipv4Addr::new(10, 0, 0, 2))),
+                RouteAttribute::Oif(3),
+                RouteAttribute::Priority(20),
+                RouteAttribute::Table(1000),
+            ],
+        );
+        let Some(FibOp::Replace(r)) = route_op(&m, true) else { panic!("a route") };
+        assert_eq!(
+            (r.table, r.metric, r.kind, r.prefix.to_string()),
+            (1000, 20, RouteType::Unicast, "192.0.2.0/24".into())
+        );
+        assert_eq!(r.nexthops, vec![NextHop::via(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 3)]);
+        let Some(FibOp::Delete(s)) = route_op(&m, false) else { panic!("a delete") };
+        assert_eq!((s.table, s.metric, s.kind), (1000, Some(20), Some(RouteType::Unicast)));
+
+        let bh = v4_route(Rtn::BlackHole, 0, vec![]);
+        let Some(FibOp::Replace(r)) = route_op(&bh, true) else { panic!("a default blackhole") };
+        assert!(r.prefix.is_default() && r.nexthops.is_empty());
+    }
+
+    #[test]
+    fn what_the_fib_does_not_hold_is_ignored() {
+        let mut cloned =
+            v4_route(Rtn::Unicast, 32, vec![dst([10, 0, 0, 1]), RouteAttribute::Oif(2)]);
+        cloned.header.flags = RouteFlags::Cloned;
+        assert_eq!(route_op(&cloned, true), None);
+        let nh_object =
+            v4_route(Rtn::Unicast, 8, vec![dst([10, 0, 0, 0]), RouteAttribute::NhId(7)]);
+        assert_eq!(route_op(&nh_object, true), None);
+        assert_eq!(route_op(&v4_route(Rtn::Multicast, 4, vec![dst([224, 0, 0, 0])]), true), None);
+        assert_eq!(route_op(&v4_route(Rtn::Unicast, 33, vec![RouteAttribute::Oif(2)]), true), None);
+        let no_oif = v4_route(Rtn::Unicast, 8, vec![dst([10, 0, 0, 0])]);
+        assert_eq!(route_op(&no_oif, true), None, "a unicast route needs a device");
+        let mut dead = RouteNextHop::default();
+        dead.flags = RouteNextHopFlags::Dead;
+        dead.interface_index = 4;
+        let all_dead = v4_route(
+            Rtn::Unicast,
+            8,
+            vec![dst([10, 0, 0, 0]), RouteAttribute::MultiPath(vec![dead])],
+        );
+        assert_eq!(route_op(&all_dead, true), None);
+    }
+}
