@@ -118,6 +118,11 @@ pub enum PortKind {
         interface: String,
         up: bool,
     },
+    /// A UDP tunnel to another adapter: frames in datagrams between `local` and `peer`.
+    Udp {
+        local: std::net::SocketAddr,
+        peer: std::net::SocketAddr,
+    },
 }
 
 impl PortKind {
@@ -128,6 +133,7 @@ impl PortKind {
             PortKind::AfPacket { .. } => "afpacket",
             PortKind::AfXdp { .. } => "afxdp",
             PortKind::Tap { .. } => "tap",
+            PortKind::Udp { .. } => "udp",
         }
     }
 
@@ -288,7 +294,7 @@ pub enum Problem {
     Conflict { reason: &'static str, name: String },
 }
 
-const PORT_KINDS: &[&str] = &["mem", "pcap", "afpacket", "afxdp", "tap"];
+const PORT_KINDS: &[&str] = &["mem", "pcap", "afpacket", "afxdp", "tap", "udp"];
 const PROG_TYPES: &[&str] = &["xdp", "xdp-frags"];
 
 impl Config {
@@ -677,18 +683,34 @@ fn parse_port(mut t: Table<'_>, base: &Path) -> Result<PortConfig, ConfigError> 
             }
             PortKind::AfXdp { interface, queue, bind, attach, ring_size }
         }
-        _ => PortKind::Tap { interface: interface(&mut t)?, up: t.opt_bool("up")?.unwrap_or(true) },
+        "tap" => {
+            PortKind::Tap { interface: interface(&mut t)?, up: t.opt_bool("up")?.unwrap_or(true) }
+        }
+        _ => PortKind::Udp {
+            local: socket_addr(&mut t, "local")?,
+            peer: socket_addr(&mut t, "peer")?,
+        },
     };
-    if ifindex.is_some() && !matches!(kind, PortKind::Mem { .. } | PortKind::Pcap { .. }) {
+    if ifindex.is_some()
+        && !matches!(kind, PortKind::Mem { .. } | PortKind::Pcap { .. } | PortKind::Udp { .. })
+    {
         return Err(t.err(
             "ifindex",
             Problem::Invalid(
-                "only mem and pcap ports take an ifindex; interfaces have the kernel's",
+                "only mem, pcap and udp ports take an ifindex; interfaces have the kernel's",
             ),
         ));
     }
     t.finish()?;
     Ok(PortConfig { name, kind, host_path, ifindex })
+}
+
+/// `"10.0.0.1:7000"` or `"[2001:db8::1]:7000"`.
+fn socket_addr(t: &mut Table<'_>, key: &'static str) -> Result<std::net::SocketAddr, ConfigError> {
+    let s = t.req_str(key)?;
+    s.parse().map_err(|_| {
+        t.err(key, Problem::Invalid("not an address and port (10.0.0.1:7000, [2001:db8::1]:7000)"))
+    })
 }
 
 fn interface(t: &mut Table<'_>) -> Result<String, ConfigError> {

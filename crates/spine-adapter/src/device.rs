@@ -10,7 +10,7 @@ use spine_ports::craft::{udp4, Flow4};
 use spine_ports::gen::{GenConfig, Generator};
 use spine_ports::{
     read_capture, AfPacketConfig, AfPacketPort, AfXdpConfig, AfXdpPort, MemPort, PcapSink,
-    PcapSource, Port, PortError, PortErrorKind, PortStats, TapPort,
+    PcapSource, Port, PortError, PortErrorKind, PortStats, TapPort, UdpPort,
 };
 
 use crate::config::{MemPackets, PortKind};
@@ -22,6 +22,7 @@ pub enum Device {
     AfPacket(AfPacketPort),
     AfXdp(AfXdpPort),
     Tap(TapPort),
+    Udp(UdpPort),
     Other(Box<dyn Port>),
 }
 
@@ -33,6 +34,7 @@ impl std::fmt::Debug for Device {
             Device::AfPacket(p) => p.name(),
             Device::AfXdp(p) => p.name(),
             Device::Tap(p) => p.name(),
+            Device::Udp(p) => p.name(),
             Device::Other(p) => p.name(),
         };
         write!(f, "Device({} {name})", self.kind())
@@ -49,6 +51,7 @@ impl Device {
             Device::AfPacket(p) => p,
             Device::AfXdp(p) => p,
             Device::Tap(p) => p,
+            Device::Udp(p) => p,
             Device::Other(p) => p.as_mut(),
         }
     }
@@ -60,6 +63,7 @@ impl Device {
             Device::AfPacket(p) => p.stats(),
             Device::AfXdp(p) => p.stats(),
             Device::Tap(p) => p.stats(),
+            Device::Udp(p) => p.stats(),
             Device::Other(p) => p.stats(),
         }
     }
@@ -71,6 +75,7 @@ impl Device {
             Device::AfPacket(_) => "afpacket",
             Device::AfXdp(_) => "afxdp",
             Device::Tap(_) => "tap",
+            Device::Udp(_) => "udp",
             Device::Other(_) => "other",
         }
     }
@@ -255,5 +260,6 @@ pub fn open(
             }
             Device::Tap(tap)
         }
+        PortKind::Udp { local, peer } => Device::Udp(UdpPort::open(name, *local, *peer, port_id)?),
     })
 }

@@ -28,6 +28,8 @@ mod port;
 pub mod rng;
 #[expect(unsafe_code, reason = "the TUNSETIFF ioctl and read/write on the TAP descriptor")]
 mod tap;
+#[expect(unsafe_code, reason = "recv with MSG_TRUNC and a two-part sendmsg on the tunnel socket")]
+mod udp;
 pub mod wire;
 
 pub use afpacket::{AfPacketConfig, AfPacketPort};
@@ -44,3 +46,4 @@ pub use port::{Drops, Port, PortError, PortErrorKind, PortStats};
 pub use spine_pool::{Buf, Burst, Pool, PoolCache, PoolConfig};
 pub use spine_sys::XdpMode;
 pub use tap::TapPort;
+pub use udp::{UdpPort, TUNNEL_HEADER};

@@ -5,6 +5,7 @@
 mod afpacket;
 mod afxdp;
 mod tap;
+mod udp;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,215 @@
+//! A UDP tunnel: Ethernet frames carried between adapters (in other processes, other
+//! namespaces or other machines) one frame per datagram, so two adapters form one network
+//! for messages, endpoints and remote management.
+//!
+//! Each datagram is a 4-byte header (magic `0x53 0x50`, version 1, kind 0 = frame) and
+//! the frame. The socket is connected to the configured peer, so the kernel drops
+//! datagrams from anyone else; a datagram without the header, or too short to hold a
+//! frame header, is counted (`bad_desc`) and dropped. Receive reads the datagram straight
+//! into a pool buffer (the header lands in the headroom); transmit sends header and frame
+//! with one `sendmsg`, no copy.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+use spine_pool::{Burst, PoolCache};
+
+use crate::os;
+use crate::{Port, PortError, PortErrorKind, PortStats};
+
+/// The tunnel header: magic, version, kind.
+pub const TUNNEL_HEADER: [u8; 4] = [0x53, 0x50, 1, 0];
+const HDR: usize = TUNNEL_HEADER.len();
+/// The shortest frame carried: an Ethernet header.
+const MIN_FRAME: usize = 14;
+
+/// One end of a UDP tunnel.
+#[derive(Debug)]
+pub struct UdpPort {
+    name: String,
+    sock: UdpSocket,
+    port_id: u32,
+    stats: PortStats,
+}
+
+impl UdpPort {
+    /// Binds `local` and connects to `peer`. `name` names the port in errors.
+    pub fn open(
+        name: &str,
+        local: SocketAddr,
+        peer: SocketAddr,
+        port_id: u32,
+    ) -> Result<UdpPort, PortError> {
+        let io =
+            |op| move |e: std::io::Error| PortError::new(name, PortErrorKind::Io { op, source: e });
+        if local.is_ipv4() != peer.is_ipv4() {
+            return Err(PortError::new(
+                name,
+                PortErrorKind::Config { reason: "local and peer addresses of different families" },
+            ));
+        }
+        let sock = UdpSocket::bind(local).map_err(io("bind"))?;
+        sock.connect(peer).map_err(io("connect"))?;
+        sock.set_nonblocking(true).map_err(io("set_nonblocking"))?;
+        // Room for bursts from a peer that sends faster than one round drains; the kernel
+        // caps it at net.core.rmem_max/wmem_max, which is fine.
+        for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+            os::set_opt(
+                sock.as_fd(),
+                name,
+                "SO_RCVBUF/SO_SNDBUF",
+                libc::SOL_SOCKET,
+                opt,
+                &(4i32 << 20),
+            )?;
+        }
+        Ok(UdpPort { name: name.to_owned(), sock, port_id, stats: PortStats::default() })
+    }
+
+    /// The address the socket is bound to (with the port the kernel chose for port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, PortError> {
+        self.sock.local_addr().map_err(|e| {
+            PortError::new(&self.name, PortErrorKind::Io { op: "getsockname", source: e })
+        })
+    }
+
+    /// Reads one datagram into `into`; `None` when none is queued. Errors the peer's
+    /// host reports (port unreachable) are consumed and counted.
+    fn recv_into(&mut self, into: &mut [u8]) -> Result<Option<usize>, PortError> {
+        loop {
+            // SAFETY: recv(2) writes at most into.len() bytes into `into`; MSG_TRUNC makes
+            // it return the datagram's full length, so a cut one is recognised.
+            let n = unsafe {
+                libc::recv(
+                    self.sock.as_raw_fd(),
+                    into.as_mut_ptr().cast(),
+                    into.len(),
+                    libc::MSG_TRUNC,
+                )
+            };
+            if n >= 0 {
+                return Ok(Some(n as usize));
+            }
+            match os::errno() {
+                libc::EAGAIN | libc::EINTR => return Ok(None),
+                // The peer is not listening (yet): an ICMP error queued on the socket.
+                libc::ECONNREFUSED => self.stats.tx_drops.device += 1,
+                e => return Err(PortError::os(&self.name, "recv(udp)", e)),
+            }
+        }
+    }
+}
+
+impl Port for UdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(&mut self, cache: &mut PoolCache, out: &mut Burst) -> Result<usize, PortError> {
+        let pool = cache.pool().clone();
+        let head = pool.headroom() as usize;
+        if head < HDR {
+            return Err(PortError::new(
+                &self.name,
+                PortErrorKind::Config {
+                    reason: "a UDP tunnel needs pool headroom of 4 bytes or more",
+                },
+            ));
+        }
+        let mut scratch = [0u8; HDR];
+        let mut got = 0;
+        while !out.is_full() {
+            let Some(mut buf) = cache.alloc() else {
+                // Drop one datagram so the queue keeps moving; stop when there is none.
+                match self.recv_into(&mut scratch)? {
+                    Some(_) => self.stats.rx_drops.no_buffer += 1,
+                    None => break,
+                }
+                continue;
+            };
+            let frame =
+                pool.frame_mut(&mut buf).map_err(|e| PortError::new(&self.name, e.into()))?;
+            let at = head - HDR;
+            let room = frame.len() - at;
+            let n = match self.recv_into(&mut frame[at..]) {
+                Ok(Some(n)) => n,
+                Ok(None) => {
+                    cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
+                    break;
+                }
+                Err(e) => {
+                    let _ = cache.free(buf);
+                    return Err(e);
+                }
+            };
+            let bad = n < HDR + MIN_FRAME || frame[at..at + HDR] != TUNNEL_HEADER;
+            if n > room || bad {
+                if n > room {
+                    self.stats.rx_drops.too_big += 1;
+                } else {
+                    self.stats.rx_drops.bad_desc += 1;
+                }
+                cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
+                continue;
+            }
+            let len = n - HDR;
+            pool.set_data(&mut buf, head as u32, len as u32)
+                .and_then(|()| pool.set_rx_info(&mut buf, self.port_id, 0))
+                .map_err(|e| PortError::new(&self.name, e.into()))?;
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += len as u64;
+            let _ = out.push(buf);
+            got += 1;
+        }
+        Ok(got)
+    }
+
+    fn tx_burst(&mut self, cache: &mut PoolCache, pkts: &mut Burst) -> Result<usize, PortError> {
+        let pool = cache.pool().clone();
+        let mut taken = 0;
+        while let Some(buf) = pkts.get(0) {
+            match pool.data(buf) {
+                Ok(d) => {
+                    let iov = [
+                        libc::iovec { iov_base: TUNNEL_HEADER.as_ptr() as *mut _, iov_len: HDR },
+                        libc::iovec { iov_base: d.as_ptr() as *mut _, iov_len: d.len() },
+                    ];
+                    // SAFETY: all-zero is a valid msghdr; the iovecs it points to live
+                    // until sendmsg returns, and the kernel only reads them.
+                    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                    msg.msg_iov = iov.as_ptr() as *mut _;
+                    msg.msg_iovlen = iov.len();
+                    // SAFETY: a connected socket we own; `msg` is valid as above.
+                    let n = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
+                    if n < 0 {
+                        match os::errno() {
+                            libc::EAGAIN | libc::EINTR | libc::ENOBUFS => break,
+                            // Peer unreachable, frame longer than the path allows: dropped.
+                            _ => self.stats.tx_drops.device += 1,
+                        }
+                    } else {
+                        self.stats.tx_packets += 1;
+                        self.stats.tx_bytes += d.len() as u64;
+                    }
+                }
+                Err(_) => self.stats.tx_drops.bad_buffer += 1,
+            }
+            taken += 1;
+            let buf = pkts.drain_front(1).next().expect("checked above");
+            if cache.free(buf).is_err() {
+                self.stats.tx_drops.bad_buffer += 1;
+            }
+        }
+        Ok(taken)
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
+
+impl AsFd for UdpPort {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
