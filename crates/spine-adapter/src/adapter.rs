@@ -579,8 +579,13 @@ impl Adapter {
                 (Some(s), Some(t)) => vec![(s.clone(), t)],
                 _ => Vec::new(),
             };
-            let obj = spine_obj::parse_with(&bytes, &spine_obj::ParseOptions { section_types })
-                .map_err(|e| AdapterError::Object { at: at.clone(), source: Box::new(e) })?;
+            // CO-RE relocations resolve against the running kernel's BTF, as libbpf's do.
+            let target_btf = spine_sys::kernel_btf();
+            let obj = spine_obj::parse_with(
+                &bytes,
+                &spine_obj::ParseOptions { section_types, target_btf },
+            )
+            .map_err(|e| AdapterError::Object { at: at.clone(), source: Box::new(e) })?;
             b.load_parsed(&e.name, &obj, e.section.as_deref(), domain, &at)?;
         }
         let ext_id = |name: &str| cfg.extensions.iter().position(|e| e.name == name);

@@ -75,6 +75,10 @@ pub struct LoadArgs {
     /// Map entries from a file: one NAME:KEY=VALUE per line, `#` comments.
     #[arg(long = "maps", value_name = "FILE")]
     pub maps_file: Option<PathBuf>,
+    /// Resolve CO-RE relocations against this BTF file (default: the running kernel's,
+    /// /sys/kernel/btf/vmlinux).
+    #[arg(long, value_name = "FILE")]
+    pub btf: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -97,6 +101,9 @@ pub enum ProgCmd {
         /// Load `--section` as this type whatever its name.
         #[arg(long = "type", value_enum, requires = "section")]
         prog_type: Option<TypeArg>,
+        /// Resolve CO-RE relocations against this BTF file (default: the kernel's).
+        #[arg(long, value_name = "FILE")]
+        btf: Option<PathBuf>,
         /// 0: the verdict; 1: the error and the state at it; 2: every instruction.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
         log_level: u8,
@@ -144,8 +151,9 @@ pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
             }
             dump(&file, json)
         }
-        ProgCmd::Verify { file, section, prog_type, log_level, json } => {
-            crate::verify::main(&file, section.as_deref(), prog_type, log_level, json)
+        ProgCmd::Verify { file, section, prog_type, btf, log_level, json } => {
+            let obj = read_object(&file, section.as_deref(), prog_type, btf.as_deref())?;
+            crate::verify::main(&obj, &file, section.as_deref(), log_level, json)
         }
         ProgCmd::Run { load, data_in, data_out, repeat, kernel, json } => {
             run(&load, &data_in, data_out.as_deref(), repeat.max(1), kernel, json)
@@ -157,7 +165,7 @@ pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
 }
 
 fn write_native(file: &Path, dir: &Path) -> Result<()> {
-    let obj = read_object(file, None, None)?;
+    let obj = read_object(file, None, None, None)?;
     let loaded = load_object(&obj, &LoadOptions::default())?;
     std::fs::create_dir_all(dir)?;
     for p in &loaded.programs {
@@ -169,18 +177,26 @@ fn write_native(file: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Parses `file`, with `section` read as `prog_type` when one is given.
+/// Parses `file`, with `section` read as `prog_type` when one is given, and CO-RE
+/// relocations resolved against `btf` (a BTF file) or the running kernel's BTF.
 pub fn read_object(
     file: &Path,
     section: Option<&str>,
     prog_type: Option<TypeArg>,
+    btf: Option<&Path>,
 ) -> Result<Object> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let section_types = match (section, prog_type) {
         (Some(s), Some(t)) => vec![(s.to_string(), t.into())],
         _ => Vec::new(),
     };
-    spine_obj::parse_with(&bytes, &ParseOptions { section_types })
+    let target_btf = match btf {
+        Some(p) => Some(std::sync::Arc::from(
+            std::fs::read(p).with_context(|| format!("reading BTF {}", p.display()))?,
+        )),
+        None => spine_sys::kernel_btf(),
+    };
+    spine_obj::parse_with(&bytes, &ParseOptions { section_types, target_btf })
         .with_context(|| format!("loading {}", file.display()))
 }
 
@@ -191,7 +207,7 @@ pub fn chosen<'o>(obj: &'o Object, file: &Path, section: Option<&str>) -> Result
 }
 
 fn dump(file: &Path, json: bool) -> Result<ExitCode> {
-    let obj = read_object(file, None, None)?;
+    let obj = read_object(file, None, None, None)?;
     if json {
         let progs: Vec<_> = obj
             .programs
@@ -268,7 +284,8 @@ pub struct Loaded {
 }
 
 pub fn load(args: &LoadArgs) -> Result<Loaded> {
-    let obj = read_object(&args.file, args.section.as_deref(), args.prog_type)?;
+    let obj =
+        read_object(&args.file, args.section.as_deref(), args.prog_type, args.btf.as_deref())?;
     let opts = LoadOptions { engine: args.engine.into(), ..LoadOptions::default() };
     let (loaded, ext) = load_selected(&obj, args.section.as_deref(), &opts)
         .with_context(|| format!("loading {} into spine", args.file.display()))?;

@@ -6,22 +6,21 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use serde_json::json;
-use spine_obj::ProgType;
+use spine_obj::{Object, ProgType};
 use spine_runtime::{verify_program, LoadError, LoadOptions};
 
-use crate::prog::{chosen, read_object, TypeArg};
+use crate::prog::chosen;
 
 /// Verifies the program in `section` (every XDP program when `None`) and reports each.
 pub fn main(
+    obj: &Object,
     file: &Path,
     section: Option<&str>,
-    prog_type: Option<TypeArg>,
     log_level: u8,
     json: bool,
 ) -> Result<ExitCode> {
-    let obj = read_object(file, section, prog_type)?;
     let progs: Vec<_> = match section {
-        Some(s) => vec![chosen(&obj, file, Some(s))?],
+        Some(s) => vec![chosen(obj, file, Some(s))?],
         None => obj
             .programs
             .iter()
@@ -36,7 +35,7 @@ pub fn main(
     let mut reports = Vec::new();
     for p in progs {
         let t = Instant::now();
-        let r = verify_program(&obj, p, &opts);
+        let r = verify_program(obj, p, &opts);
         let us = t.elapsed().as_secs_f64() * 1e6;
         all_ok &= r.is_ok();
         match r {

@@ -160,13 +160,23 @@ impl Pair {
         cpu: usize,
         engine: EngineKind,
     ) -> Result<Pair, DiffError> {
-        let obj = spine_obj::parse(object)?;
+        Self::load_parsed(&spine_obj::parse(object)?, section, cpu, engine)
+    }
+
+    /// [`load`](Self::load), from an object already parsed (with CO-RE relocations
+    /// applied against a target BTF, or program types given for sections).
+    pub fn load_parsed(
+        obj: &spine_obj::Object,
+        section: Option<&str>,
+        cpu: usize,
+        engine: EngineKind,
+    ) -> Result<Pair, DiffError> {
         let prog = obj
             .program(section)
             .ok_or_else(|| DiffError::NoProgram(section.map(str::to_string)))?;
         let opts =
             LoadOptions { ncpus: spine_sys::possible_cpus(), engine, ..LoadOptions::default() };
-        let loaded = load_object(&obj, &opts)?;
+        let loaded = load_object(obj, &opts)?;
         let ext = loaded.program(section)?.clone();
         let maps = (0..ext.maps().len())
             .filter_map(|i| ext.maps().data(i).map(|_| i))
@@ -177,7 +187,7 @@ impl Pair {
             .collect();
         // Fidelity runs must never be cut short by the watchdog.
         let runner = XdpRunner::new(ext, cpu)?.with_budget(Budget::UNLIMITED);
-        let kernel = spine_sys::load_object_program(&obj, prog)?;
+        let kernel = spine_sys::load_object_program(obj, prog)?;
         Ok(Pair { runner, kernel, maps, host: FixedHost::new(1), _loaded: loaded })
     }
 

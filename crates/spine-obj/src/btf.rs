@@ -26,6 +26,8 @@ pub(crate) struct Member {
     pub ty: u32,
     /// Offset in bits (bitfield size already masked off).
     pub bit_offset: u32,
+    /// Width of a bitfield member in bits; 0 for a plain member.
+    pub bitfield_size: u32,
 }
 
 /// One entry of a `DATASEC`.
@@ -42,6 +44,7 @@ pub(crate) enum Type {
     Void,
     Int {
         size: u32,
+        signed: bool,
     },
     Ptr {
         target: u32,
@@ -62,6 +65,9 @@ pub(crate) enum Type {
     Enum {
         size: u32,
         values: Vec<u64>,
+        /// Name offsets of the enumerators, in the order of `values`.
+        names: Vec<u32>,
+        signed: bool,
     },
     Fwd,
     /// `TYPEDEF`, `VOLATILE`, `CONST`, `RESTRICT`, `TYPE_TAG`: no storage of their own.
@@ -183,6 +189,16 @@ impl<'a> Btf<'a> {
         self.types.len()
     }
 
+    /// Number of type ids, void included: valid ids are `0..count()`.
+    pub fn count(&self) -> u32 {
+        self.types.len() as u32
+    }
+
+    /// The raw `BTF_KIND_*` of type `id` (0 for an unknown id).
+    pub fn kind(&self, id: u32) -> u32 {
+        self.kinds.get(id as usize).copied().unwrap_or(0)
+    }
+
     pub fn get(&self, id: u32) -> Option<&Type> {
         self.types.get(id as usize).map(|(_, t)| t)
     }
@@ -259,7 +275,7 @@ impl<'a> Btf<'a> {
         for _ in 0..MAX_DEPTH {
             let t = self.get(id).ok_or(BtfError::BadTypeId { id: start, referenced: id })?;
             let size = match t {
-                Type::Int { size }
+                Type::Int { size, .. }
                 | Type::Struct { size, .. }
                 | Type::Union { size, .. }
                 | Type::Enum { size, .. }
@@ -321,8 +337,9 @@ fn decode(raw: &[u8], at: usize, id: u32) -> Result<(u32, u32, Type, usize), Btf
     let ex = |b: &[u8], i: usize| rd32(b, 4 * i).unwrap_or(0);
     let (ty, extra) = match kind {
         1 => {
-            need(4)?;
-            (Type::Int { size: size_or_type }, 4)
+            let b = need(4)?;
+            // BTF_INT_ENCODING: bit 0 of the top byte is BTF_INT_SIGNED.
+            (Type::Int { size: size_or_type, signed: (ex(b, 0) >> 24) & 1 != 0 }, 4)
         }
         2 => (Type::Ptr { target: size_or_type }, 0),
         3 => {
@@ -339,6 +356,7 @@ fn decode(raw: &[u8], at: usize, id: u32) -> Result<(u32, u32, Type, usize), Btf
                         name: ex(m, 0),
                         ty: ex(m, 1),
                         bit_offset: if kind_flag { off & 0xff_ffff } else { off },
+                        bitfield_size: if kind_flag { off >> 24 } else { 0 },
                     }
                 })
                 .collect();
@@ -351,8 +369,14 @@ fn decode(raw: &[u8], at: usize, id: u32) -> Result<(u32, u32, Type, usize), Btf
         }
         6 => {
             let b = need(vlen * 8)?;
-            let values = b.chunks_exact(8).map(|e| ex(e, 1) as i32 as i64 as u64).collect();
-            (Type::Enum { size: size_or_type, values }, vlen * 8)
+            let values = b
+                .chunks_exact(8)
+                .map(
+                    |e| if kind_flag { ex(e, 1) as i32 as i64 as u64 } else { u64::from(ex(e, 1)) },
+                )
+                .collect();
+            let names = b.chunks_exact(8).map(|e| ex(e, 0)).collect();
+            (Type::Enum { size: size_or_type, values, names, signed: kind_flag }, vlen * 8)
         }
         7 => (Type::Fwd, 0),
         8..=11 | 18 => (Type::Modifier { target: size_or_type }, 0),
@@ -384,7 +408,8 @@ fn decode(raw: &[u8], at: usize, id: u32) -> Result<(u32, u32, Type, usize), Btf
                 .chunks_exact(12)
                 .map(|e| u64::from(ex(e, 1)) | u64::from(ex(e, 2)) << 32)
                 .collect();
-            (Type::Enum { size: size_or_type, values }, vlen * 12)
+            let names = b.chunks_exact(12).map(|e| ex(e, 0)).collect();
+            (Type::Enum { size: size_or_type, values, names, signed: kind_flag }, vlen * 12)
         }
         _ => return Err(BtfError::UnknownKind { id, kind }),
     };

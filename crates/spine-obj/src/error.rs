@@ -46,6 +46,8 @@ pub enum ObjError {
     Reloc { section: String, offset: u64, symbol: String, kind: RelocErrorKind },
     /// `insn` counts instruction slots from the start of `section`, as `llvm-objdump -d`
     /// numbers them.
+    #[error("CO-RE relocation in '{section}', instruction {insn}: {kind}")]
+    Core { section: String, insn: usize, kind: crate::core::CoreErrorKind },
     #[error(
         "program '{program}': function '{function}' in '{section}', instruction {insn}: {kind}"
     )]

@@ -16,6 +16,7 @@
 
 mod btf;
 mod btf_maps;
+mod core;
 mod elf;
 mod error;
 mod link;
@@ -24,6 +25,7 @@ mod model;
 mod progs;
 mod reloc;
 
+pub use crate::core::{CoreErrorKind, POISON_HELPER};
 pub use error::*;
 pub use link::{MAX_INSNS, MAX_TOTAL_INSNS};
 pub use model::*;
@@ -49,7 +51,8 @@ pub fn parse_with(bytes: &[u8], options: &ParseOptions) -> Result<Object, ObjErr
     if let Some(s) = elf.section_by_name(".BTF").filter(|s| s.sh_type != SHT_PROGBITS) {
         return Err(ObjError::BadSection { section: s.name.to_string(), reason: "not PROGBITS" });
     }
-    let code = progs::Code::collect(&elf, &options.section_types)?;
+    let mut code = progs::Code::collect(&elf, &options.section_types)?;
+    crate::core::apply(&elf, &mut code, options.target_btf.as_deref())?;
 
     let mut defs = Vec::new();
     if let Some(sec) = elf.section_by_name("maps") {

@@ -129,6 +129,10 @@ pub struct ParseOptions {
     /// as `bpftool prog load ... type xdp` or `ip link ... sec xdp_sock` do. A name
     /// that is no code section of the object is an error.
     pub section_types: Vec<(String, ProgType)>,
+    /// The BTF that CO-RE relocations are resolved against (raw BTF, as
+    /// `/sys/kernel/btf/vmlinux` holds it); `None`: the object's own, so every relocation
+    /// keeps the value clang computed.
+    pub target_btf: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Object {

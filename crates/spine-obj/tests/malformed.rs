@@ -278,14 +278,20 @@ fn foreign_program_sections_are_skipped_not_refused() {
     assert!(obj.skipped[1].reason.contains("--type xdp"), "{}", obj.skipped[1].reason);
 
     // With a type given, the legacy section loads as XDP, as `ip link ... sec` does.
-    let opts = ParseOptions { section_types: vec![("xdp_sock".into(), ProgType::Xdp)] };
+    let opts = ParseOptions {
+        section_types: vec![("xdp_sock".into(), ProgType::Xdp)],
+        ..ParseOptions::default()
+    };
     let obj = spine_obj::parse_with(&bytes, &opts).unwrap();
     let sock = obj.program(Some("xdp_sock")).unwrap();
     assert_eq!((sock.name.as_str(), sock.prog_type), ("sock", ProgType::Xdp));
     assert_eq!(obj.skipped.len(), 1);
 
     // A type for a section the object lacks is refused by name.
-    let opts = ParseOptions { section_types: vec![("xdp_vlan01".into(), ProgType::Xdp)] };
+    let opts = ParseOptions {
+        section_types: vec![("xdp_vlan01".into(), ProgType::Xdp)],
+        ..ParseOptions::default()
+    };
     assert_eq!(
         spine_obj::parse_with(&bytes, &opts).unwrap_err(),
         ObjError::NoSuchSection { section: "xdp_vlan01".into() }

@@ -20,6 +20,7 @@
 //! Requires root (or `CAP_BPF` + `CAP_NET_ADMIN`) on Linux with BPF enabled.
 #![deny(unsafe_code)]
 
+mod btf;
 mod cpus;
 mod error;
 #[expect(unsafe_code, reason = "BPF_LINK_CREATE and BPF_PROG_GET_FD_BY_ID return new fds")]
@@ -39,6 +40,7 @@ mod test_run;
 mod thread;
 mod xsk;
 
+pub use btf::{kernel_btf, KERNEL_BTF};
 pub use cpus::{parse_cpu_list, possible_cpus, possible_cpus_exact};
 pub use error::SysError;
 pub use link::{prog_by_id, XdpLink};
