@@ -5,11 +5,12 @@ CARGO ?= cargo
 SHELL := /bin/bash
 SPINE := target/release/spine
 # clang/llvm build the bundled programs; libbpf-dev gives <bpf/bpf_helpers.h>; bpftool and
-# iproute2 drive the kernel side of tests; tcpdump reads back the captures spine writes.
-APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump
+# iproute2 drive the kernel side of tests; tcpdump reads back the captures spine writes;
+# python3 runs the Python client library's test.
+APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump python3
 # Files whose absence means a package must be installed.
 NEED := /usr/bin/clang /usr/bin/llvm-objdump /usr/include/bpf/bpf_helpers.h /usr/sbin/bpftool \
-	/usr/sbin/ip /usr/bin/tcpdump
+	/usr/sbin/ip /usr/bin/tcpdump /usr/bin/python3
 
 .PHONY: deps build demo test lint fmt fuzz clean
 

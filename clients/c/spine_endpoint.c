@@ -1,0 +1,245 @@
+/* The client side of a spine endpoint; see spine_endpoint.h. The layout follows
+ * crates/spine-endpoint/src/layout.rs: a 4096-byte header (magic "SPEP", version 1,
+ * ring entries, frame size, frames), then the transmit, receive, fill and completion
+ * rings (each 128 bytes of indices and `entries` 16-byte slots, 64-byte aligned), then the
+ * page-aligned buffer area. */
+#include "spine_endpoint.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define SPINE_EP_MAGIC 0x50455053u
+#define SPINE_EP_VERSION 1u
+#define HEADER_BYTES 4096u
+#define CONSUMER_OFF 64u
+#define ENTRIES_OFF 128u
+
+static uint32_t load_acquire(const uint8_t *p)
+{
+	return __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE);
+}
+
+static void store_release(uint8_t *p, uint32_t v)
+{
+	__atomic_store_n((uint32_t *)p, v, __ATOMIC_RELEASE);
+}
+
+static int pow2_in(uint32_t v, uint32_t lo, uint32_t hi)
+{
+	return v >= lo && v <= hi && (v & (v - 1)) == 0;
+}
+
+static size_t round_up(size_t v, size_t to)
+{
+	return (v + to - 1) / to * to;
+}
+
+/* Producer: free slots; consumer: entries ready; -1 when the other side's index is
+ * impossible. */
+static int64_t ring_ready(const struct spine_ep_ring *r)
+{
+	uint32_t other = load_acquire(r->base + (r->producer ? CONSUMER_OFF : 0));
+
+	if (r->producer) {
+		uint32_t used = r->local - other;
+		return used <= r->entries ? (int64_t)(r->entries - used) : -1;
+	}
+	uint32_t n = other - r->local;
+	return n <= r->entries ? (int64_t)n : -1;
+}
+
+static uint8_t *ring_slot(const struct spine_ep_ring *r)
+{
+	return r->base + ENTRIES_OFF + (size_t)(r->local & (r->entries - 1)) * r->entry_bytes;
+}
+
+static void ring_advance(struct spine_ep_ring *r)
+{
+	r->local++;
+	store_release(r->base + (r->producer ? 0 : CONSUMER_OFF), r->local);
+}
+
+static void ring_init(struct spine_ep_ring *r, uint8_t *base, uint32_t entries,
+		      uint32_t entry_bytes, int producer)
+{
+	r->base = base;
+	r->entries = entries;
+	r->entry_bytes = entry_bytes;
+	r->local = 0;
+	r->producer = producer;
+}
+
+static int refill_one(struct spine_ep *ep)
+{
+	uint64_t addr;
+
+	if (ep->nfree == 0 || ring_ready(&ep->fill) <= 0)
+		return 0;
+	addr = ep->free_frames[--ep->nfree];
+	memcpy(ring_slot(&ep->fill), &addr, 8);
+	ring_advance(&ep->fill);
+	return 1;
+}
+
+int spine_ep_open(struct spine_ep *ep, int memfd)
+{
+	struct stat st;
+	uint32_t h[5];
+	size_t ring_bytes, area_off;
+	uint8_t *region;
+
+	memset(ep, 0, sizeof(*ep));
+	if (fstat(memfd, &st) != 0)
+		return -errno;
+	if ((size_t)st.st_size < HEADER_BYTES)
+		return -EINVAL;
+	region = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (region == MAP_FAILED)
+		return -errno;
+	for (int i = 0; i < 5; i++)
+		h[i] = load_acquire(region + 4 * i);
+	ring_bytes = round_up(ENTRIES_OFF + (size_t)h[2] * 16, 64);
+	area_off = round_up(HEADER_BYTES + 4 * ring_bytes, 4096);
+	if (h[0] != SPINE_EP_MAGIC || h[1] != SPINE_EP_VERSION || !pow2_in(h[2], 2, 1u << 16) ||
+	    !pow2_in(h[3], 64, 1u << 16) || h[4] == 0 ||
+	    (uint64_t)h[4] * h[3] > (1ull << 31) ||
+	    area_off + (size_t)h[4] * h[3] > (size_t)st.st_size) {
+		munmap(region, st.st_size);
+		return -EINVAL;
+	}
+	ep->region = region;
+	ep->len = st.st_size;
+	ep->ring_entries = h[2];
+	ep->frame_size = h[3];
+	ep->frames = h[4];
+	ep->area = region + area_off;
+	ring_init(&ep->tx, region + HEADER_BYTES, h[2], 16, 1);
+	ring_init(&ep->rx, region + HEADER_BYTES + ring_bytes, h[2], 16, 0);
+	ring_init(&ep->fill, region + HEADER_BYTES + 2 * ring_bytes, h[2], 8, 1);
+	ring_init(&ep->comp, region + HEADER_BYTES + 3 * ring_bytes, h[2], 8, 0);
+	ep->free_frames = calloc(h[4], sizeof(uint64_t));
+	if (!ep->free_frames) {
+		munmap(region, st.st_size);
+		return -ENOMEM;
+	}
+	for (uint32_t f = 0; f < h[4]; f++)
+		ep->free_frames[ep->nfree++] = (uint64_t)f * h[3];
+	for (uint32_t i = 0; i < (h[4] / 2 ? h[4] / 2 : 1); i++)
+		refill_one(ep);
+	return 0;
+}
+
+/* Takes back the frames the adapter finished sending; a frame address that is no frame
+ * of this endpoint is ignored. */
+static void reclaim(struct spine_ep *ep)
+{
+	int64_t n = ring_ready(&ep->comp);
+
+	for (int64_t i = 0; i < n; i++) {
+		uint64_t addr;
+
+		memcpy(&addr, ring_slot(&ep->comp), 8);
+		ring_advance(&ep->comp);
+		addr -= addr % ep->frame_size;
+		if (addr < (uint64_t)ep->frames * ep->frame_size && ep->nfree < ep->frames)
+			ep->free_frames[ep->nfree++] = addr;
+	}
+}
+
+int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len)
+{
+	uint64_t addr, len64 = len;
+	uint8_t *slot;
+
+	if (len > ep->frame_size)
+		return -EMSGSIZE;
+	reclaim(ep);
+	if (ep->nfree == 0 || ring_ready(&ep->tx) <= 0)
+		return 0;
+	addr = ep->free_frames[--ep->nfree];
+	memcpy(ep->area + addr, data, len);
+	slot = ring_slot(&ep->tx);
+	memcpy(slot, &addr, 8);
+	memcpy(slot + 8, &len64, 8); /* len, then options = 0 */
+	ring_advance(&ep->tx);
+	return 1;
+}
+
+int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap)
+{
+	uint64_t addr, frame;
+	uint32_t len;
+	uint8_t *slot;
+	int ret;
+
+	if (ring_ready(&ep->rx) <= 0)
+		return 0;
+	slot = ring_slot(&ep->rx);
+	memcpy(&addr, slot, 8);
+	memcpy(&len, slot + 8, 4);
+	ring_advance(&ep->rx);
+	frame = addr - addr % ep->frame_size;
+	/* Within the area and within one frame, or it is not used at all. */
+	if (addr >= (uint64_t)ep->frames * ep->frame_size || len > ep->frame_size ||
+	    (len && (addr + len - 1) / ep->frame_size != addr / ep->frame_size))
+		return -EBADMSG;
+	if (len > cap) {
+		ret = -EMSGSIZE;
+	} else {
+		memcpy(buf, ep->area + addr, len);
+		ret = (int)len;
+	}
+	if (ep->nfree < ep->frames)
+		ep->free_frames[ep->nfree++] = frame;
+	refill_one(ep);
+	return ret;
+}
+
+void spine_ep_close(struct spine_ep *ep)
+{
+	if (ep->region)
+		munmap(ep->region, ep->len);
+	free(ep->free_frames);
+	memset(ep, 0, sizeof(*ep));
+}
+
+int spine_ep_recv_fds(int sock, int *fds, int max)
+{
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+	} ctrl;
+	struct msghdr msg = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = ctrl.buf,
+		.msg_controllen = sizeof(ctrl.buf),
+	};
+	int n = 0;
+
+	if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (int i = 0; i < count; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (n < max)
+				fds[n++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n ? n : -ENOMSG;
+}

@@ -1,0 +1,63 @@
+/* spine endpoints from C: the client side of the shared region an adapter hands out
+ * (a memfd with a header, four AF_XDP-layout rings and a buffer area of fixed-size
+ * frames), and the SCM_RIGHTS hand-over of its fds.
+ *
+ * Single-threaded and non-blocking, like the Rust client (`spine-client`): send copies
+ * a message into a free frame and posts it on the transmit ring; recv copies a received
+ * message out and gives its frame back for receive. Pair it with the endpoint's eventfd
+ * (poll for POLLIN) to sleep. Everything read from the region is checked: an adapter
+ * cannot make this library read or write outside the mapping.
+ */
+#ifndef SPINE_ENDPOINT_H
+#define SPINE_ENDPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct spine_ep_ring {
+	uint8_t *base;		/* producer index at +0, consumer at +64, entries at +128 */
+	uint32_t entries;	/* a power of two */
+	uint32_t entry_bytes;	/* 16: descriptors (transmit, receive); 8: addresses */
+	uint32_t local;		/* this side's index, never read back from shared memory */
+	int producer;
+};
+
+struct spine_ep {
+	uint8_t *region;
+	size_t len;
+	uint32_t ring_entries, frame_size, frames;
+	uint8_t *area;		/* the buffer area */
+	struct spine_ep_ring tx, rx, fill, comp;
+	uint64_t *free_frames;	/* frame addresses this side holds */
+	uint32_t nfree;
+};
+
+/* Maps the region `memfd` (the fd stays the caller's), checks its header against its
+ * size and gives half of the frames to the adapter for receive. 0, or -errno. */
+int spine_ep_open(struct spine_ep *ep, int memfd);
+
+/* Sends a copy of `len` bytes. 1: sent; 0: no frame or transmit slot free now (try again
+ * after the adapter has run); -EMSGSIZE: longer than a frame. */
+int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len);
+
+/* Receives one message into `buf` (`cap` bytes). Its length; 0: none ready; -EMSGSIZE:
+ * longer than `cap` (it is dropped); -EBADMSG: the adapter wrote an impossible
+ * descriptor (skipped). */
+int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap);
+
+/* Unmaps the region and frees the library's memory. */
+void spine_ep_close(struct spine_ep *ep);
+
+/* Receives up to `max` fds sent with SCM_RIGHTS over the Unix socket `sock` (the region
+ * first, then the eventfd). Their number, or -errno. */
+int spine_ep_recv_fds(int sock, int *fds, int max);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

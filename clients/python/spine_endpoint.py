@@ -1,0 +1,169 @@
+"""spine endpoints from Python: the client side of the shared region an adapter hands
+out (a memfd with a header, four AF_XDP-layout rings and a buffer area of fixed-size
+frames), and the SCM_RIGHTS hand-over of its fds.
+
+Pure Python over ``mmap``; the layout is the one in crates/spine-endpoint/src/layout.rs
+and clients/c/spine_endpoint.c. Index words are written after the data they publish and
+read before the data they cover, which x86-64's store order makes sufficient; on other
+architectures use the C library (clients/c) through ctypes. Everything read from the
+region is checked: an adapter cannot make this module read or write outside it.
+"""
+
+import mmap
+import os
+import socket
+import struct
+
+MAGIC = 0x50455053
+VERSION = 1
+HEADER_BYTES = 4096
+CONSUMER_OFF = 64
+ENTRIES_OFF = 128
+
+
+def _round_up(v, to):
+    return (v + to - 1) // to * to
+
+
+def _pow2_in(v, lo, hi):
+    return lo <= v <= hi and v & (v - 1) == 0
+
+
+class _Ring:
+    def __init__(self, mem, base, entries, entry_bytes, producer):
+        self.mem, self.base, self.entries = mem, base, entries
+        self.entry_bytes, self.producer, self.local = entry_bytes, producer, 0
+
+    def ready(self):
+        """Producer: free slots; consumer: entries ready; None if the other side's index
+        is impossible."""
+        other_at = self.base + (CONSUMER_OFF if self.producer else 0)
+        (other,) = struct.unpack_from("<I", self.mem, other_at)
+        if self.producer:
+            used = (self.local - other) & 0xFFFFFFFF
+            return self.entries - used if used <= self.entries else None
+        n = (other - self.local) & 0xFFFFFFFF
+        return n if n <= self.entries else None
+
+    def slot(self):
+        idx = self.local & (self.entries - 1)
+        return self.base + ENTRIES_OFF + idx * self.entry_bytes
+
+    def advance(self):
+        self.local = (self.local + 1) & 0xFFFFFFFF
+        own_at = self.base + (0 if self.producer else CONSUMER_OFF)
+        struct.pack_into("<I", self.mem, own_at, self.local)
+
+
+class Endpoint:
+    """An open endpoint. ``send`` copies a message into a free frame and posts it;
+    ``recv`` copies one received message out and gives its frame back."""
+
+    def __init__(self, memfd, wake_fd=None):
+        size = os.fstat(memfd).st_size
+        if size < HEADER_BYTES:
+            raise ValueError("not an endpoint region: too small")
+        self.mem = mmap.mmap(memfd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        magic, version, entries, frame_size, frames = struct.unpack_from("<5I", self.mem, 0)
+        ring_bytes = _round_up(ENTRIES_OFF + entries * 16, 64)
+        area = _round_up(HEADER_BYTES + 4 * ring_bytes, 4096)
+        if (
+            magic != MAGIC
+            or version != VERSION
+            or not _pow2_in(entries, 2, 1 << 16)
+            or not _pow2_in(frame_size, 64, 1 << 16)
+            or frames == 0
+            or frames * frame_size > 1 << 31
+            or area + frames * frame_size > size
+        ):
+            self.mem.close()
+            raise ValueError("not an endpoint region (header or size)")
+        self.frame_size, self.frames, self.area = frame_size, frames, area
+        rb = HEADER_BYTES
+        self.tx = _Ring(self.mem, rb, entries, 16, True)
+        self.rx = _Ring(self.mem, rb + ring_bytes, entries, 16, False)
+        self.fill = _Ring(self.mem, rb + 2 * ring_bytes, entries, 8, True)
+        self.comp = _Ring(self.mem, rb + 3 * ring_bytes, entries, 8, False)
+        self.free = [f * frame_size for f in range(frames)]
+        self.wake_fd = wake_fd
+        for _ in range(max(frames // 2, 1)):
+            self._refill_one()
+
+    def _refill_one(self):
+        if not self.free or not self.fill.ready():
+            return False
+        struct.pack_into("<Q", self.mem, self.fill.slot(), self.free.pop())
+        self.fill.advance()
+        return True
+
+    def _reclaim(self):
+        for _ in range(self.comp.ready() or 0):
+            (addr,) = struct.unpack_from("<Q", self.mem, self.comp.slot())
+            self.comp.advance()
+            addr -= addr % self.frame_size
+            if addr < self.frames * self.frame_size and len(self.free) < self.frames:
+                self.free.append(addr)
+
+    def send(self, data):
+        """True: sent; False: no frame or transmit slot free now (retry later)."""
+        if len(data) > self.frame_size:
+            raise ValueError("message longer than a frame")
+        self._reclaim()
+        if not self.free or not self.tx.ready():
+            return False
+        addr = self.free.pop()
+        at = self.area + addr
+        self.mem[at : at + len(data)] = data
+        struct.pack_into("<QQ", self.mem, self.tx.slot(), addr, len(data))
+        self.tx.advance()
+        return True
+
+    def recv(self):
+        """One received message as bytes, or None when none is ready. A descriptor the
+        adapter wrote outside the area or across frames raises ValueError (skipped)."""
+        if not self.rx.ready():
+            return None
+        addr, length = struct.unpack_from("<QI", self.mem, self.rx.slot())
+        self.rx.advance()
+        fs = self.frame_size
+        if (
+            addr >= self.frames * fs
+            or length > fs
+            or (length and (addr + length - 1) // fs != addr // fs)
+        ):
+            raise ValueError("impossible descriptor from the adapter")
+        at = self.area + addr
+        msg = bytes(self.mem[at : at + length])
+        if len(self.free) < self.frames:
+            self.free.append(addr - addr % fs)
+        self._refill_one()
+        return msg
+
+    def wait(self, timeout):
+        """Sleeps on the eventfd up to ``timeout`` seconds (without one, returns)."""
+        if self.wake_fd is None:
+            return
+        import select
+
+        r, _, _ = select.select([self.wake_fd], [], [], timeout)
+        if r:
+            os.read(self.wake_fd, 8)
+
+    def close(self):
+        self.mem.close()
+
+
+def recv_fds(sock, max_fds=4):
+    """The fds sent with SCM_RIGHTS over the Unix socket ``sock`` (region, eventfd)."""
+    _, fds, _, _ = socket.recv_fds(sock, 1, max_fds)
+    if not fds:
+        raise ValueError("no fds in the message")
+    return fds
+
+
+def connect(path):
+    """Opens the endpoint whose fds the adapter sends on the Unix socket at ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        fds = recv_fds(s)
+    return Endpoint(fds[0], fds[1] if len(fds) > 1 else None)
