@@ -32,6 +32,8 @@ pub enum DiffError {
     Kernel(#[from] spine_sys::LoadError),
     #[error("kernel: {0}")]
     Sys(#[from] spine_sys::SysError),
+    #[error("no map '{0}' in the program")]
+    NoMap(String),
     #[error("spine map '{map}': {source}")]
     Map {
         map: String,
@@ -189,6 +191,21 @@ impl Pair {
         let runner = XdpRunner::new(ext, cpu)?.with_budget(Budget::UNLIMITED);
         let kernel = spine_sys::load_object_program(obj, prog)?;
         Ok(Pair { runner, kernel, maps, host: FixedHost::new(1), _loaded: loaded })
+    }
+
+    /// Writes `key` → `value` into map `map` on both sides, as user space does (one value
+    /// for every CPU of a per-CPU map): a configured program (a balancer's VIPs) compared.
+    pub fn update(&mut self, map: &str, key: &[u8], value: &[u8]) -> Result<(), DiffError> {
+        let (index, m) = self
+            .maps
+            .iter()
+            .find(|(_, m)| &*m.def().name == map)
+            .ok_or_else(|| DiffError::NoMap(map.to_string()))?;
+        m.update_user(key, &m.user_value_for_all_cpus(value), 0)
+            .map_err(|source| DiffError::Map { map: map.to_string(), source })?;
+        let km = &self.kernel.maps[*index];
+        km.update(key, &km.value_for_all_cpus(value), 0)?;
+        Ok(())
     }
 
     /// Runs every packet through both sides, comparing after each; stops collecting
