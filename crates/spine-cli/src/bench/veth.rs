@@ -61,6 +61,10 @@ pub struct VethArgs {
     /// Offered load in packets per second (default: as fast as trafgen sends).
     #[arg(long)]
     pub rate: Option<u64>,
+    /// Measure each competitor this many times (a fresh topology each time); the table
+    /// shows the median trial by CPU per packet, with the min-max spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat_trials: u32,
     /// Run only these competitors (comma-separated; default all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<Competitor>,
@@ -83,6 +87,11 @@ pub struct Row {
     /// Packets the competitor itself says it sent over its whole run (spine, testpmd).
     pub dut_reported_tx: Option<u64>,
     pub note: Option<String>,
+    /// Trials measured (the row is the median one).
+    pub trials: usize,
+    /// CPU s/Mpkt over the trials: (min, max), with two or more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_spread: Option<(f64, f64)>,
 }
 
 impl Row {
@@ -94,7 +103,29 @@ impl Row {
             measured: None,
             dut_reported_tx: None,
             note: None,
+            trials: 0,
+            cpu_spread: None,
         }
+    }
+
+    /// The median of `runs` by CPU per packet (runs without that figure sort last), with
+    /// the spread over all of them.
+    fn median(mut runs: Vec<Row>) -> Row {
+        let per = |r: &Row| r.measured.and_then(|m| m.cpu_s_per_mpkt);
+        runs.sort_by(|a, b| match (per(a), per(b)) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        let values: Vec<f64> = runs.iter().filter_map(per).collect();
+        let n = runs.len();
+        let mut row = runs.swap_remove(n.saturating_sub(1) / 2);
+        row.trials = n;
+        if values.len() >= 2 {
+            row.cpu_spread = Some((values[0], values[values.len() - 1]));
+        }
+        row
     }
 }
 
@@ -150,14 +181,24 @@ pub fn main(args: &VethArgs) -> Result<()> {
         progress(k, list.len(), c.label());
         let row = match c.unavailable(ncpu) {
             Some(why) => Row::without(*c, format!("skipped: {why}")),
-            None => match run_one(*c, k, &env, &sink_obj, args) {
-                Ok(r) => r,
-                Err(e) if e.is::<Interrupted>() => {
-                    eprintln!();
-                    return Err(e);
+            None => {
+                let mut runs = Vec::new();
+                for t in 0..args.repeat_trials as usize {
+                    // A fresh topology per trial: indices keep their names apart.
+                    match run_one(*c, k * 20 + t, &env, &sink_obj, args) {
+                        Ok(r) => runs.push(r),
+                        Err(e) if e.is::<Interrupted>() => {
+                            eprintln!();
+                            return Err(e);
+                        }
+                        Err(e) => {
+                            runs.push(Row::without(*c, format!("failed: {e:#}")));
+                            break;
+                        }
+                    }
                 }
-                Err(e) => Row::without(*c, format!("failed: {e:#}")),
-            },
+                Row::median(runs)
+            }
         };
         rows.push(row);
     }
@@ -291,6 +332,8 @@ fn run_one(c: Competitor, k: usize, env: &Env, sink_obj: &Path, args: &VethArgs)
         measured: Some(measured),
         dut_reported_tx: reported,
         note,
+        trials: 1,
+        cpu_spread: None,
     })
 }
 
@@ -310,6 +353,7 @@ fn report(rows: &[Row], args: &VethArgs) -> Result<()> {
         "benchmark": "veth",
         "frame_bytes": gen::FRAME_BYTES,
         "seconds_per_run": args.seconds,
+        "trials": args.repeat_trials,
         "offered": args.rate.map_or("flat out".to_string(), |r| format!("{r} pps")),
         "machine": super::machine(),
         "method": METHOD,
@@ -359,6 +403,10 @@ fn table(rows: &[Row], kernel: Option<f64>) -> String {
         "sink%",
         "other%"
     );
+    let spread = rows.iter().any(|r| r.cpu_spread.is_some());
+    if spread {
+        s.insert_str(s.len() - 1, &format!(" {:>15}", "s/Mpkt min-max"));
+    }
     for r in rows {
         let Some(m) = r.measured else {
             let _ = writeln!(s, "{:<22} {}", r.label, r.status);
@@ -380,6 +428,9 @@ fn table(rows: &[Row], kernel: Option<f64>) -> String {
             m.sink_cpu_pct,
             m.other_cpu_pct,
         );
+        if let Some((lo, hi)) = r.cpu_spread {
+            s.insert_str(s.len() - 1, &format!(" {:>15}", format!("{lo:.3}-{hi:.3}")));
+        }
         if let Some(n) = &r.note {
             let _ = writeln!(s, "{:<22} note: {n}", "");
         }
@@ -423,6 +474,23 @@ mod tests {
         assert!(lines[1].contains(" 400.0 ") && lines[1].contains("1.500"), "{t}");
         assert!(lines[2].contains("1.00×"), "{t}");
         assert!(lines[3].contains("testpmd net_af_xdp") && lines[3].contains("skipped: dpdk"));
+    }
+
+    #[test]
+    fn trials_give_the_median_row_and_the_spread() {
+        let run = |per: Option<f64>| {
+            let mut r = Row::without(Competitor::SpineAfxdp, "ok".into());
+            r.measured = Some(measured(400e3, per));
+            r
+        };
+        let m = Row::median(vec![run(Some(3.0)), run(None), run(Some(1.0)), run(Some(2.0))]);
+        assert_eq!((m.trials, m.cpu_spread), (4, Some((1.0, 3.0))));
+        assert_eq!(m.measured.unwrap().cpu_s_per_mpkt, Some(2.0), "the median of 1, 2, 3 and none");
+        let t = table(&[m], Some(1.0));
+        assert!(t.lines().next().unwrap().ends_with("s/Mpkt min-max"), "{t}");
+        assert!(t.lines().nth(1).unwrap().ends_with("1.000-3.000"), "{t}");
+        let one = Row::median(vec![run(Some(5.0))]);
+        assert_eq!((one.trials, one.cpu_spread), (1, None));
     }
 
     #[test]
