@@ -12,7 +12,7 @@ APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump python3
 NEED := /usr/bin/clang /usr/bin/llvm-objdump /usr/include/bpf/bpf_helpers.h /usr/sbin/bpftool \
 	/usr/sbin/ip /usr/bin/tcpdump /usr/bin/python3
 
-.PHONY: deps build demo test lint fmt fuzz clean
+.PHONY: deps build demo test lint fmt fuzz clean clients
 
 deps:
 	@missing=""; for f in $(NEED); do [ -e $$f ] || missing="$$missing $$f"; done; \
@@ -65,6 +65,11 @@ lint: deps
 
 fmt:
 	$(CARGO) fmt --all
+
+# The endpoint client libraries for C (a shared library) and Python (pip install clients/python).
+clients: deps
+	clang -Wall -Wextra -O2 -shared -fPIC clients/c/spine_endpoint.c -o target/libspine_endpoint.so
+	@echo "built target/libspine_endpoint.so (header: clients/c/spine_endpoint.h); Python: pip install clients/python"
 
 clean:
 	$(CARGO) clean

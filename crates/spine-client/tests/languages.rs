@@ -24,17 +24,40 @@ fn a_c_application_echoes_through_its_endpoint() {
     let dir = Dir(std::env::temp_dir().join(format!("spine-cclient-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/c");
-    let exe = dir.0.join("echo");
+    let (lib, exe) = (dir.0.join("libspine_endpoint.so"), dir.0.join("echo"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "clang".into());
-    let built = Command::new(&cc)
-        .args(["-Wall", "-Wextra", "-Werror", "-O2", "-o"])
-        .arg(&exe)
-        .arg(src.join("spine_endpoint.c"))
-        .arg(src.join("echo.c"))
-        .status()
-        .expect("a C compiler (clang)");
-    assert!(built.success(), "the C library and the echo program build warning-free");
-
+    let build = |args: &[&std::ffi::OsStr]| {
+        let ok = Command::new(&cc).args(args).status().expect("a C compiler (clang)").success();
+        assert!(ok, "builds warning-free: {args:?}");
+    };
+    let flags = ["-Wall", "-Wextra", "-Werror", "-O2"].map(std::ffi::OsStr::new);
+    // The shared library, and the example linked against it as an application would be.
+    let c = src.join("spine_endpoint.c");
+    build(
+        &[
+            &flags[..],
+            &["-shared".as_ref(), "-fPIC".as_ref(), c.as_os_str(), "-o".as_ref(), lib.as_os_str()],
+        ]
+        .concat(),
+    );
+    let rpath = format!("-Wl,-rpath,{}", dir.0.display());
+    let (e, inc, libdir) =
+        (src.join("echo.c"), format!("-I{}", src.display()), format!("-L{}", dir.0.display()));
+    build(
+        &[
+            &flags[..],
+            &[
+                e.as_os_str(),
+                inc.as_ref(),
+                libdir.as_ref(),
+                "-lspine_endpoint".as_ref(),
+                rpath.as_ref(),
+                "-o".as_ref(),
+                exe.as_os_str(),
+            ],
+        ]
+        .concat(),
+    );
     echo_through(Command::new(&exe), &dir.0, 500);
 }
 
