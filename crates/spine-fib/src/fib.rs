@@ -49,11 +49,17 @@ pub struct RouteEntry {
     pub kind: RouteType,
     pub metric: u32,
     pub mtu: u32,
+    pub prefsrc: Option<IpAddr>,
     pub nexthops: Vec<NextHop>,
     bounds: Vec<i32>,
 }
 
 impl RouteEntry {
+    /// Each next hop's upper bound in the 31-bit hash space (`fib_nh_upper_bound`).
+    pub fn bounds(&self) -> &[i32] {
+        &self.bounds
+    }
+
     /// The next hop for a flow of multipath hash `hash` (the kernel's 31-bit
     /// `fib_multipath_hash`); `None` for types without next hops.
     #[inline]
@@ -146,6 +152,7 @@ impl FibState {
             kind: r.kind,
             metric: r.metric,
             mtu: r.mtu,
+            prefsrc: r.prefsrc,
             nexthops: r.nexthops.clone(),
             bounds: ecmp::upper_bounds(r.nexthops.iter().map(|n| n.weight)),
         };
@@ -238,6 +245,40 @@ impl FibState {
         Some(Resolved { route, nexthop: route.select(hash) })
     }
 
+    /// The routes for exactly `prefix` in `table`, lowest metric first.
+    pub fn routes_for(&self, table: u32, prefix: IpPrefix) -> impl Iterator<Item = &RouteEntry> {
+        let list = self.table(table).and_then(|t| t.routes.get(&prefix));
+        list.into_iter().flatten().filter_map(|&(_, i)| self.route(i))
+    }
+
+    /// The IPv4 lookup with an output interface (`flowi4_oif`, `fib_table_lookup`'s
+    /// `fib_lookup_good_nhc`): the longest prefix, then the lowest metric, with a route
+    /// that drops (blackhole, unreachable, prohibit, throw) or has a next hop through
+    /// `oif`; that next hop is the answer. A slow path: it probes each prefix length.
+    pub fn lookup_v4_oif(
+        &self,
+        table: u32,
+        dst: std::net::Ipv4Addr,
+        oif: u32,
+    ) -> Option<Resolved<'_>> {
+        let t = self.table(table)?;
+        let a = u32::from(dst);
+        for len in (0..=32u32).rev() {
+            let Ok(p) = crate::Prefix4::truncating(a, len) else { continue };
+            let Some(list) = t.routes.get(&IpPrefix::V4(p)) else { continue };
+            for &(_, i) in list {
+                let Some(route) = self.route(i) else { continue };
+                if !route.kind.takes_nexthop() {
+                    return Some(Resolved { route, nexthop: None });
+                }
+                if let Some(nh) = route.nexthops.iter().find(|n| n.ifindex == oif) {
+                    return Some(Resolved { route, nexthop: Some(nh) });
+                }
+            }
+        }
+        None
+    }
+
     /// Route indices ([`FibState::route`]) for a burst of IPv4 destinations, looked up
     /// interleaved; `None` where no route matches or the table does not exist.
     pub fn lookup_v4_batch(&self, table: u32, dsts: &[u32], out: &mut [Option<u32>]) {
@@ -269,6 +310,11 @@ impl FibState {
             t.routes.values().flatten().filter_map(|&(_, i)| self.route(i)).collect();
         v.sort_by_key(|e| (e.prefix, e.metric));
         v
+    }
+
+    /// Whether table `id` was ever given a route (the kernel keeps a table once made).
+    pub fn has_table(&self, id: u32) -> bool {
+        self.table(id).is_some()
     }
 
     /// Table ids that hold routes.

@@ -14,6 +14,7 @@ pub use prefix::{IpPrefix, Prefix, Prefix4, Prefix6, PrefixError};
 
 pub mod ecmp;
 pub mod fib;
+pub mod mphash;
 pub mod neigh;
 pub mod parse;
 pub mod route;

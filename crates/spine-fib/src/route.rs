@@ -23,6 +23,10 @@ pub enum RouteType {
     Local,
     /// A broadcast address of a local subnet.
     Broadcast,
+    /// An anycast address of this host (IPv6's subnet-router anycast).
+    Anycast,
+    /// A multicast range (IPv6's `ff00::/8` in the local table).
+    Multicast,
     /// Drop silently.
     Blackhole,
     /// Drop, answer "host unreachable".
@@ -40,6 +44,8 @@ impl RouteType {
             RouteType::Unicast => 1,
             RouteType::Local => 2,
             RouteType::Broadcast => 3,
+            RouteType::Anycast => 4,
+            RouteType::Multicast => 5,
             RouteType::Blackhole => 6,
             RouteType::Unreachable => 7,
             RouteType::Prohibit => 8,
@@ -48,12 +54,14 @@ impl RouteType {
     }
 
     /// From an `RTN_*` number; `None` for types a FIB lookup does not handle
-    /// (anycast, multicast, nat, xresolve).
+    /// (nat, xresolve).
     pub fn from_rtn(n: u8) -> Option<RouteType> {
         Some(match n {
             1 => RouteType::Unicast,
             2 => RouteType::Local,
             3 => RouteType::Broadcast,
+            4 => RouteType::Anycast,
+            5 => RouteType::Multicast,
             6 => RouteType::Blackhole,
             7 => RouteType::Unreachable,
             8 => RouteType::Prohibit,
@@ -68,6 +76,8 @@ impl RouteType {
             RouteType::Unicast => "unicast",
             RouteType::Local => "local",
             RouteType::Broadcast => "broadcast",
+            RouteType::Anycast => "anycast",
+            RouteType::Multicast => "multicast",
             RouteType::Blackhole => "blackhole",
             RouteType::Unreachable => "unreachable",
             RouteType::Prohibit => "prohibit",
@@ -80,6 +90,8 @@ impl RouteType {
             RouteType::Unicast,
             RouteType::Local,
             RouteType::Broadcast,
+            RouteType::Anycast,
+            RouteType::Multicast,
             RouteType::Blackhole,
             RouteType::Unreachable,
             RouteType::Prohibit,
@@ -92,7 +104,14 @@ impl RouteType {
     /// Types that drop or defer the packet carry no next hop (the kernel refuses one:
     /// "Gateway, device and multipath can not be specified for this route type").
     pub fn takes_nexthop(self) -> bool {
-        matches!(self, RouteType::Unicast | RouteType::Local | RouteType::Broadcast)
+        matches!(
+            self,
+            RouteType::Unicast
+                | RouteType::Local
+                | RouteType::Broadcast
+                | RouteType::Anycast
+                | RouteType::Multicast
+        )
     }
 }
 
@@ -131,8 +150,13 @@ pub struct Route {
     /// The kernel's priority: among routes for one prefix, the lowest wins.
     pub metric: u32,
     pub nexthops: Vec<NextHop>,
-    /// Path MTU (`RTAX_MTU`); 0 when unset (the device's MTU applies).
+    /// Path MTU (`RTAX_MTU`) when locked (`mtu lock N`); 0 otherwise. Forwarding
+    /// honours a route's MTU only when it is locked (`ip_mtu_from_fib_result`,
+    /// `ip6_mtu_from_fib6`), so an unlocked one is not kept.
     pub mtu: u32,
+    /// The preferred source address (`src`, `RTA_PREFSRC`), what `BPF_FIB_LOOKUP_SRC`
+    /// answers when set.
+    pub prefsrc: Option<IpAddr>,
 }
 
 impl Route {
@@ -145,6 +169,7 @@ impl Route {
             metric: 0,
             nexthops,
             mtu: 0,
+            prefsrc: None,
         }
     }
 }

@@ -49,6 +49,7 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
     let kind = RouteType::from_rtn(u8::from(h.kind))?;
     let mut table = u32::from(h.table);
     let (mut dst, mut gateway, mut oif, mut metric, mut mtu) = (None, None, None, 0, 0);
+    let (mut locked, mut prefsrc) = (0u32, None);
     let mut multipath = None;
     for a in &m.attributes {
         match a {
@@ -56,11 +57,14 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
             RouteAttribute::Destination(d) => dst = Some(route_ip(d)?),
             RouteAttribute::Gateway(g) => gateway = Some(route_ip(g)?),
             RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::PrefSource(a) => prefsrc = route_ip(a),
             RouteAttribute::Priority(p) => metric = *p,
             RouteAttribute::Metrics(ms) => {
                 for x in ms {
-                    if let RouteMetric::Mtu(v) = x {
-                        mtu = *v;
+                    match x {
+                        RouteMetric::Mtu(v) => mtu = *v,
+                        RouteMetric::Lock(v) => locked = *v,
+                        _ => {}
                     }
                 }
             }
@@ -100,7 +104,10 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
     if kind.takes_nexthop() && nexthops.is_empty() {
         return None;
     }
-    Some(FibOp::Replace(Route { table, prefix, kind, metric, nexthops, mtu }))
+    // Forwarding honours a route's MTU only when it is locked (`Route::mtu`).
+    const RTAX_MTU: u32 = 2;
+    let mtu = if locked & (1 << RTAX_MTU) != 0 { mtu } else { 0 };
+    Some(FibOp::Replace(Route { table, prefix, kind, metric, nexthops, mtu, prefsrc }))
 }
 
 /// `RTM_NEWNEIGH` (`new`) or `RTM_DELNEIGH` as a neighbour change. An entry still being

@@ -36,7 +36,8 @@ fn the_fib_follows_ip_route_and_ip_neigh() {
     ns.ip("route add 198.51.100.0/24 nexthop via 10.1.0.2 weight 1 nexthop via 10.2.0.2 weight 3");
     ns.ip("route add blackhole 203.0.113.0/24");
     ns.ip("route add unreachable 203.0.113.128/25 table 100");
-    ns.ip("route add 10.9.0.0/16 via 10.1.0.2 mtu 1400");
+    ns.ip("route add 10.9.0.0/16 via 10.1.0.2 mtu lock 1400");
+    ns.ip("route add 10.8.0.0/16 via 10.1.0.2 mtu 1400 src 10.1.0.1");
     ns.ip("-6 route add 2001:db8:99::/48 via 2001:db8:1::2");
     ns.ip("neigh add 10.1.0.2 lladdr 02:00:00:00:00:02 dev rt0a nud permanent");
 
@@ -58,6 +59,9 @@ fn the_fib_follows_ip_route_and_ip_neigh() {
     let un = st.lookup(100, ip("203.0.113.200"), 0).unwrap().route;
     assert_eq!(un.kind, RouteType::Unreachable);
     assert_eq!(st.lookup(table_id::MAIN, ip("10.9.1.1"), 0).unwrap().route.mtu, 1400);
+    // An MTU that is not locked does not limit forwarding, so it is not kept.
+    let unlocked = st.lookup(table_id::MAIN, ip("10.8.1.1"), 0).unwrap().route;
+    assert_eq!((unlocked.mtu, unlocked.prefsrc), (0, Some(ip("10.1.0.1"))));
     let connected = st.lookup(table_id::MAIN, ip("10.2.0.9"), 0).unwrap();
     assert_eq!(connected.nexthop.map(|n| (n.gateway, n.ifindex)), Some((None, mc)));
     let own = st.lookup(table_id::LOCAL, ip("10.1.0.1"), 0).unwrap().route;
@@ -76,7 +80,7 @@ fn the_fib_follows_ip_route_and_ip_neigh() {
             .and_then(|r| r.nexthop.map(|n| n.gateway))
             .is_some_and(|g| g == Some(ip("10.2.0.2")))
     });
-    ns.ip("route replace 10.9.0.0/16 via 10.2.0.2 mtu 1300");
+    ns.ip("route replace 10.9.0.0/16 via 10.2.0.2 mtu lock 1300");
     eventually(&reader, "a replaced route", |s| {
         s.lookup(table_id::MAIN, ip("10.9.1.1"), 0)
             .is_some_and(|r| r.route.mtu == 1300 && r.nexthop.unwrap().ifindex == mc)

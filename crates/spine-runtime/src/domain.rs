@@ -35,6 +35,7 @@ pub const XDP_HELPERS: &[u32] = {
         XDP_ADJUST_HEAD,
         XDP_ADJUST_META,
         XDP_ADJUST_TAIL,
+        FIB_LOOKUP,
         KTIME_GET_BOOT_NS,
         XDP_GET_BUFF_LEN,
         XDP_LOAD_BYTES,

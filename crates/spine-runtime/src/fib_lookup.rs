@@ -3,15 +3,24 @@
 //! `struct bpf_fib_lookup` in and out, the same flags, the same return codes, in the
 //! same order of checks, against spine's FIB and the router's interfaces.
 //!
+//! The table walk is the kernel's without policy rules: IPv4 looks up main merged with
+//! local, then the default table on a miss or a throw; IPv6 looks up local, then main.
+//! ECMP picks the kernel's next hop for every flow when [`FibEnv::with_multipath_seed`]
+//! is the namespace's `net.ipv4.fib_multipath_hash_seed` (hash policy 0, layer 3; see
+//! `spine_fib::mphash`), IPv4 preferring a next hop whose source address is the
+//! lookup's. A route's MTU counts only when locked (`Route::mtu`).
+//!
 //! What the FIB does not model answers as the kernel does when the feature is unused:
 //! no lightweight tunnels (never `UNSUPP_LWT`), no l3mdev (DIRECT uses the main
-//! table), no next-hop exceptions (no learned path MTU), no policy rules beyond the
-//! default three (so `MARK` selects nothing), and IPv4 route MTUs only count when the
-//! kernel would count them (`mtu lock`, which the FIB does not store: the device's MTU).
+//! table), no next-hop exceptions (no learned path MTU), no policy rules (so `MARK`
+//! selects nothing), no TOS/DSCP routes, no next-hop objects (`nhid`).
+//!
+//! `crates/spine-difftest/tests/fib_lookup.rs` holds this to the kernel, byte for
+//! byte, on thousands of lookups in a namespace that test builds.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use spine_fib::{FibReader, FibState, RouteType};
+use spine_fib::{table_id, FibReader, FibState, RouteType};
 
 /// `struct bpf_fib_lookup`: 64 bytes.
 pub const PARAMS_LEN: usize = 64;
@@ -45,10 +54,9 @@ const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
 const ENODEV: i64 = 19;
 const EAFNOSUPPORT: i64 = 97;
-/// `IPTOS_RT_MASK`: the TOS bits that select a route.
-const IPTOS_RT_MASK: u8 = 0x1c;
 const IP_MAX_MTU: u32 = 0xfff0;
 const IP6_MAX_MTU: u32 = 65535 + 40;
+const IPV6_MIN_MTU: u32 = 1280;
 
 /// One interface of the router as the lookup needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,13 +78,22 @@ pub struct FibEnv {
     pub fib: FibReader,
     /// Sorted by ifindex.
     ifaces: Vec<Iface>,
+    /// `net.ipv4.fib_multipath_hash_seed` (which IPv6 uses too): with the kernel's seed,
+    /// ECMP picks the kernel's next hop for every flow.
+    mp_seed: u32,
 }
 
 impl FibEnv {
     pub fn new(fib: FibReader, mut ifaces: Vec<Iface>) -> FibEnv {
         ifaces.sort_by_key(|i| i.ifindex);
         ifaces.dedup_by_key(|i| i.ifindex);
-        FibEnv { fib, ifaces }
+        FibEnv { fib, ifaces, mp_seed: 0 }
+    }
+
+    /// The multipath hash seed (`net.ipv4.fib_multipath_hash_seed`).
+    pub fn with_multipath_seed(mut self, seed: u32) -> FibEnv {
+        self.mp_seed = seed;
+        self
     }
 
     pub fn iface(&self, ifindex: u32) -> Option<&Iface> {
@@ -84,11 +101,13 @@ impl FibEnv {
     }
 
     /// `bpf_fib_lookup(ctx, params, plen, flags)` on a copy of the program's struct;
-    /// the caller writes `p` back.
+    /// the caller writes `p` back. `plen` and `flags` are the raw registers: the kernel
+    /// reads them as `int` and `u32`.
     pub fn lookup(&self, p: &mut [u8; PARAMS_LEN], plen: u64, fl: u64) -> i64 {
-        if plen < PARAMS_LEN as u64 || fl & !flags::ALL != 0 {
+        if bad_args(plen, fl) {
             return -spine_abi::errno::EINVAL;
         }
+        let fl = fl & u64::from(u32::MAX);
         let state = self.fib.load();
         match p[0] {
             AF_INET => self.lookup_v4(&state, p, fl),
@@ -102,44 +121,77 @@ impl FibEnv {
         if !dev.forward_v4 {
             return ret::FWD_DISABLED;
         }
-        let _tos = p[12] & IPTOS_RT_MASK;
-        let src = Ipv4Addr::from(rd_be32(p, 16));
+        // BPF_FIB_LOOKUP_OUTPUT: the device is the output interface, and only routes
+        // through it match (`fib_lookup_good_nhc`).
+        let oif = if fl & flags::OUTPUT != 0 { dev.ifindex } else { 0 };
+        let src: [u8; 4] = p[16..20].try_into().expect("4 bytes");
         let dst = Ipv4Addr::from(rd_be32(p, 32));
-        let hash = flow_hash(&src.octets(), &dst.octets());
+        let find = |table: u32| {
+            if oif != 0 {
+                st.lookup_v4_oif(table, dst, oif)
+            } else {
+                st.lookup(table, IpAddr::V4(dst), 0)
+            }
+        };
+        // Without policy rules the kernel merges the local table into main (one trie,
+        // local's routes first on a tie), and `fib_lookup` tries main, then, on a miss
+        // or a throw, the default table.
+        let merged = || match (find(table_id::LOCAL), find(table_id::MAIN)) {
+            (Some(l), Some(m)) if m.route.prefix.len() > l.route.prefix.len() => Some(m),
+            (l, m) => l.or(m),
+        };
         let res = if fl & flags::DIRECT != 0 {
-            let mut tbid = spine_fib::table_id::MAIN;
+            let mut tbid = table_id::MAIN;
             if fl & flags::TBID != 0 {
                 tbid = rd32(p, 48);
                 wr32(p, 48, 0);
             }
-            st.lookup(tbid, IpAddr::V4(dst), hash)
+            // fib_get_table: table 0 is main.
+            if tbid == table_id::MAIN || tbid == table_id::LOCAL || tbid == 0 {
+                classify_v4(merged())
+            } else {
+                classify_v4(find(tbid))
+            }
         } else {
-            st.lookup_default_rules(IpAddr::V4(dst), hash)
+            match merged() {
+                None => classify_v4(find(table_id::DEFAULT)),
+                Some(r) if r.route.kind == RouteType::Throw => classify_v4(find(table_id::DEFAULT)),
+                r => classify_v4(r),
+            }
         };
-        // fib_lookup's errors, mapped as the kernel maps them.
-        let Some(res) = res else { return ret::NOT_FWDED };
-        match res.route.kind {
-            RouteType::Unicast => {}
-            RouteType::Blackhole => return ret::BLACKHOLE,
-            RouteType::Unreachable => return ret::UNREACHABLE,
-            RouteType::Prohibit => return ret::PROHIBIT,
-            _ => return ret::NOT_FWDED,
+        let res = match res {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        let route = res.route;
+        if route.kind != RouteType::Unicast {
+            return ret::NOT_FWDED;
         }
-        let Some(nh) = res.nexthop else { return ret::NOT_FWDED };
+        let nh = if oif != 0 {
+            res.nexthop
+        } else if route.nexthops.len() > 1 {
+            let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
+            route.nexthops.get(self.select_multipath_v4(route, hash, u32::from_be_bytes(src)))
+        } else {
+            route.nexthops.first()
+        };
+        let Some(nh) = nh else { return ret::NOT_FWDED };
         let Some(out) = self.iface(nh.ifindex) else { return ret::NOT_FWDED };
-        let mtu = out.mtu.min(IP_MAX_MTU);
+        // ip_mtu_from_fib_result: a locked route MTU, else the device's.
+        let mtu = if route.mtu != 0 { route.mtu } else { out.mtu.min(IP_MAX_MTU) };
         if u32::from(rd16(p, 6)) > mtu {
             wr16(p, 6, mtu as u16);
             return ret::FRAG_NEEDED;
         }
-        wr32(p, 12, res.route.metric);
+        wr32(p, 12, route.metric);
         wr32(p, 8, out.ifindex);
         if fl & flags::SRC != 0 {
-            let gw = nh.gateway.unwrap_or(IpAddr::V4(dst));
-            match select_src(out, gw, true) {
-                Some(IpAddr::V4(a)) => p[16..20].copy_from_slice(&a.octets()),
-                _ => return ret::NO_SRC_ADDR,
-            }
+            // fib_result_prefsrc: the route's `src`, else the next hop's own source.
+            let a = match route.prefsrc {
+                Some(IpAddr::V4(a)) => a,
+                _ => select_src_v4(out, gw4(nh)),
+            };
+            p[16..20].copy_from_slice(&a.octets());
         }
         let next = match nh.gateway {
             Some(IpAddr::V4(g)) => {
@@ -152,9 +204,38 @@ impl FibEnv {
                 p[32..48].copy_from_slice(&g.octets());
                 IpAddr::V6(g)
             }
-            None => IpAddr::V4(dst),
+            None => IpAddr::V4(Ipv4Addr::from(rd_be32(p, 32))),
         };
         self.finish(st, p, fl, out, next, mtu)
+    }
+
+    /// `fib_select_multipath`: each next hop scores 2 when its own source address
+    /// (`nh_saddr`) is the lookup's source and 1 when the hash falls under its upper
+    /// bound; the first with the best score wins.
+    fn select_multipath_v4(&self, route: &spine_fib::RouteEntry, hash: u32, saddr: u32) -> usize {
+        let mut chosen = 0;
+        let mut score = -1;
+        for (i, (nh, &bound)) in route.nexthops.iter().zip(route.bounds()).enumerate() {
+            let mut s = 0;
+            if saddr != 0
+                && self
+                    .iface(nh.ifindex)
+                    .is_some_and(|d| u32::from(select_src_v4(d, gw4(nh))) == saddr)
+            {
+                s += 2;
+            }
+            if hash as i32 <= bound {
+                s += 1;
+            }
+            if score < s {
+                chosen = i;
+                if s == 3 || (saddr == 0 && s == 1) {
+                    break;
+                }
+                score = s;
+            }
+        }
+        chosen
     }
 
     fn lookup_v6(&self, st: &FibState, p: &mut [u8; PARAMS_LEN], fl: u64) -> i64 {
@@ -168,29 +249,54 @@ impl FibEnv {
         if !dev.forward_v6 {
             return ret::FWD_DISABLED;
         }
-        let hash = flow_hash(&src.octets(), &dst.octets());
+        let output = fl & flags::OUTPUT != 0;
         let res = if fl & flags::DIRECT != 0 {
             let mut tbid = spine_fib::table_id::MAIN;
             if fl & flags::TBID != 0 {
                 tbid = rd32(p, 48);
                 wr32(p, 48, 0);
             }
-            st.lookup(tbid, IpAddr::V6(dst), hash)
+            // fib6_get_table: table 0 is main.
+            if tbid == 0 {
+                tbid = table_id::MAIN;
+            }
+            st.lookup(tbid, IpAddr::V6(dst), 0)
         } else {
-            st.lookup_default_rules(IpAddr::V6(dst), hash)
+            // fib6_lookup without custom rules: the local table, then main.
+            [table_id::LOCAL, table_id::MAIN]
+                .into_iter()
+                .find_map(|t| st.lookup(t, IpAddr::V6(dst), 0))
         };
         let Some(res) = res else { return ret::NOT_FWDED };
-        match res.route.kind {
+        let route = res.route;
+        match route.kind {
             RouteType::Unicast => {}
             RouteType::Blackhole => return ret::BLACKHOLE,
             RouteType::Unreachable => return ret::UNREACHABLE,
             RouteType::Prohibit => return ret::PROHIBIT,
             _ => return ret::NOT_FWDED,
         }
-        let Some(nh) = res.nexthop else { return ret::NOT_FWDED };
+        // With OUTPUT, rt6_select prefers the first sibling through the interface and
+        // fib6_select_path keeps it; otherwise the flow hash picks among the siblings.
+        let pick = if output {
+            route.nexthops.iter().position(|n| n.ifindex == dev.ifindex).unwrap_or(0)
+        } else if route.nexthops.len() < 2 {
+            0
+        } else {
+            let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
+            let hash = spine_fib::mphash::hash_v6(
+                src.octets(),
+                dst.octets(),
+                flowinfo,
+                p[1],
+                self.mp_seed,
+            );
+            spine_fib::ecmp::select(route.bounds().iter().copied(), hash)
+        };
+        let Some(nh) = route.nexthops.get(pick) else { return ret::NOT_FWDED };
         let Some(out) = self.iface(nh.ifindex) else { return ret::NOT_FWDED };
-        // ip6_mtu_from_fib6: the route's MTU when set, else the device's.
-        let mtu = if res.route.mtu != 0 { res.route.mtu } else { out.mtu }.min(IP6_MAX_MTU);
+        // ip6_mtu_from_fib6: a locked route MTU, else the device's IPv6 MTU.
+        let mtu = if route.mtu != 0 { route.mtu } else { out.mtu.clamp(IPV6_MIN_MTU, IP6_MAX_MTU) };
         if u32::from(rd16(p, 6)) > mtu {
             wr16(p, 6, mtu as u16);
             return ret::FRAG_NEEDED;
@@ -202,15 +308,44 @@ impl FibEnv {
             }
             _ => dst,
         };
-        wr32(p, 12, res.route.metric);
+        wr32(p, 12, route.metric);
         wr32(p, 8, out.ifindex);
         if fl & flags::SRC != 0 {
-            match select_src(out, IpAddr::V6(dst), false) {
-                Some(IpAddr::V6(a)) => p[16..32].copy_from_slice(&a.octets()),
-                _ => return ret::NO_SRC_ADDR,
+            let a = match route.prefsrc {
+                Some(IpAddr::V6(a)) => Some(a),
+                _ => self.select_src_v6(out, dst),
+            };
+            match a {
+                Some(a) => p[16..32].copy_from_slice(&a.octets()),
+                None => return ret::NO_SRC_ADDR,
             }
         }
         self.finish(st, p, fl, out, IpAddr::V6(next), mtu)
+    }
+
+    /// `ipv6_dev_get_saddr` for a global destination, reduced to what a router's
+    /// addresses exercise: the destination itself if it is ours, else a global
+    /// address, on the output device first, sharing the longest prefix with the
+    /// destination; a narrower scope only when no global address exists.
+    fn select_src_v6(&self, out: &Iface, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        let all = self.ifaces.iter().flat_map(|i| {
+            i.addrs.iter().filter_map(move |&(a, _)| match a {
+                IpAddr::V6(a) => Some((i.ifindex == out.ifindex, a)),
+                IpAddr::V4(_) => None,
+            })
+        });
+        if let Some((_, a)) = all.clone().find(|&(_, a)| a == dst) {
+            return Some(a);
+        }
+        let common = |a: Ipv6Addr| (u128::from(a) ^ u128::from(dst)).leading_zeros();
+        let mut best: Option<(bool, bool, u32, Ipv6Addr)> = None;
+        for (on_out, a) in all {
+            let key = (!need_strict(a), on_out, common(a), a);
+            if best.is_none_or(|b| (key.0, key.1, key.2) > (b.0, b.1, b.2)) {
+                best = Some(key);
+            }
+        }
+        best.map(|b| b.3)
     }
 
     /// The neighbour and the forwarding parameters (`bpf_fib_set_fwd_params`).
@@ -240,17 +375,60 @@ impl FibEnv {
     }
 }
 
+/// The helper's argument checks: `plen` is an `int` (a negative one passes the
+/// kernel's unsigned comparison), `flags` a `u32` of the known bits.
+fn bad_args(plen: u64, fl: u64) -> bool {
+    let plen = i64::from(plen as u32 as i32) as u64;
+    plen < PARAMS_LEN as u64 || (fl & u64::from(u32::MAX)) & !flags::ALL != 0
+}
+
+/// The IPv4 address a next hop's source selection is keyed by (`fib_nh_gw4`, which
+/// for an IPv6 gateway reads the first word of the union).
+fn gw4(nh: &spine_fib::NextHop) -> Option<Ipv4Addr> {
+    match nh.gateway {
+        Some(IpAddr::V4(g)) => Some(g),
+        Some(IpAddr::V6(g)) => {
+            let o = g.octets();
+            Some(Ipv4Addr::new(o[0], o[1], o[2], o[3]))
+        }
+        None => None,
+    }
+}
+
+/// `inet_select_addr(dev, toward, scope)`: the first primary address whose subnet
+/// holds `toward`, else the first; 0.0.0.0 when the device has none.
+fn select_src_v4(dev: &Iface, toward: Option<Ipv4Addr>) -> Ipv4Addr {
+    let mut first = None;
+    for &(a, len) in &dev.addrs {
+        let IpAddr::V4(a4) = a else { continue };
+        if let Some(t) = toward {
+            if same_subnet(a, IpAddr::V4(t), len) {
+                return a4;
+            }
+        } else {
+            return a4;
+        }
+        first.get_or_insert(a4);
+    }
+    first.unwrap_or(Ipv4Addr::UNSPECIFIED)
+}
+
+/// `fib_table_lookup`'s answer as `fib_lookup` maps it: the route, or the code its
+/// error becomes (a miss and a throw are `NOT_FWDED`).
+fn classify_v4(r: Option<spine_fib::Resolved<'_>>) -> Result<spine_fib::Resolved<'_>, i64> {
+    let Some(r) = r else { return Err(ret::NOT_FWDED) };
+    match r.route.kind {
+        RouteType::Blackhole => Err(ret::BLACKHOLE),
+        RouteType::Unreachable => Err(ret::UNREACHABLE),
+        RouteType::Prohibit => Err(ret::PROHIBIT),
+        RouteType::Throw => Err(ret::NOT_FWDED),
+        _ => Ok(r),
+    }
+}
+
 /// `rt6_need_strict`: multicast, link-local or loopback.
 fn need_strict(a: Ipv6Addr) -> bool {
     a.is_multicast() || a.is_unicast_link_local() || a.is_loopback()
-}
-
-/// A source address on `dev` for reaching `toward`: the first whose subnet holds it,
-/// else the first of the family (`inet_select_addr`'s preference).
-fn select_src(dev: &Iface, toward: IpAddr, v4: bool) -> Option<IpAddr> {
-    let family = dev.addrs.iter().filter(|(a, _)| a.is_ipv4() == v4);
-    let covering = family.clone().find(|&&(a, len)| same_subnet(a, toward, len));
-    covering.or_else(|| family.clone().next()).map(|&(a, _)| a)
 }
 
 fn same_subnet(a: IpAddr, b: IpAddr, len: u8) -> bool {
@@ -265,18 +443,6 @@ fn same_subnet(a: IpAddr, b: IpAddr, len: u8) -> bool {
         }
         _ => false,
     }
-}
-
-/// The flow hash choosing among ECMP next hops (31 bits, as the kernel's): over the
-/// addresses, the kernel's default L3 policy. The kernel keys its hash with a
-/// per-namespace secret, so which next hop a flow gets is only the kernel's when the
-/// group has one next hop; the split by weight is the kernel's.
-fn flow_hash(src: &[u8], dst: &[u8]) -> u32 {
-    let mut h: u32 = 0x9e37_79b9;
-    for &b in src.iter().chain(dst) {
-        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-    }
-    h >> 1
 }
 
 fn rd16(p: &[u8; PARAMS_LEN], o: usize) -> u16 {
@@ -312,7 +478,7 @@ pub(crate) fn call(
     p.copy_from_slice(slot);
     let r = match env {
         Some(env) => env.lookup(&mut p, a[2], a[3]),
-        None if a[2] < PARAMS_LEN as u64 || a[3] & !flags::ALL != 0 => -spine_abi::errno::EINVAL,
+        None if bad_args(a[2], a[3]) => -spine_abi::errno::EINVAL,
         None if p[0] != AF_INET && p[0] != AF_INET6 => -EAFNOSUPPORT,
         None => -ENODEV,
     };

@@ -60,8 +60,15 @@ pub fn line(l: &str) -> Result<Route, K> {
         None => first,
     };
     let prefix: IpPrefix = if p == "default" { "0.0.0.0/0".parse()? } else { p.parse()? };
-    let mut r =
-        Route { table: table_id::MAIN, prefix, kind, metric: 0, nexthops: Vec::new(), mtu: 0 };
+    let mut r = Route {
+        table: table_id::MAIN,
+        prefix,
+        kind,
+        metric: 0,
+        nexthops: Vec::new(),
+        mtu: 0,
+        prefsrc: None,
+    };
     // The route's own next hop (`via`/`dev`/`weight` before any `nexthop`).
     let mut single: Option<Hop> = None;
     let mut group: Vec<Hop> = Vec::new();
