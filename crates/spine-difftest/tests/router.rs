@@ -164,7 +164,7 @@ fn router_matches_the_kernel() {
     let b = spine_progs::get("router").expect("bundled router");
     let obj = spine_obj::parse(b.object).expect("parse");
 
-    let mut rng = Rng(0x7007_e7);
+    let mut rng = Rng(0x0070_07e7);
     let ingress = [names["in0"], names["in0"], names["dn1"], names["nf0"]];
     let frames: Vec<(u32, Vec<u8>)> =
         (0..FRAMES).map(|_| (*rng.pick(&ingress), frame(&mut rng))).collect();
