@@ -182,6 +182,18 @@ fn fib_lookup_matches_the_kernel() {
             .collect()
     });
 
+    // The ECMP groups really spread: the kernel sent their lookups out of more than
+    // one interface, for each family.
+    for (family, net) in [(2u8, &[172u8, 18][..]), (10, &[0x20, 0x01, 0x0d, 0xb8, 0, 0x12][..])] {
+        let outs: std::collections::BTreeSet<u32> = pkts
+            .iter()
+            .zip(&kernel)
+            .filter(|(p, k)| p[14] == family && p[46..46 + net.len()] == *net && code_of(k) == 0)
+            .map(|(_, k)| u32::from_ne_bytes(k[22..26].try_into().expect("4 bytes")))
+            .collect();
+        assert!(outs.len() >= 2, "family {family}: ECMP lookups all left by {outs:?}");
+    }
+
     for engine in [EngineKind::Interpreter, EngineKind::Jit] {
         let opts = LoadOptions { engine, ..LoadOptions::default() };
         let loaded = load_object(&obj, &opts).expect("spine load");

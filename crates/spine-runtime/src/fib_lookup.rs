@@ -611,4 +611,118 @@ mod tests {
         p[16..32].copy_from_slice(&"fe80::1".parse::<Ipv6Addr>().unwrap().octets());
         assert_eq!(e.lookup(&mut p, 64, 0), ret::NOT_FWDED);
     }
+
+    /// Two output interfaces (2 and 4) with their own addresses, an ECMP group over
+    /// both, a throw and a blackhole in main, the default table behind them, a locked
+    /// route MTU. Neighbour lookups are skipped (SKIP_NEIGH) unless a test adds them.
+    fn env2() -> (FibWriter, FibEnv) {
+        let (mut w, r) = FibWriter::new();
+        let gw2 = NextHop::via(ip("192.0.2.1"), 2);
+        let gw4 = NextHop::via(ip("203.0.113.1"), 4);
+        w.add(Route::unicast("10.0.0.0/8".parse().unwrap(), vec![gw2])).unwrap();
+        w.add(Route::unicast("10.1.0.0/16".parse().unwrap(), vec![gw4])).unwrap();
+        w.add(Route::unicast("10.2.0.0/16".parse().unwrap(), vec![gw2, gw4])).unwrap();
+        w.add(Route { mtu: 1400, ..Route::unicast("10.3.0.0/16".parse().unwrap(), vec![gw2]) })
+            .unwrap();
+        for (pfx, kind) in
+            [("10.6.0.0/16", RouteType::Throw), ("10.9.0.0/16", RouteType::Blackhole)]
+        {
+            w.add(Route { kind, nexthops: vec![], ..Route::unicast(pfx.parse().unwrap(), vec![]) })
+                .unwrap();
+        }
+        w.add(Route {
+            table: table_id::DEFAULT,
+            ..Route::unicast("10.0.0.0/8".parse().unwrap(), vec![gw4])
+        })
+        .unwrap();
+        w.publish();
+        let iface = |ifindex, a: &str| Iface {
+            ifindex,
+            mtu: 1500,
+            mac: MAC_OUT,
+            forward_v4: true,
+            forward_v6: true,
+            addrs: vec![(ip(a), 24)],
+        };
+        let e = FibEnv::new(
+            r,
+            vec![iface(1, "198.51.100.1"), iface(2, "192.0.2.7"), iface(4, "203.0.113.7")],
+        )
+        .with_multipath_seed(7);
+        (w, e)
+    }
+
+    fn out_if(e: &FibEnv, dst: &str, src: [u8; 4], fl: u64) -> (i64, u32) {
+        let mut p = v4(dst, 1, 100);
+        p[16..20].copy_from_slice(&src);
+        let rc = e.lookup(&mut p, 64, fl | flags::SKIP_NEIGH);
+        (rc, rd32(&p, 8))
+    }
+
+    #[test]
+    fn ecmp_spreads_flows_and_prefers_the_next_hop_owning_the_source() {
+        let (_w, e) = env2();
+        let mut seen = [0usize; 5];
+        for i in 0..200u8 {
+            let (rc, oif) = out_if(&e, &format!("10.2.{i}.9"), [0; 4], 0);
+            assert_eq!(rc, ret::SUCCESS);
+            seen[oif as usize] += 1;
+        }
+        assert!(seen[2] > 50 && seen[4] > 50, "both next hops carry flows: {seen:?}");
+        for i in 0..50u8 {
+            let dst = format!("10.2.{i}.9");
+            assert_eq!(out_if(&e, &dst, [203, 0, 113, 7], 0), (ret::SUCCESS, 4));
+            assert_eq!(out_if(&e, &dst, [192, 0, 2, 7], 0), (ret::SUCCESS, 2));
+        }
+    }
+
+    #[test]
+    fn output_mode_only_matches_routes_through_the_interface() {
+        let (_w, e) = env2();
+        assert_eq!(out_if(&e, "10.1.1.1", [0; 4], 0), (ret::SUCCESS, 4));
+        // Through interface 1 nothing matches; through 2 the /8 does, not the /16.
+        let mut p = v4("10.1.1.1", 2, 100);
+        let rc = e.lookup(&mut p, 64, flags::OUTPUT | flags::SKIP_NEIGH);
+        assert_eq!((rc, rd32(&p, 8)), (ret::SUCCESS, 2));
+        assert_eq!(out_if(&e, "10.1.1.1", [0; 4], flags::OUTPUT).0, ret::NOT_FWDED);
+        // A blackhole matches whatever the interface.
+        assert_eq!(out_if(&e, "10.9.1.1", [0; 4], flags::OUTPUT).0, ret::BLACKHOLE);
+    }
+
+    #[test]
+    fn the_default_table_answers_a_throw_but_not_a_blackhole() {
+        let (_w, e) = env2();
+        assert_eq!(out_if(&e, "10.6.1.1", [0; 4], 0), (ret::SUCCESS, 4));
+        assert_eq!(out_if(&e, "10.9.1.1", [0; 4], 0).0, ret::BLACKHOLE);
+        // DIRECT looks in main only: the throw is not forwarded.
+        assert_eq!(out_if(&e, "10.6.1.1", [0; 4], flags::DIRECT).0, ret::NOT_FWDED);
+        // Table 0 is main.
+        let mut p = v4("10.1.1.1", 1, 100);
+        let rc = e.lookup(&mut p, 64, flags::DIRECT | flags::TBID | flags::SKIP_NEIGH);
+        assert_eq!((rc, rd32(&p, 8)), (ret::SUCCESS, 4));
+    }
+
+    #[test]
+    fn a_locked_route_mtu_wins_over_the_device() {
+        let (_w, e) = env2();
+        let mut p = v4("10.3.1.1", 1, 1401);
+        assert_eq!(e.lookup(&mut p, 64, flags::SKIP_NEIGH), ret::FRAG_NEEDED);
+        assert_eq!(rd16(&p, 6), 1400);
+        let mut p = v4("10.3.1.1", 1, 1400);
+        assert_eq!(e.lookup(&mut p, 64, flags::SKIP_NEIGH), ret::SUCCESS);
+        assert_eq!(rd16(&p, 6), 1400, "mtu_result");
+    }
+
+    #[test]
+    fn plen_is_an_int_and_flags_a_u32() {
+        let (_w, e) = env2();
+        let mut p = v4("10.1.1.1", 1, 100);
+        // A negative plen passes the kernel's unsigned comparison; the high half of
+        // the register is not part of it.
+        assert_eq!(e.lookup(&mut p, 0xffff_ffff, flags::SKIP_NEIGH), ret::SUCCESS);
+        let mut p = v4("10.1.1.1", 1, 100);
+        assert_eq!(e.lookup(&mut p, 1 << 32 | 16, 0), -spine_abi::errno::EINVAL);
+        let mut p = v4("10.1.1.1", 1, 100);
+        assert_eq!(e.lookup(&mut p, 64, 1 << 40 | flags::SKIP_NEIGH), ret::SUCCESS);
+    }
 }
