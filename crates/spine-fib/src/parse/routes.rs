@@ -4,12 +4,15 @@
 //! # comment (also after a route)
 //! 10.0.0.0/8                                   a prefix alone: no next hop given
 //! 10.0.0.0/8 via 192.0.2.1 dev 3               gateway and output interface index
-//! 192.0.2.0/24 dev 3 metric 10 mtu 1400        directly connected, metric, MTU
+//! 192.0.2.0/24 dev 3 metric 10 mtu 1400        directly connected, metric, path MTU
+//!                                              (honoured as `mtu lock 1400`; `lock` may
+//!                                              be written)
 //! default via 192.0.2.1 dev 3 table 100        default = 0.0.0.0/0 (write ::/0 for IPv6)
 //! blackhole 10.1.0.0/16 table local            a type first: unicast (the default),
 //!                                              local, broadcast, blackhole,
 //!                                              unreachable, prohibit, throw
 //! 2001:db8::/32 nexthop via fe80::1 dev 2 weight 3 nexthop via fe80::2 dev 4
+//! 198.51.100.0/24 via 192.0.2.1 dev 3 src 192.0.2.7   a preferred source address
 //! ```
 //!
 //! `dev` takes an interface index (the FIB knows no names); `table` a number or
@@ -82,6 +85,10 @@ pub fn line(l: &str) -> Result<Route, K> {
                 let slot = slot(in_group, &mut group, &mut single);
                 slot.0 = Some(gw);
             }
+            "src" => {
+                let a = w.next().ok_or(K::MissingValue { keyword: "src" })?;
+                r.prefsrc = Some(a.parse::<IpAddr>().map_err(|_| K::Address(a.into()))?);
+            }
             "dev" => {
                 let d = number("interface index", w.next(), "dev")?;
                 let slot = slot(in_group, &mut group, &mut single);
@@ -102,7 +109,15 @@ pub fn line(l: &str) -> Result<Route, K> {
             "metric" | "priority" | "preference" => {
                 r.metric = number("metric", w.next(), "metric")?
             }
-            "mtu" => r.mtu = number("mtu", w.next(), "mtu")?,
+            "mtu" => {
+                // `mtu lock N` as `ip route` writes it; a route file's MTU is always
+                // one forwarding honours (see `Route::mtu`).
+                let mut v = w.next();
+                if v == Some("lock") {
+                    v = w.next();
+                }
+                r.mtu = number("mtu", v, "mtu")?
+            }
             "table" => {
                 let t = w.next().ok_or(K::MissingValue { keyword: "table" })?;
                 r.table = match t {
@@ -142,6 +157,8 @@ mod tests {
         assert_eq!(r.nexthops, [NextHop::via("192.0.2.1".parse().unwrap(), 3)]);
         let r = v[2].clone().unwrap();
         assert_eq!((r.metric, r.mtu, r.nexthops[0]), (10, 1400, NextHop::dev(3)));
+        let r = line("10.0.0.0/8 via 192.0.2.1 dev 3 mtu lock 1280 src 192.0.2.7").unwrap();
+        assert_eq!((r.mtu, r.prefsrc), (1280, Some("192.0.2.7".parse().unwrap())));
         let r = v[3].clone().unwrap();
         assert_eq!((r.prefix.to_string().as_str(), r.table), ("0.0.0.0/0", 100));
         let r = v[4].clone().unwrap();
