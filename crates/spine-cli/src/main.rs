@@ -3,6 +3,7 @@
 mod bench;
 mod conformance;
 mod demo;
+mod fib;
 mod host;
 mod mapargs;
 mod output;
@@ -54,6 +55,11 @@ enum Cmd {
     },
     /// Run an adapter described by a configuration file (docs/CONFIG.md).
     Run(run::RunArgs),
+    /// What the FIB holds: routes by table, and the route an address takes.
+    Fib {
+        #[command(subcommand)]
+        cmd: fib::FibCmd,
+    },
     /// Write generated traffic (a realistic mix with malformed packets) to a pcap file.
     Gen {
         out: PathBuf,
@@ -121,6 +127,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Demo { json } => demo::main(json),
         Cmd::Gen { out, count, seed, max_len } => demo::gen(&out, count, seed, max_len),
         Cmd::Run(args) => run::main(&args),
+        Cmd::Fib { cmd } => fib::main(cmd),
         Cmd::Bench { cmd: BenchCmd::Exec { repeat, trials, json, out } } => {
             bench::exec::main(repeat.max(1), trials.max(1), json, out.as_deref())
                 .map(|()| std::process::ExitCode::SUCCESS)

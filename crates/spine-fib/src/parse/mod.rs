@@ -5,7 +5,7 @@
 //! - [`routes`]: `ip route`-like lines, documented there;
 //! - [`pyasn`]: `prefix<TAB>asn`, `;` comments (pyasn's `ipasn` files);
 //! - [`ris`]: a mutation trace, `A prefix` (announce) or `W prefix` (withdraw);
-//! - [`bgpdump`]: `bgpdump -m` lines (`TABLE_DUMP2|…|B|…` and `BGP4MP|…|A|…`/`W`).
+//! - [`bgpdump`]: `bgpdump -m` lines (`TABLE_DUMP2|…|B|…` and `BGP4MP|…|A|…`/`W`);
 //! - [`iproute`]: iproute2's JSON (`ip -j route`, `ip -j neigh`), a host's tables.
 //!
 //! Blank lines are skipped everywhere; line numbers count from 1.
