@@ -279,7 +279,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("routes");
         std::fs::write(&f, "10.0.0.0/8 via 192.0.2.1 dev 2\n10.0.0.0/88 dev 2\n").unwrap();
-        let e = build(&Source { routes: vec![f] }).err().expect("an error");
+        let e = build(&Source { routes: vec![f] }).expect_err("an error");
         std::fs::remove_dir_all(&dir).ok();
         assert!(format!("{e:#}").contains("line 2"), "{e:#}");
     }
