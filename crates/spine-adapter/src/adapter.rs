@@ -48,6 +48,9 @@ pub struct AdapterOptions {
     pub log: bool,
     /// Seed of the extensions' `bpf_get_prandom_u32` and of hash maps.
     pub seed: u64,
+    /// The FIB and interfaces `bpf_fib_lookup` answers from (ports are interfaces by
+    /// their ifindex); `None`: every lookup answers `-ENODEV`.
+    pub fib: Option<spine_runtime::fib_lookup::FibEnv>,
 }
 
 impl Default for AdapterOptions {
@@ -72,6 +75,7 @@ impl AdapterOptions {
             pool: a.pool,
             log: false,
             seed: 0x5eed,
+            fib: None,
         }
     }
 }
@@ -468,7 +472,7 @@ impl AdapterBuilder {
                 inbox,
                 rx: Burst::with_capacity(opts.burst),
                 counters: Counters::new(nports, exts.len()),
-                host: WorkerHost::new(index, opts.seed, opts.log),
+                host: WorkerHost::new(index, opts.seed, opts.log).with_fib(opts.fib.clone()),
                 trace: opts.trace_events.map(TraceRing::new),
                 packet_seq: 0,
             });

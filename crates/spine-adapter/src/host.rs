@@ -17,17 +17,29 @@ pub struct WorkerHost {
     pub trace_lines: u64,
     pub faults: u64,
     pub detaches: u64,
+    /// What `bpf_fib_lookup` reads (shared with every worker; lookups take no lock).
+    fib: Option<spine_runtime::fib_lookup::FibEnv>,
 }
 
 impl WorkerHost {
     pub fn new(worker: usize, seed: u64, log: bool) -> Self {
         let mut rng = seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         splitmix64(&mut rng);
-        WorkerHost { worker, rng, log, trace_lines: 0, faults: 0, detaches: 0 }
+        WorkerHost { worker, rng, log, trace_lines: 0, faults: 0, detaches: 0, fib: None }
+    }
+
+    pub fn with_fib(mut self, fib: Option<spine_runtime::fib_lookup::FibEnv>) -> Self {
+        self.fib = fib;
+        self
     }
 }
 
 impl Host for WorkerHost {
+    #[inline]
+    fn fib(&self) -> Option<&spine_runtime::fib_lookup::FibEnv> {
+        self.fib.as_ref()
+    }
+
     #[inline]
     fn now_ns(&mut self) -> u64 {
         crate::sys::monotonic_ns()
