@@ -545,6 +545,12 @@ impl Adapter {
         for (i, p) in cfg.ports.iter().enumerate() {
             b.open_port(p, &format!("port[{i}]"))?;
         }
+        if let (Some(f), None) = (&cfg.fib, &b.opts.fib) {
+            let ifindex = |name: &str| b.ports.iter().find(|p| p.name == name).map(|p| p.ifindex);
+            // The writer may go: readers keep the published state.
+            let (_writer, env) = crate::fib::env(f, ifindex)?;
+            b.opts.fib = Some(env);
+        }
         for (i, p) in cfg.ports.iter().enumerate() {
             if let Some(h) = &p.host_path {
                 let (port, host) = (b.port_id(&p.name), b.port_id(h));

@@ -4,6 +4,7 @@
 //! `port[1].interface`, and unknown keys are errors. The schema is documented, with a
 //! complete example, in `docs/CONFIG.md`.
 
+mod fib;
 mod reader;
 
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use spine_ports::{AttachMode, BindMode};
 use spine_runtime::{Budget, DomainSpec, EngineKind, FaultPolicy, Quota};
 use toml::Value;
 
+pub use fib::{FibConfig, FibInterface, FibNeighbour};
 use reader::{err, type_name, Table};
 
 /// A configuration that parsed and whose names all resolve.
@@ -28,6 +30,8 @@ pub struct Config {
     pub maps: Vec<MapInit>,
     /// Ring buffers `spine run` drains while the adapter runs.
     pub ringbufs: Vec<RingbufOutput>,
+    /// `[fib]`: what `bpf_fib_lookup` answers from.
+    pub fib: Option<FibConfig>,
 }
 
 /// How workers take their sources.
@@ -336,9 +340,19 @@ impl Config {
             .into_iter()
             .map(|t| parse_ringbuf(t, base))
             .collect::<Result<Vec<_>, _>>()?;
+        let fib = top.opt_table("fib")?.map(|t| fib::parse_fib(t, base)).transpose()?;
         top.finish()?;
-        let cfg =
-            Config { adapter, ports, domains, extensions, attachments, partition, maps, ringbufs };
+        let cfg = Config {
+            adapter,
+            ports,
+            domains,
+            extensions,
+            attachments,
+            partition,
+            maps,
+            ringbufs,
+            fib,
+        };
         cfg.check_names()?;
         Ok(cfg)
     }

@@ -19,6 +19,7 @@ mod adapter;
 pub mod config;
 pub mod counters;
 mod device;
+mod fib;
 mod flow;
 mod host;
 #[expect(unsafe_code, reason = "the lock-free worker-to-worker ring hands values across threads")]

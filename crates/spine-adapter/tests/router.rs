@@ -103,9 +103,15 @@ fn forwarded_v4(f: &[u8], l3: usize, dmac: [u8; 6], smac: [u8; 6]) -> Vec<u8> {
     o
 }
 
-#[test]
-fn the_router_forwards_through_the_adapter() {
-    let dir = TempDir::new("router");
+/// The frames, what should leave on b, c and the host path, and the input size.
+struct Case {
+    input: Vec<Vec<u8>>,
+    b: Vec<Vec<u8>>,
+    c: Vec<Vec<u8>>,
+    host: Vec<Vec<u8>>,
+}
+
+fn case() -> Case {
     let fwd = v4([10, 1, 2, 3], 64);
     let mut tagged = [MAC_A.as_slice(), &[2, 0, 0, 0, 9, 9], &[0x81, 0x00, 0x00, 0x07]].concat();
     tagged.extend_from_slice(&v4([10, 1, 9, 9], 2)[12..]);
@@ -116,47 +122,122 @@ fn the_router_forwards_through_the_adapter() {
     let arp = [MAC_A.as_slice(), &[2, 0, 0, 0, 9, 9], &[0x08, 0x06], &[0u8; 28]].concat();
     let blackholed = v4([10, 9, 0, 1], 64);
     let truncated = v4([10, 1, 2, 3], 64)[..30].to_vec();
-    let input: Vec<Vec<u8>> =
-        [&fwd, &tagged, &six, &expired, &no_neigh, &local, &arp, &blackholed, &truncated]
-            .into_iter()
-            .cloned()
-            .collect();
+    let mut six_out = [NEXT_C.as_slice(), &MAC_C].concat();
+    six_out.extend_from_slice(&six[12..]);
+    six_out[14 + 7] -= 1;
+    Case {
+        b: vec![forwarded_v4(&fwd, 14, NEXT_B, MAC_B), forwarded_v4(&tagged, 18, NEXT_B, MAC_B)],
+        c: vec![six_out],
+        host: vec![expired.clone(), no_neigh.clone(), local.clone(), arp.clone()],
+        input: vec![fwd, tagged, six, expired, no_neigh, local, arp, blackholed, truncated],
+    }
+}
+
+/// Runs the router over the case's frames; `extra` is appended to the configuration.
+fn run(extra: &str, fib: Option<FibEnv>) {
+    let dir = TempDir::new("router");
+    let c = case();
     let file = std::fs::File::create(dir.join("in.pcap")).unwrap();
     let mut w = PcapWriter::ethernet(file).unwrap();
-    for (i, f) in input.iter().enumerate() {
+    for (i, f) in c.input.iter().enumerate() {
         w.write(i as u64 * 1000, f).unwrap();
     }
     w.finish().unwrap();
-
-    let text = "[adapter]\nworkers = 1\npin = false\n\
+    let text = format!(
+        "[adapter]\nworkers = 1\npin = false\n\
          [[port]]\nname = \"wire\"\nkind = \"pcap\"\ninput = \"in.pcap\"\nifindex = 10\nhost_path = \"host\"\n\
          [[port]]\nname = \"b\"\nkind = \"pcap\"\noutput = \"b.pcap\"\nifindex = 11\n\
          [[port]]\nname = \"c\"\nkind = \"pcap\"\noutput = \"c.pcap\"\nifindex = 12\n\
          [[port]]\nname = \"host\"\nkind = \"pcap\"\noutput = \"host.pcap\"\n\
          [[extension]]\nbundled = \"router\"\n\
-         [[attach]]\nextension = \"router\"\nport = \"wire\"\n";
-    let cfg = Config::parse(text, dir.path()).unwrap();
-    let (_writer, env) = fib();
-    let opts = AdapterOptions { fib: Some(env), ..AdapterOptions::from_config(&cfg.adapter) };
+         [[attach]]\nextension = \"router\"\nport = \"wire\"\n{extra}"
+    );
+    let cfg = Config::parse(&text, dir.path()).unwrap();
+    let opts = AdapterOptions { fib, ..AdapterOptions::from_config(&cfg.adapter) };
     let mut a = Adapter::from_config(&cfg, opts).unwrap();
     a.run_to_completion(100_000);
     let report = a.finish().unwrap();
     assert!(report.close_errors.is_empty(), "{:?}", report.close_errors);
-
     let out = |name: &str| -> Vec<Vec<u8>> {
         let bytes = std::fs::read(dir.join(name)).unwrap();
         read_capture(&bytes).unwrap().packets.into_iter().map(|p| p.data).collect()
     };
-    let mut six_out = [NEXT_C.as_slice(), &MAC_C].concat();
-    six_out.extend_from_slice(&six[12..]);
-    six_out[14 + 7] -= 1;
-    assert_eq!(
-        out("b.pcap"),
-        vec![forwarded_v4(&fwd, 14, NEXT_B, MAC_B), forwarded_v4(&tagged, 18, NEXT_B, MAC_B)]
-    );
-    assert_eq!(out("c.pcap"), vec![six_out]);
-    assert_eq!(out("host.pcap"), vec![expired, no_neigh, local, arp]);
+    assert_eq!(out("b.pcap"), c.b);
+    assert_eq!(out("c.pcap"), c.c);
+    assert_eq!(out("host.pcap"), c.host);
     let wire = report.totals.port("wire").unwrap();
-    assert_eq!(wire.rx_packets, input.len() as u64);
+    assert_eq!(wire.rx_packets, c.input.len() as u64);
     assert_eq!(wire.verdicts.total(), wire.rx_packets);
+}
+
+#[test]
+fn the_router_forwards_through_the_adapter() {
+    let (_writer, env) = fib();
+    run("", Some(env));
+}
+
+/// The same FIB written as `[fib]` in the configuration, routes in a file and inline.
+const FIB_TOML: &str = r#"
+[fib]
+routes = ["10.1.0.0/16 via 192.0.2.1 dev 11", "blackhole 10.9.0.0/16"]
+route_files = ["routes.txt"]
+[[fib.interface]]
+port = "wire"
+mac = "02:00:00:00:00:0a"
+addresses = ["10.0.0.1/24"]
+[[fib.interface]]
+port = "b"
+mac = "02:00:00:00:00:0b"
+addresses = ["192.0.2.7/24"]
+[[fib.interface]]
+port = "c"
+mac = "02:00:00:00:00:0c"
+addresses = ["198.51.100.7/24"]
+[[fib.neighbour]]
+port = "b"
+ip = "192.0.2.1"
+mac = "02:00:00:00:01:0b"
+[[fib.neighbour]]
+port = "c"
+ip = "fe80::1"
+mac = "02:00:00:00:01:0c"
+"#;
+
+#[test]
+fn the_router_forwards_with_the_configurations_fib() {
+    // The route file lives in a folder of its own, named by its absolute path.
+    let dir = TempDir::new("router-routes");
+    let routes = dir.join("routes.txt");
+    std::fs::write(
+        &routes,
+        "10.2.0.0/16 via 198.51.100.1 dev 12
+         local 10.0.0.1/32 dev 10 table local
+         2001:db8:1::/48 via fe80::1 dev 12
+",
+    )
+    .unwrap();
+    run(&FIB_TOML.replace("routes.txt", &routes.display().to_string()), None);
+}
+
+#[test]
+fn fib_configuration_errors_name_the_key() {
+    let parse = |extra: &str| {
+        let text = format!("[[port]]\nname = \"b\"\nkind = \"mem\"\n{extra}");
+        Config::parse(&text, std::path::Path::new("/")).map(|_| ()).unwrap_err().to_string()
+    };
+    let e = parse("[fib]\nroutes = [\"10.0.0.0/88 dev 1\"]\n");
+    assert!(e.contains("fib.routes") && e.contains("line 1"), "{e}");
+    let e = parse("[[fib.interface]]\nport = \"b\"\nmac = \"02:00\"\n");
+    assert!(e.contains("fib.interface[0].mac"), "{e}");
+    let e = parse(
+        "[[fib.neighbour]]\nport = \"b\"\nip = \"10.0.0.300\"\nmac = \"02:00:00:00:00:01\"\n",
+    );
+    assert!(e.contains("fib.neighbour[0].ip"), "{e}");
+    let e = parse("[fib]\nroute = []\n");
+    assert!(e.contains("fib.route"), "{e}");
+    // A port the FIB names must exist.
+    let text = "[[port]]\nname = \"b\"\nkind = \"mem\"\n[[fib.neighbour]]\nport = \"x\"\nip = \"10.0.0.1\"\nmac = \"02:00:00:00:00:01\"\n";
+    let cfg = Config::parse(text, std::path::Path::new("/")).unwrap();
+    let e = Adapter::from_config(&cfg, AdapterOptions::from_config(&cfg.adapter)).unwrap_err();
+    assert!(e.to_string().contains("no port named 'x'"), "{e}");
 }
