@@ -13,8 +13,9 @@
  * router's own addresses and other local routes, ARP and neighbour discovery, a next
  * hop without a neighbour entry (the stack resolves it), unreachable and prohibited
  * destinations (ICMP unreachable), packets too big for the egress MTU (ICMP
- * fragmentation needed / packet too big), IPv4 options, fragments, multicast and
- * broadcast, stacked VLAN tags and every other EtherType. Blackhole routes drop.
+ * fragmentation needed / packet too big), IPv4 options and IPv6 hop-by-hop options,
+ * fragments, multicast and broadcast, stacked VLAN tags and every other EtherType.
+ * Blackhole routes drop.
  *
  * Malformed frames (a header cut short, a wrong IP version, an IPv4 header length
  * under 20 bytes, a length field past the end of the frame) are dropped. Every
@@ -32,6 +33,7 @@
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
 #define IPV6_FLOWINFO_MASK 0x0fffffff
+#define NEXTHDR_HOP 0
 #define NEXTHDR_FRAGMENT 44
 #define VLAN_HLEN 4
 
@@ -158,8 +160,10 @@ static __always_inline int route_v6(struct xdp_md *ctx, struct ipv6hdr *ip6, voi
 		return count(STAT_MALFORMED, XDP_DROP);
 	if ((void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len) > data_end)
 		return count(STAT_MALFORMED, XDP_DROP);
-	/* Multicast (neighbour discovery among it) and fragments go up. */
-	if (ip6->daddr.s6_addr[0] == 0xff || ip6->nexthdr == NEXTHDR_FRAGMENT)
+	/* Multicast (neighbour discovery among it), hop-by-hop options (a router must
+	 * read them: router alert, jumbograms) and fragments go up. */
+	if (ip6->daddr.s6_addr[0] == 0xff || ip6->nexthdr == NEXTHDR_HOP ||
+	    ip6->nexthdr == NEXTHDR_FRAGMENT)
 		return count(STAT_SLOW_PATH, XDP_PASS);
 	if (ip6->hop_limit <= 1)
 		return count(STAT_TTL_EXPIRED, XDP_PASS);

@@ -78,7 +78,11 @@ fn frame(rng: &mut Rng) -> Vec<u8> {
         h[2] = rng.next() as u8;
         let plen = if kind == 2 { payload + 9 } else { payload };
         h[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
-        h[6] = if kind == 3 { 44 } else { *rng.pick(&[6u8, 17, 58]) };
+        h[6] = match kind {
+            3 => 44,
+            11 => 0,
+            _ => *rng.pick(&[6u8, 17, 58]),
+        };
         h[7] = *rng.pick(&[0u8, 1, 2, 64, 255]);
         h[8..24].copy_from_slice(&src);
         h[24..40].copy_from_slice(&dst.octets());
