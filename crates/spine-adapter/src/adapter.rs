@@ -51,6 +51,9 @@ pub struct AdapterOptions {
     /// The FIB and interfaces `bpf_fib_lookup` answers from (ports are interfaces by
     /// their ifindex); `None`: every lookup answers `-ENODEV`.
     pub fib: Option<spine_runtime::fib_lookup::FibEnv>,
+    /// The thread keeping `fib` equal to the host's tables (`[fib] mirror = true`); it
+    /// stops when the adapter is gone.
+    pub fib_mirror: Option<Arc<spine_rtnl::Mirror>>,
 }
 
 impl Default for AdapterOptions {
@@ -76,6 +79,7 @@ impl AdapterOptions {
             log: false,
             seed: 0x5eed,
             fib: None,
+            fib_mirror: None,
         }
     }
 }
@@ -547,9 +551,21 @@ impl Adapter {
         }
         if let (Some(f), None) = (&cfg.fib, &b.opts.fib) {
             let ifindex = |name: &str| b.ports.iter().find(|p| p.name == name).map(|p| p.ifindex);
-            // The writer may go: readers keep the published state.
-            let (_writer, env) = crate::fib::env(f, ifindex)?;
-            b.opts.fib = Some(env);
+            if f.mirror {
+                let kernel: Vec<u32> = b
+                    .ports
+                    .iter()
+                    .filter(|p| matches!(p.device.kind(), "afxdp" | "afpacket" | "tap"))
+                    .map(|p| p.ifindex)
+                    .collect();
+                let (mirror, env) = crate::fib::mirrored(f, ifindex, &kernel)?;
+                b.opts.fib = Some(env);
+                b.opts.fib_mirror = Some(Arc::new(mirror));
+            } else {
+                // The writer may go: readers keep the published state.
+                let (_writer, env) = crate::fib::env(f, ifindex)?;
+                b.opts.fib = Some(env);
+            }
         }
         for (i, p) in cfg.ports.iter().enumerate() {
             if let Some(h) = &p.host_path {

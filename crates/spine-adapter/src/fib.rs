@@ -16,6 +16,49 @@ pub(crate) fn env(
     cfg: &FibConfig,
     ifindex: impl Fn(&str) -> Option<u32>,
 ) -> Result<(FibWriter, FibEnv), AdapterError> {
+    let (w, r, ifaces) = parts(cfg, ifindex)?;
+    Ok((w, FibEnv::new(r, ifaces).with_multipath_seed(cfg.multipath_seed)))
+}
+
+/// As [`env`], and the host's tables mirrored into the FIB live (`mirror = true`): its
+/// routes and neighbours over rtnetlink, every port in `kernel` (ports that are kernel
+/// interfaces) as an interface with the kernel's MAC, MTU, addresses and forwarding
+/// switches unless `[[fib.interface]]` describes it, and the kernel's multipath seed
+/// unless one is given.
+pub(crate) fn mirrored(
+    cfg: &FibConfig,
+    ifindex: impl Fn(&str) -> Option<u32>,
+    kernel: &[u32],
+) -> Result<(spine_rtnl::Mirror, FibEnv), AdapterError> {
+    let rtnl = |e: spine_rtnl::RtnlError| wiring("fib.mirror".into(), e.to_string());
+    let (w, r, mut ifaces) = parts(cfg, ifindex)?;
+    for l in spine_rtnl::links().map_err(rtnl)? {
+        if kernel.contains(&l.ifindex) && !ifaces.iter().any(|i| i.ifindex == l.ifindex) {
+            ifaces.push(Iface {
+                ifindex: l.ifindex,
+                mtu: l.mtu,
+                mac: l.mac,
+                forward_v4: l.forward_v4,
+                forward_v6: l.forward_v6,
+                addrs: l.addrs,
+            });
+        }
+    }
+    let seed = match cfg.multipath_seed {
+        0 => spine_rtnl::multipath_seed().unwrap_or(0),
+        s => s,
+    };
+    let mirror = spine_rtnl::Mirror::start(spine_rtnl::RtnlSocket::open().map_err(rtnl)?, w)
+        .map_err(rtnl)?;
+    Ok((mirror, FibEnv::new(r, ifaces).with_multipath_seed(seed)))
+}
+
+/// The writer with `cfg`'s routes and neighbours published, its reader, and the
+/// configured interfaces.
+fn parts(
+    cfg: &FibConfig,
+    ifindex: impl Fn(&str) -> Option<u32>,
+) -> Result<(FibWriter, spine_fib::FibReader, Vec<Iface>), AdapterError> {
     let port = |at: String, name: &str| {
         ifindex(name).ok_or_else(|| wiring(at, format!("no port named '{name}'")))
     };
@@ -41,6 +84,5 @@ pub(crate) fn env(
             addrs: it.addresses.clone(),
         });
     }
-    let env = FibEnv::new(r, ifaces).with_multipath_seed(cfg.multipath_seed);
-    Ok((w, env))
+    Ok((w, r, ifaces))
 }

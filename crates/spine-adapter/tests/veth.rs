@@ -292,3 +292,69 @@ fn udp_tunnel_port_carries_frames_between_namespaces() {
     );
     assert_eq!(t.drops.total() + t.device.rx_drops + t.device.tx_drops, 0, "{t:?}");
 }
+
+/// The bundled router on two AF_XDP ports with `[fib] mirror = true`: routes and
+/// neighbours come from the namespace's own tables, and an `ip route` change there
+/// redirects the traffic within a second.
+#[test]
+fn the_router_follows_ip_route_through_the_mirrored_fib() {
+    if !bpf_ok() {
+        return;
+    }
+    let Some(ns) = NetNs::new() else { return };
+    ns.veth("rta", "cla");
+    ns.veth("rtb", "clb");
+    ns.ip("addr add 10.61.0.1/24 dev rta");
+    ns.ip("addr add 10.62.0.1/24 dev rtb");
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.rta.forwarding=1"]);
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.rtb.forwarding=1"]);
+    ns.ip("neigh add 10.62.0.2 lladdr 02:00:00:00:62:02 dev rtb nud permanent");
+    ns.ip("neigh add 10.62.0.3 lladdr 02:00:00:00:62:03 dev rtb nud permanent");
+    ns.ip("route add 198.51.100.0/24 via 10.62.0.2");
+    let dir = TempDir::new("mirror");
+    let text = "[adapter]\nworkers = 1\n\
+                [[port]]\nname = \"a\"\nkind = \"afxdp\"\ninterface = \"rta\"\n\
+                [[port]]\nname = \"b\"\nkind = \"afxdp\"\ninterface = \"rtb\"\n\
+                [[extension]]\nbundled = \"router\"\n\
+                [[attach]]\nextension = \"router\"\nport = \"a\"\n\
+                [fib]\nmirror = true\n";
+    let (running, rta_mac, rtb_mac) = ns.enter(|| {
+        let links = spine_rtnl::links().unwrap();
+        let mac = |d: &str| links.iter().find(|l| l.name == d).unwrap().mac;
+        (start(text, dir.path()), mac("rta"), mac("rtb"))
+    });
+    // UDP 10.61.0.2 -> 198.51.100.7, TTL 64, to rta's MAC.
+    let mut f = rta_mac.to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 0x61, 2, 8, 0]);
+    f.extend_from_slice(&[0x45, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 61, 0, 2, 198, 51, 100, 7]);
+    f.extend_from_slice(&[0x30, 0x39, 0x30, 0x39, 0, 12, 0, 0, b'r', b'o', b'u', b't']);
+    let got = ns.enter(|| {
+        let (a, b) = (Raw::bind("cla"), Raw::bind("clb"));
+        let through = |want_dst: [u8; 6]| {
+            let deadline = Instant::now() + Duration::from_secs(1);
+            loop {
+                a.send(&f);
+                let seen = b.recv(1, Duration::from_millis(100));
+                if seen.iter().any(|g| g[..6] == want_dst) {
+                    return seen.into_iter().find(|g| g[..6] == want_dst).unwrap();
+                }
+                assert!(Instant::now() < deadline, "no frame to {want_dst:02x?} within a second");
+            }
+        };
+        let first = through([2, 0, 0, 0, 0x62, 2]);
+        std::process::Command::new("ip")
+            .args(["route", "replace", "198.51.100.0/24", "via", "10.62.0.3"])
+            .status()
+            .unwrap();
+        let second = through([2, 0, 0, 0, 0x62, 3]);
+        (first, second)
+    });
+    let report = running.stop().unwrap();
+    for g in [&got.0, &got.1] {
+        assert_eq!(g[6..12], rtb_mac, "from the egress port's MAC");
+        assert_eq!(g[14 + 8], 63, "TTL one lower");
+        assert_eq!(g[14 + 16..14 + 20], [198, 51, 100, 7]);
+    }
+    let a = report.totals.port("a").unwrap();
+    assert!(a.verdicts.redirect >= 2, "{a:?}");
+}

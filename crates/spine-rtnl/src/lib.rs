@@ -14,6 +14,7 @@
 //! out, or `None` for what the FIB does not hold (cached clones, source-specific or TOS
 //! routes, multicast and anycast types, routes through nexthop objects, other families).
 
+mod links;
 mod translate;
 
 use std::collections::HashSet;
@@ -33,6 +34,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use spine_fib::{FibOp, FibWriter};
 
+pub use links::{links, multipath_seed, Link};
 pub use translate::{neigh_op, route_op};
 
 /// What went wrong talking to the kernel.

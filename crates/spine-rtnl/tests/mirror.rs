@@ -42,6 +42,20 @@ fn the_fib_follows_ip_route_and_ip_neigh() {
     ns.ip("neigh add 10.1.0.2 lladdr 02:00:00:00:00:02 dev rt0a nud permanent");
 
     let (ma, mc) = ns.enter(|| (ifindex("rt0a"), ifindex("rt1a")));
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.rt0a.forwarding=1"]);
+    ns.ip("link set rt1a mtu 1400");
+    let links = ns.enter(|| spine_rtnl::links().expect("links"));
+    let l = links.iter().find(|l| l.name == "rt0a").expect("rt0a listed");
+    assert_eq!((l.ifindex, l.mtu, l.forward_v4, l.forward_v6), (ma, 1500, true, false));
+    assert_ne!(l.mac, [0; 6]);
+    assert!(
+        l.addrs.contains(&(ip("10.1.0.1"), 24)) && l.addrs.contains(&(ip("2001:db8:1::1"), 64))
+    );
+    let l = links.iter().find(|l| l.name == "rt1a").expect("rt1a listed");
+    assert_eq!(
+        (l.ifindex, l.mtu, l.forward_v4, l.addrs[0]),
+        (mc, 1400, false, (ip("10.2.0.1"), 24))
+    );
     let (fib, reader) = FibWriter::new();
     let mirror = ns.enter(|| Mirror::start(RtnlSocket::open().expect("rtnetlink"), fib)).unwrap();
 

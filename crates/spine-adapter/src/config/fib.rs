@@ -16,6 +16,9 @@ pub struct FibConfig {
     /// `net.ipv4.fib_multipath_hash_seed`: with the host's seed, ECMP picks the host's
     /// next hop for every flow.
     pub multipath_seed: u32,
+    /// Follow the host's routing and neighbour tables live (over rtnetlink), on top of
+    /// the routes and neighbours given here.
+    pub mirror: bool,
     /// Inline lines first, then the files' lines, in order.
     pub routes: Vec<Route>,
     pub interfaces: Vec<FibInterface>,
@@ -55,6 +58,7 @@ fn ip(t: &Table<'_>, key: &'static str, s: &str) -> Result<IpAddr, ConfigError> 
 pub(super) fn parse_fib(mut t: Table<'_>, base: &Path) -> Result<FibConfig, ConfigError> {
     let multipath_seed =
         t.opt_int("multipath_seed", 0, i64::from(u32::MAX))?.map_or(0, |v| v as u32);
+    let mirror = t.opt_bool("mirror")?.unwrap_or(false);
     let mut routes = Vec::new();
     let mut lines = |what: String, text: &str, key: &'static str, t: &Table<'_>| {
         for r in spine_fib::parse::routes::parse(text) {
@@ -111,5 +115,5 @@ pub(super) fn parse_fib(mut t: Table<'_>, base: &Path) -> Result<FibConfig, Conf
         neighbours.push(FibNeighbour { port, ip: addr, mac });
     }
     t.finish()?;
-    Ok(FibConfig { multipath_seed, routes, interfaces, neighbours })
+    Ok(FibConfig { multipath_seed, mirror, routes, interfaces, neighbours })
 }

@@ -1,0 +1,134 @@
+//! The host's interfaces as `bpf_fib_lookup` needs them: index, name, MAC, MTU,
+//! addresses (primary first) and whether each family forwards on it.
+
+use std::net::IpAddr;
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkMessage};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use crate::RtnlError;
+
+/// One interface of the calling thread's network namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub ifindex: u32,
+    pub name: String,
+    pub mac: [u8; 6],
+    pub mtu: u32,
+    /// Addresses with prefix lengths, in the kernel's order (primary first).
+    pub addrs: Vec<(IpAddr, u8)>,
+    /// `net.ipv4.conf.<name>.forwarding`, `net.ipv6.conf.<name>.forwarding`.
+    pub forward_v4: bool,
+    pub forward_v6: bool,
+}
+
+fn dump(
+    sock: &Socket,
+    msg: RouteNetlinkMessage,
+    seq: u32,
+) -> Result<Vec<RouteNetlinkMessage>, RtnlError> {
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = NLM_F_DUMP | NLM_F_REQUEST;
+    hdr.sequence_number = seq;
+    let mut req = NetlinkMessage::new(hdr, NetlinkPayload::from(msg));
+    req.finalize();
+    let mut out = vec![0; req.header.length as usize];
+    req.serialize(&mut out);
+    sock.send(&out, 0).map_err(|source| RtnlError::Io { op: "send", source })?;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = sock
+            .recv(&mut &mut buf[..], 0)
+            .map_err(|source| RtnlError::Io { op: "recv", source })?;
+        let mut off = 0;
+        while off < n {
+            let m: NetlinkMessage<RouteNetlinkMessage> = NetlinkMessage::deserialize(&buf[off..n])
+                .map_err(|e| RtnlError::Decode(e.to_string()))?;
+            let len = m.header.length as usize;
+            match m.payload {
+                NetlinkPayload::Done(_) => return Ok(got),
+                NetlinkPayload::Error(e) => {
+                    let errno = e.code.map_or(0, |c| -c.get());
+                    return Err(RtnlError::Refused { what: "link", errno });
+                }
+                NetlinkPayload::InnerMessage(inner) => got.push(inner),
+                _ => {}
+            }
+            if len == 0 {
+                break;
+            }
+            off += len.next_multiple_of(4);
+        }
+    }
+}
+
+fn sysctl_on(path: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|s| s.trim() == "1")
+}
+
+/// Every interface of the calling thread's network namespace.
+pub fn links() -> Result<Vec<Link>, RtnlError> {
+    let mut sock =
+        Socket::new(NETLINK_ROUTE).map_err(|source| RtnlError::Io { op: "socket", source })?;
+    sock.bind_auto().map_err(|source| RtnlError::Io { op: "bind", source })?;
+    sock.connect(&SocketAddr::new(0, 0))
+        .map_err(|source| RtnlError::Io { op: "connect", source })?;
+    let mut links = Vec::new();
+    for m in dump(&sock, RouteNetlinkMessage::GetLink(LinkMessage::default()), 1)? {
+        let RouteNetlinkMessage::NewLink(l) = m else { continue };
+        let mut link = Link {
+            ifindex: l.header.index,
+            name: String::new(),
+            mac: [0; 6],
+            mtu: 0,
+            addrs: Vec::new(),
+            forward_v4: false,
+            forward_v6: false,
+        };
+        for a in &l.attributes {
+            match a {
+                LinkAttribute::IfName(n) => link.name = n.clone(),
+                LinkAttribute::Mtu(m) => link.mtu = *m,
+                LinkAttribute::Address(a) if a.len() == 6 => link.mac.copy_from_slice(a),
+                _ => {}
+            }
+        }
+        link.forward_v4 = sysctl_on(&format!("/proc/sys/net/ipv4/conf/{}/forwarding", link.name));
+        link.forward_v6 = sysctl_on(&format!("/proc/sys/net/ipv6/conf/{}/forwarding", link.name));
+        links.push(link);
+    }
+    for m in dump(&sock, RouteNetlinkMessage::GetAddress(AddressMessage::default()), 2)? {
+        let RouteNetlinkMessage::NewAddress(a) = m else { continue };
+        // IPv4 puts the interface's own address in IFA_LOCAL (IFA_ADDRESS is the peer's
+        // on point-to-point links); IPv6 only has IFA_ADDRESS.
+        let local = a.attributes.iter().find_map(|x| match x {
+            AddressAttribute::Local(ip) => Some(*ip),
+            _ => None,
+        });
+        let addr = local.or_else(|| {
+            a.attributes.iter().find_map(|x| match x {
+                AddressAttribute::Address(ip) => Some(*ip),
+                _ => None,
+            })
+        });
+        if let (Some(ip), Some(link)) =
+            (addr, links.iter_mut().find(|l| l.ifindex == a.header.index))
+        {
+            link.addrs.push((ip, a.header.prefix_len));
+        }
+    }
+    Ok(links)
+}
+
+/// `net.ipv4.fib_multipath_hash_seed` of the calling thread's namespace (the ECMP hash
+/// seed IPv6 uses too); `None` where the kernel has no such setting.
+pub fn multipath_seed() -> Option<u32> {
+    let s = std::fs::read_to_string("/proc/sys/net/ipv4/fib_multipath_hash_seed").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
