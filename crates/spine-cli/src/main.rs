@@ -116,6 +116,10 @@ enum BenchCmd {
     /// Longest-prefix match on the real BGP tables: spine-fib (Poptrie, DIR-24-8), the
     /// prefix-trie crate and the LPM trie map, lookups/s, memory, updates/s (trace).
     Lpm(bench::lpm::LpmArgs),
+    /// The bundled router forwarding 64-byte frames with the full IPv4 table in its FIB
+    /// (mem ports, one worker), next to the kernel's test run of the same object
+    /// in a namespace holding the same routes.
+    Router(bench::router::RouterArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -139,6 +143,9 @@ fn main() -> std::process::ExitCode {
         }
         Cmd::Bench { cmd: BenchCmd::Lpm(args) } => {
             bench::lpm::main(&args).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Bench { cmd: BenchCmd::Router(args) } => {
+            bench::router::main(&args).map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Bench { cmd: BenchCmd::Veth(args) } => {
             bench::veth::main(&args).map(|()| std::process::ExitCode::SUCCESS)

@@ -30,6 +30,24 @@ pub fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Moves the calling thread into the network namespace named `name` (as `ip netns`
+/// names them, a file under `/var/run/netns`). Netlink, `BPF_PROG_TEST_RUN`'s
+/// `bpf_fib_lookup` and interface names of this thread then refer to that namespace;
+/// other threads stay where they are.
+pub fn enter_netns(name: &str) -> Result<(), SysError> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(format!("/var/run/netns/{name}"))
+        .map_err(|e| SysError::new("open netns", e.raw_os_error().unwrap_or(libc::ENOENT)))?;
+    // SAFETY: setns on the calling thread with an fd of a namespace file held open.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(SysError::new(
+            "setns",
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

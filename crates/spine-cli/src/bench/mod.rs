@@ -7,6 +7,7 @@ pub mod exec;
 pub mod forward;
 pub mod lpm;
 mod machine;
+pub mod router;
 mod svg;
 pub mod veth;
 
