@@ -35,8 +35,15 @@ const PATH_KEPT: usize = 256;
 const MAX_SHAPES_PER_HEAD: usize = 512;
 /// Up to this many shapes, a new state is checked against all of them.
 const CROSS_SHAPE_CHECK: usize = 8;
-/// Cached states kept per prune point.
-const MAX_CACHED_PER_PC: usize = 64;
+/// Cached states kept per prune point. Unrolled parsers of real programs (a filter
+/// walking up to five IPv6 extension headers, a load balancer's many encapsulations)
+/// meet with a thousand and more distinct states at one instruction; joining them
+/// instead loses the packet ranges those paths proved.
+const MAX_CACHED_PER_PC: usize = 4096;
+/// Cached states of another shape that one visit compares against: a state of another
+/// shape covers the new one only where it knows less (an unwritten stack byte), so a
+/// few recent ones are worth a look, all of them are not.
+const CROSS_SHAPE_PER_VISIT: usize = 64;
 pub(crate) use crate::reg::MAX_VAR_OFF;
 
 /// What to do after an instruction.
@@ -58,7 +65,8 @@ pub(crate) struct Verifier<'a> {
     /// For each program map: index in `maps` of its inner template.
     inner: Vec<Option<u16>>,
     cfg: Cfg,
-    cache: Vec<Vec<State>>,
+    /// Cached states at each prune point, each with its [`State::shape`].
+    cache: Vec<Vec<(u64, State)>>,
     /// Joined states at loop heads (and callback call sites, `true`), by shape.
     heads: HashMap<(bool, usize, u64), Vec<LoopEntry>>,
     /// The shapes seen at each loop head.
@@ -329,14 +337,26 @@ impl<'a> Verifier<'a> {
     /// Prune point: `None` if a cached state covers `st`; otherwise caches it and
     /// returns the state to continue with.
     fn visit(&mut self, pc: usize, st: State) -> Result<Option<State>, Fail> {
-        if self.cache[pc].iter().any(|old| old.includes(&st)) {
+        let shape = st.shape();
+        let mut cross = CROSS_SHAPE_PER_VISIT;
+        let covered = self.cache[pc].iter().rev().any(|(sh, old)| {
+            if *sh == shape {
+                old.includes(&st)
+            } else if cross > 0 {
+                cross -= 1;
+                old.includes(&st)
+            } else {
+                false
+            }
+        });
+        if covered {
             return Ok(None);
         }
         if self.cache[pc].len() >= MAX_CACHED_PER_PC {
             // Too many distinct paths meet here: join them like at a loop head.
             return self.head(pc, st, false);
         }
-        self.cache[pc].push(st.clone());
+        self.cache[pc].push((shape, st.clone()));
         self.add_states(1, pc, &st)?;
         Ok(Some(st))
     }
