@@ -128,6 +128,7 @@ attacks! {
     pkt_check_against_wrong_pointer,
     pkt_check_on_one_path,
     pkt_check_other_packet_pointer,
+    pkt_many_paths_one_past_range,
     pkt_compare_32bit,
     pkt_end_dereference,
     pkt_insufficient_check,
