@@ -31,6 +31,9 @@ pub struct Cfg {
     pub live: Vec<u16>,
     /// Per instruction: registers whose value may matter for safety from here on.
     pub relevant: Vec<u16>,
+    /// Per instruction: slots of its function's frame that may be read from here on
+    /// (see [`crate::stack_live`]).
+    pub stack_live: Vec<u64>,
     pub thresholds: Thresholds,
 }
 
@@ -166,6 +169,9 @@ impl Cfg {
 
         let live = liveness(insns, &second_slot, helpers, &succs);
         let relevant = relevance(insns, &second_slot, &subprog_of, helpers, &succs);
+        let entries: Vec<usize> = subprogs.iter().map(|s| s.entry).collect();
+        let stack_live =
+            crate::stack_live::stack_liveness(insns, &second_slot, &entries, helpers, &succs);
 
         let mut consts = vec![0i64];
         for (pc, i) in insns.iter().enumerate() {
@@ -178,7 +184,7 @@ impl Cfg {
             }
         }
         let thresholds = Thresholds::new(consts);
-        Ok(Cfg { subprogs, subprog_of, prune, loop_head, live, relevant, thresholds })
+        Ok(Cfg { subprogs, subprog_of, prune, loop_head, live, relevant, stack_live, thresholds })
     }
 }
 

@@ -55,6 +55,7 @@ mod helpers;
 mod info;
 mod reg;
 pub mod scalar;
+mod stack_live;
 mod state;
 pub mod tnum;
 mod verifier;

@@ -105,6 +105,7 @@ attacks! {
     leak_pointer_atomic_operand,
     leak_pointer_into_map,
     leak_pointer_into_packet,
+    leak_spill_through_helper_after_prune,
     leak_pointer_returned,
     leak_pointer_through_update_value,
     leak_truncated_pointer_stored,

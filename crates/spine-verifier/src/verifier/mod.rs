@@ -330,6 +330,17 @@ impl<'a> Verifier<'a> {
                 }
             }
         }
+        // Slots of the current frame no path reads again before overwriting them.
+        let dead = !self.cfg.stack_live[pc];
+        let f = st.cur_mut();
+        for (i, s) in f.stack.iter_mut().enumerate().take(64) {
+            if dead & (1 << i) != 0 {
+                *s = crate::state::Slot::default();
+            }
+        }
+        while f.stack.last().is_some_and(|s| *s == crate::state::Slot::default()) {
+            f.stack.pop();
+        }
         st.drop_lone_scalar_ids();
         st.drop_dead_facts();
     }
