@@ -34,6 +34,8 @@ pub struct Cfg {
     /// Per instruction: slots of its function's frame that may be read from here on
     /// (see [`crate::stack_live`]).
     pub stack_live: Vec<u64>,
+    /// Per instruction: slots whose value may matter for safety from here on.
+    pub stack_relevant: Vec<u64>,
     pub thresholds: Thresholds,
 }
 
@@ -170,8 +172,15 @@ impl Cfg {
         let live = liveness(insns, &second_slot, helpers, &succs);
         let relevant = relevance(insns, &second_slot, &subprog_of, helpers, &succs);
         let entries: Vec<usize> = subprogs.iter().map(|s| s.entry).collect();
-        let stack_live =
-            crate::stack_live::stack_liveness(insns, &second_slot, &entries, helpers, &succs);
+        let facts = crate::stack_live::stack_facts(
+            insns,
+            &second_slot,
+            &entries,
+            helpers,
+            &succs,
+            &relevant,
+        );
+        let (stack_live, stack_relevant) = (facts.live, facts.relevant);
 
         let mut consts = vec![0i64];
         for (pc, i) in insns.iter().enumerate() {
@@ -184,7 +193,17 @@ impl Cfg {
             }
         }
         let thresholds = Thresholds::new(consts);
-        Ok(Cfg { subprogs, subprog_of, prune, loop_head, live, relevant, stack_live, thresholds })
+        Ok(Cfg {
+            subprogs,
+            subprog_of,
+            prune,
+            loop_head,
+            live,
+            relevant,
+            stack_live,
+            stack_relevant,
+            thresholds,
+        })
     }
 }
 

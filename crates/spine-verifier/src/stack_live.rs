@@ -180,16 +180,18 @@ fn gen_kill(i: Insn, r: &Regs, helpers: &dyn HelperTable) -> (u64, u64) {
     }
 }
 
-/// Per instruction, the live slots of its function's frame (bit `i`: bytes `fp - 8(i+1)
-/// .. fp - 8i`). `entries` are the function entries (the main one first), `succs` the
-/// intra-function successors.
-pub fn stack_liveness(
+/// Per instruction, slots of its function's frame (bit `i`: bytes `fp - 8(i+1) .. fp -
+/// 8i`): those live, and those whose value may matter for safety (see [`StackFacts`]).
+/// `entries` are the function entries (the main one first), `succs` the intra-function
+/// successors, `reg_relevant` the registers whose value may matter (`Cfg::relevant`).
+pub fn stack_facts(
     insns: &[Insn],
     second_slot: &[bool],
     entries: &[usize],
     helpers: &dyn HelperTable,
     succs: &dyn Fn(usize) -> [Option<usize>; 2],
-) -> Vec<u64> {
+    reg_relevant: &[u16],
+) -> StackFacts {
     let n = insns.len();
     // Forward: what each register may hold before each instruction.
     let mut regs: Vec<Regs> = vec![[Val::Bottom; 11]; n];
@@ -215,7 +217,7 @@ pub fn stack_liveness(
         guard += 1;
         if guard > 64 * n + 1024 {
             // Cannot happen (the lattice has height 3 per register); stay sound anyway.
-            return vec![ALL; n];
+            return StackFacts { live: vec![ALL; n], relevant: vec![ALL; n] };
         }
         let out = forward_step(insns[pc], &regs[pc]);
         for t in succs(pc).into_iter().flatten() {
@@ -253,16 +255,72 @@ pub fn stack_liveness(
             }
         }
     }
-    let mut live = vec![0u64; n];
+    let live = backward(n, second_slot, succs, &preds, &gk);
+    // Relevance: a slot's value matters where it may be loaded into a register whose
+    // value matters, or where a callee or callback may reach it.
+    let gk: Vec<(u64, u64)> = (0..n)
+        .map(|pc| {
+            if second_slot[pc] || regs[pc][usize::from(FP)] == Val::Bottom {
+                return (ALL, 0);
+            }
+            let i = insns[pc];
+            let (_, kill) = gen_kill(i, &regs[pc], helpers);
+            let after = succs(pc).into_iter().flatten().fold(0u16, |a, t| a | reg_relevant[t]);
+            let g = match i.class() {
+                op::LDX if after & (1 << i.dst.min(15)) != 0 => {
+                    let (g, _) = gen_kill(i, &regs[pc], helpers);
+                    g
+                }
+                op::STX if i.code & 0xe0 == op::ATOMIC => gen_kill(i, &regs[pc], helpers).0,
+                op::LD if !i.is_lddw() => ALL,
+                op::JMP if i.code & 0xf0 == op::CALL => {
+                    let (g, _) = gen_kill(i, &regs[pc], helpers);
+                    let proto = if i.is_helper_call() { helpers.proto(i.imm as u32) } else { None };
+                    // A helper only reads the bytes; a callee or callback may load them.
+                    if proto.is_some_and(|p| {
+                        !p.args.iter().any(|a| matches!(a, ArgType::Func | ArgType::StackOrNull))
+                    }) {
+                        0
+                    } else {
+                        g
+                    }
+                }
+                _ => 0,
+            };
+            (g, kill)
+        })
+        .collect();
+    let relevant = backward(n, second_slot, succs, &preds, &gk);
+    StackFacts { live, relevant }
+}
+
+/// What [`stack_facts`] finds.
+pub struct StackFacts {
+    /// Slots some path may read before overwriting them whole.
+    pub live: Vec<u64>,
+    /// Slots whose value (not just whether they are initialised) may matter for safety:
+    /// a spilled number in any other slot may be forgotten at a prune point.
+    pub relevant: Vec<u64>,
+}
+
+/// Solves `in = gen | (out & !kill)` backwards over slot sets.
+fn backward(
+    n: usize,
+    second_slot: &[bool],
+    succs: &dyn Fn(usize) -> [Option<usize>; 2],
+    preds: &[Vec<usize>],
+    gk: &[(u64, u64)],
+) -> Vec<u64> {
+    let mut sol = vec![0u64; n];
     let mut work: Vec<usize> = (0..n).filter(|&p| !second_slot[p]).collect();
     let mut queued = vec![true; n];
     while let Some(pc) = work.pop() {
         queued[pc] = false;
-        let out = succs(pc).into_iter().flatten().fold(0u64, |a, t| a | live[t]);
+        let out = succs(pc).into_iter().flatten().fold(0u64, |a, t| a | sol[t]);
         let (g, k) = gk[pc];
         let inn = g | (out & !k);
-        if inn != live[pc] {
-            live[pc] = inn;
+        if inn != sol[pc] {
+            sol[pc] = inn;
             for &p in &preds[pc] {
                 if !queued[p] {
                     queued[p] = true;
@@ -271,7 +329,7 @@ pub fn stack_liveness(
             }
         }
     }
-    live
+    sol
 }
 
 #[cfg(test)]

@@ -45,6 +45,19 @@ impl Slot {
         self.bytes[0] == Byte::Spill && self.spill.kind.is_pointer()
     }
 
+    /// Forgets the value of a spilled number and of zero bytes (what is initialised
+    /// stays so): an over-approximation, for slots whose value matters to no check.
+    /// A number with a symbolic fact about it keeps its value, as registers do.
+    pub fn forget_number(&mut self) {
+        if self.bytes[0] == Byte::Spill && self.spill.kind == Kind::Scalar && self.spill.sym == 0 {
+            let size = self.spill_size() as u32;
+            self.spill = Reg::scalar(Scalar::unknown_bytes(size));
+        }
+        for b in self.bytes.iter_mut().filter(|b| **b == Byte::Zero) {
+            *b = Byte::Misc;
+        }
+    }
+
     /// Forgets the spilled register: its bytes become plain data, or invalid for a
     /// pointer (whose bits must never be read as a number).
     pub fn scrub_spill(&mut self) {

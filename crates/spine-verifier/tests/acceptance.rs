@@ -768,3 +768,49 @@ fn live_stack_slots_survive_prune_points_however_they_are_read() {
          exit",
     );
 }
+
+#[test]
+fn spilled_numbers_no_check_depends_on_do_not_split_states() {
+    // Sixteen diamonds each store 1 or 2 into their own slot; a helper reads all of them
+    // at the end (so they stay live), but no check depends on their values: 2^16
+    // states if the values were kept apart, a few per diamond once they are forgotten.
+    let mut src = String::from("mov %r7, %r1\nldxw %r6, [%r1+12]\n");
+    for k in 0..16 {
+        let off = 8 * (k + 1);
+        src.push_str(&format!(
+            "mov %r2, %r6\nand %r2, {}\njeq %r2, 0, a{k}\nstdw [%r10-{off}], 1\nja b{k}\n\
+             a{k}: stdw [%r10-{off}], 2\nb{k}: mov %r0, 0\n",
+            1u32 << k
+        ));
+    }
+    src.push_str(
+        "mov %r1, %r7\nmov %r2, 0\nmov %r3, %r10\nadd %r3, -128\nmov %r4, 128\ncall 190\n\
+         mov %r0, 2\nexit\n",
+    );
+    let v = accept(&src);
+    assert!(v.insns_processed < 5_000, "{} insns processed", v.insns_processed);
+}
+
+#[test]
+fn spilled_numbers_a_check_depends_on_keep_their_value() {
+    // The spilled length bounds a packet access after the prune point: forgetting it
+    // would refuse a safe program.
+    accept(
+        "ldxw %r2, [%r1+0]
+         ldxw %r3, [%r1+4]
+         ldxw %r6, [%r1+12]
+         jeq %r6, 0, a
+         stdw [%r10-8], 4
+         ja b
+         a: stdw [%r10-8], 8
+         b: ldxdw %r4, [%r10-8]
+         mov %r5, %r2
+         add %r5, %r4
+         mov %r0, %r5
+         add %r0, 1
+         jgt %r0, %r3, out
+         ldxb %r0, [%r5+0]
+         out: mov %r0, 2
+         exit",
+    );
+}

@@ -331,11 +331,15 @@ impl<'a> Verifier<'a> {
             }
         }
         // Slots of the current frame no path reads again before overwriting them.
+        // Spilled numbers whose value no safety check depends on are forgotten too.
         let dead = !self.cfg.stack_live[pc];
+        let loose = !self.cfg.stack_relevant[pc];
         let f = st.cur_mut();
         for (i, s) in f.stack.iter_mut().enumerate().take(64) {
             if dead & (1 << i) != 0 {
                 *s = crate::state::Slot::default();
+            } else if loose & (1 << i) != 0 {
+                s.forget_number();
             }
         }
         while f.stack.last().is_some_and(|s| *s == crate::state::Slot::default()) {
