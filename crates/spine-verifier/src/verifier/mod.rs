@@ -412,7 +412,12 @@ impl<'a> Verifier<'a> {
         }
         if entries.is_empty() {
             if shapes.len() >= MAX_SHAPES_PER_HEAD {
-                return Err(self.too_complex(pc, "too many distinct states at a loop head", &st));
+                let reason = if callback || self.cfg.loop_head[pc] {
+                    "too many distinct states at a loop head"
+                } else {
+                    "too many distinct states at one instruction"
+                };
+                return Err(self.too_complex(pc, reason, &st));
             }
             shapes.push(shape);
         }
