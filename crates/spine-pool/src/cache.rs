@@ -47,14 +47,45 @@ impl PoolCache {
         Ok(())
     }
 
+    /// Up to `n` fresh buffers appended to `out` (fewer when the pool runs short or
+    /// `out` fills), in one go: the shared list is visited at most once per batch and
+    /// each buffer costs one pop and its metadata reset (DPDK's
+    /// `rte_pktmbuf_alloc_bulk`). Returns how many were added.
+    pub fn alloc_burst(&mut self, out: &mut Burst, n: usize) -> usize {
+        let want = n.min(out.room());
+        while self.stack.len() < want {
+            if self.pool.take_batch(&mut self.stack, self.batch) == 0 {
+                break;
+            }
+        }
+        let got = want.min(self.stack.len());
+        let from = self.stack.len() - got;
+        for &index in &self.stack[from..] {
+            // Cannot fail: `got` fits the room counted above.
+            let _ = out.push(self.pool.hand_out(index));
+        }
+        self.stack.truncate(from);
+        got
+    }
+
     /// Frees every buffer of `burst`, leaving it empty; returns the first refusal (the
-    /// other buffers are freed regardless).
+    /// other buffers are freed regardless). The cache makes room for the whole burst
+    /// once, so each buffer costs one release and one push.
     pub fn free_burst(&mut self, burst: &mut Burst) -> Result<(), PoolError> {
+        let n = burst.len();
+        if self.stack.len() + n > 2 * self.batch {
+            let over = (self.stack.len() + n - self.batch).min(self.stack.len());
+            self.pool.give_batch(&mut self.stack, over);
+        }
         let mut first = Ok(());
-        for buf in burst.drain_front(burst.len()) {
-            if let Err(e) = self.free(buf) {
-                if first.is_ok() {
-                    first = Err(e);
+        for buf in burst.drain_front(n) {
+            match self.pool.release(buf) {
+                Ok(Some(index)) => self.stack.push(index),
+                Ok(None) => {}
+                Err(e) => {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
                 }
             }
         }

@@ -49,3 +49,32 @@ fn warm_cache_and_bursts_do_not_allocate() {
     }
     assert_eq!(ALLOCATIONS.with(Cell::get), before, "the packet path allocated");
 }
+
+#[test]
+fn bulk_alloc_and_free_do_not_allocate_and_keep_every_buffer() {
+    let pool = Pool::new(PoolConfig { cache_batch: 16, ..PoolConfig::new(256) }).unwrap();
+    let mut cache = pool.cache();
+    let mut burst = Burst::with_capacity(32);
+    // Warm up: the cache's stack reaches its working size once.
+    assert_eq!(cache.alloc_burst(&mut burst, 32), 32);
+    cache.free_burst(&mut burst).unwrap();
+    let before = ALLOCATIONS.with(Cell::get);
+    for _ in 0..1_000 {
+        assert_eq!(cache.alloc_burst(&mut burst, 64), 32, "limited by the burst's room");
+        for b in burst.iter() {
+            pool.prefetch(b);
+            assert_eq!(pool.refs(b).unwrap(), 1);
+        }
+        cache.free_burst(&mut burst).unwrap();
+    }
+    assert_eq!(ALLOCATIONS.with(Cell::get), before, "the packet path allocated");
+    cache.flush();
+    assert_eq!(pool.shared_free(), 256, "every buffer came back");
+    // A pool that runs short fills what it can.
+    let mut big = Burst::with_capacity(300);
+    assert_eq!(cache.alloc_burst(&mut big, 300), 256);
+    assert_eq!(cache.alloc_burst(&mut big, 1), 0);
+    cache.free_burst(&mut big).unwrap();
+    cache.flush();
+    assert_eq!(pool.shared_free(), 256);
+}

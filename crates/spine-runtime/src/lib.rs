@@ -31,4 +31,4 @@ pub use host::{splitmix64, Event, FixedHost, Host};
 pub use maps::{map_index, MapTable, ProgArray, ProgArrayError, RtMap, MAP_HANDLE_BASE, MAX_MAPS};
 pub use spine_verifier::{VerifyError, VerifyErrorKind};
 pub use watchdog::{FaultOutcome, FaultPolicy, Health};
-pub use xdp::{Budget, RunnerError, RxInfo, XdpRunner};
+pub use xdp::{Budget, RunnerError, RxInfo, Verdict, XdpBurst, XdpRunner};

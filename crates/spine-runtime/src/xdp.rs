@@ -185,67 +185,182 @@ impl XdpRunner {
         rx: RxInfo,
         host: &mut dyn Host,
     ) -> Result<u32, Box<Fault>> {
-        assert!(geometry.holds(bounds, buf.len()), "packet bounds {bounds:?} break {geometry:?}");
-        self.redirect = None;
+        self.burst(geometry, rx, host).run_one(buf, bounds)
+    }
+
+    /// Starts a burst: the environment, the context's constant fields, the budget and
+    /// the registered regions are set up once here, and each [`XdpBurst::run`] then
+    /// writes only what changes per packet (the packet pointers and its region). Every
+    /// packet is still its own invocation: its own budget, fault accounting, tail-call
+    /// count and redirect target.
+    pub fn burst<'r>(
+        &'r mut self,
+        geometry: Geometry,
+        rx: RxInfo,
+        host: &'r mut dyn Host,
+    ) -> XdpBurst<'r> {
+        let ctx: *mut XdpCtx = &mut *self.ctx;
+        // SAFETY: `ctx` points to the box this runner owns; the writes are in bounds.
+        unsafe {
+            std::ptr::addr_of_mut!((*ctx).ingress_ifindex).write_volatile(rx.ingress_ifindex);
+            std::ptr::addr_of_mut!((*ctx).rx_queue_index).write_volatile(rx.rx_queue_index);
+        }
+        XdpBurst {
+            env: XdpEnv {
+                maps: self.ext.maps(),
+                cpu: self.cpu,
+                host,
+                ctx,
+                frame: std::ptr::null_mut(),
+                geometry,
+                pkt_region: self.pkt_region,
+                tail: None,
+                tail_calls: 0,
+                redirect: None,
+                budget: self.budget,
+                deadline: None,
+                held: &mut self.held,
+            },
+            ext: &self.ext,
+            cpu: self.cpu,
+            mem: &mut self.mem,
+            stack: &mut self.stack,
+            ctx,
+            limits: RunLimits { points: self.budget.points },
+            redirect: &mut self.redirect,
+            detached: false,
+        }
+    }
+
+    /// Runs the extension on every frame of `frames` (buffer and bounds, updated as
+    /// [`XdpRunner::run_raw`] updates them), one invocation per frame, and writes each
+    /// frame's outcome to `verdicts` (which must be at least as long).
+    ///
+    /// # Panics
+    /// As [`XdpRunner::run_raw`], or if `verdicts` is shorter than `frames`.
+    pub fn run_burst(
+        &mut self,
+        frames: &mut [(&mut [u8], Bounds)],
+        verdicts: &mut [Verdict],
+        geometry: Geometry,
+        rx: RxInfo,
+        host: &mut dyn Host,
+    ) {
+        assert!(verdicts.len() >= frames.len(), "one verdict per frame");
+        let mut b = self.burst(geometry, rx, host);
+        for ((buf, bounds), v) in frames.iter_mut().zip(verdicts.iter_mut()) {
+            *v = b.run(buf, bounds);
+        }
+    }
+}
+
+/// What one packet of a burst came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verdict {
+    /// The program returned this action (r0 truncated to 32 bits); the redirect target
+    /// set by the invocation, when the action is `XDP_REDIRECT`.
+    Action { action: u32, redirect: Option<Redirect> },
+    /// The program faulted (counted against the extension, which the watchdog may have
+    /// detached): the packet is `XDP_ABORTED`.
+    Fault,
+    /// The extension was detached by a fault earlier in the burst: it did not run on
+    /// this packet, which is handled as if no extension were attached.
+    #[default]
+    Detached,
+}
+
+/// A burst in progress on one runner (see [`XdpRunner::burst`]).
+pub struct XdpBurst<'r> {
+    env: XdpEnv<'r>,
+    ext: &'r Arc<Extension>,
+    cpu: usize,
+    mem: &'r mut Memory,
+    stack: &'r mut Stack,
+    ctx: *mut XdpCtx,
+    limits: RunLimits,
+    redirect: &'r mut Option<Redirect>,
+    /// A fault in this burst detached the extension: it runs no more.
+    detached: bool,
+}
+
+impl std::fmt::Debug for XdpBurst<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpBurst").field("ext", &self.ext.name()).finish_non_exhaustive()
+    }
+}
+
+impl XdpBurst<'_> {
+    /// Runs the extension on one packet of the burst; see [`XdpRunner::run_raw`].
+    ///
+    /// # Panics
+    /// As [`XdpRunner::run_raw`].
+    #[inline]
+    pub fn run(&mut self, buf: &mut [u8], bounds: &mut Bounds) -> Verdict {
+        if self.detached {
+            return Verdict::Detached;
+        }
+        match self.run_one(buf, bounds) {
+            Ok(action) => Verdict::Action { action, redirect: *self.redirect },
+            Err(_) => {
+                self.detached = self.ext.health().is_detached();
+                Verdict::Fault
+            }
+        }
+    }
+
+    #[inline]
+    fn run_one(&mut self, buf: &mut [u8], bounds: &mut Bounds) -> Result<u32, Box<Fault>> {
+        assert!(
+            self.env.geometry.holds(bounds, buf.len()),
+            "packet bounds {bounds:?} break {:?}",
+            self.env.geometry
+        );
+        *self.redirect = None;
         let base = buf.as_mut_ptr() as u64;
         let (meta, end) = (base + bounds.meta as u64, base + bounds.end as u64);
-        let ctx_ptr: *mut XdpCtx = &mut *self.ctx;
+        let ctx_ptr = self.ctx;
         // One store per field, each the width the program and the read-back below load:
         // a load served from part of a wider (vector) store is not forwarded and stalls.
-        // SAFETY: `ctx_ptr` points to the box this runner owns; the writes are in bounds.
+        // SAFETY: `ctx_ptr` points to the box the runner owns; the writes are in bounds.
         unsafe {
             std::ptr::addr_of_mut!((*ctx_ptr).data).write_volatile(base + bounds.data as u64);
             std::ptr::addr_of_mut!((*ctx_ptr).data_end).write_volatile(end);
             std::ptr::addr_of_mut!((*ctx_ptr).data_meta).write_volatile(meta);
-            std::ptr::addr_of_mut!((*ctx_ptr).ingress_ifindex).write_volatile(rx.ingress_ifindex);
-            std::ptr::addr_of_mut!((*ctx_ptr).rx_queue_index).write_volatile(rx.rx_queue_index);
             std::ptr::addr_of_mut!((*ctx_ptr).egress_ifindex).write_volatile(0);
         }
         let pkt = Region { start: meta, len: end - meta, writable: true };
-        // SAFETY: the frame buffer is borrowed for all of `run_raw` and nothing else
-        // references it while the program runs; after `run_raw` returns the stale region
-        // is never used (no engine runs on `self.mem` before the next `set`).
-        unsafe { self.mem.set(self.pkt_region, pkt) };
-        let pkt_region = self.pkt_region;
-        let mut env = XdpEnv {
-            maps: self.ext.maps(),
-            cpu: self.cpu,
-            host,
-            ctx: ctx_ptr,
-            frame: base as *mut u8,
-            geometry,
-            pkt_region,
-            tail: None,
-            tail_calls: 0,
-            redirect: None,
-            budget: self.budget,
-            deadline: None,
-            held: &mut self.held,
-        };
-        let limits = RunLimits { points: self.budget.points };
+        // SAFETY: the frame buffer is borrowed for all of this call and nothing else
+        // references it while the program runs; after it returns the stale region is
+        // never used (no engine runs on `mem` before the next `set`).
+        unsafe { self.mem.set(self.env.pkt_region, pkt) };
+        // Each packet is its own invocation: nothing of the previous one carries over.
+        let env = &mut self.env;
+        env.frame = base as *mut u8;
+        env.tail = None;
+        env.tail_calls = 0;
+        env.redirect = None;
+        env.deadline = None;
         let args = [ctx_ptr as u64, 0, 0, 0, 0];
         let mut target: Option<Arc<Extension>> = None;
         // The engine's result is taken apart at once: moving the whole `Result<u64, Fault>`
         // around costs a store-forwarding stall per packet.
         let result = loop {
-            let ext: &Extension = target.as_deref().unwrap_or(&self.ext);
+            let ext: &Extension = target.as_deref().unwrap_or(self.ext);
             if ext.stats().zeroed_stack > 0 {
                 self.stack.zero_top(ext.stats().zeroed_stack);
             }
             let r = match &ext.engine {
-                Engine::Interp(vm) => {
-                    vm.run(args, &mut self.mem, &mut self.stack, &mut env, limits)
-                }
+                Engine::Interp(vm) => vm.run(args, self.mem, self.stack, env, self.limits),
                 // SAFETY: the JIT registered `helpers::native_helpers`, which take the
-                // `XdpEnv` passed here as their runtime pointer; `self.mem` has held the
-                // region of `self.stack` since `new`.
+                // `XdpEnv` passed here as their runtime pointer; `mem` has held the
+                // region of `stack` since the runner was made.
                 Engine::Jit(code) => unsafe {
                     code.run_with_env_runtime_on_registered_stack(
                         args,
-                        &mut self.mem,
-                        &mut self.stack,
-                        &mut env,
-                        limits,
+                        self.mem,
+                        self.stack,
+                        env,
+                        self.limits,
                     )
                 },
             };
@@ -261,16 +376,18 @@ impl XdpRunner {
                 None => break Ok(r0 as u32),
             }
         };
-        if result == Ok(spine_abi::xdp_action::REDIRECT) {
-            self.redirect = env.redirect;
+        // The invocation is over: what it held (inner maps, reserved records) is let go.
+        if !env.held.is_empty() {
+            env.held.release(env.maps);
         }
-        // The packet's region stays registered until the next run replaces it: `mem` is
-        // only used inside `run_raw`, which always sets it first.
+        if result == Ok(spine_abi::xdp_action::REDIRECT) {
+            *self.redirect = env.redirect;
+        }
         // One 8-byte load per field: the program and the helpers stored them one by one,
         // and a wider load spanning two such stores cannot be forwarded from the store
         // buffer (a stall that cost more than the whole of a small program).
-        let ctx: *const XdpCtx = &*self.ctx;
-        // SAFETY: `ctx` points into the box this runner owns; the reads are in bounds.
+        let ctx: *const XdpCtx = ctx_ptr;
+        // SAFETY: `ctx` points into the box the runner owns; the reads are in bounds.
         let (meta, data, end) = unsafe {
             (
                 std::ptr::addr_of!((*ctx).data_meta).read_volatile(),
