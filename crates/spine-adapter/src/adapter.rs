@@ -28,7 +28,7 @@ use crate::device::{self, Device};
 use crate::host::WorkerHost;
 use crate::ring::{ring, RingView};
 use crate::trace::{chrome_trace, TraceRing};
-use crate::worker::{Msg, PortInfo, Wiring, Worker};
+use crate::worker::{BurstScratch, Msg, PortInfo, Wiring, Worker};
 
 /// How to run: the `[adapter]` table, plus what only the command line decides.
 #[derive(Debug, Clone)]
@@ -479,6 +479,7 @@ impl AdapterBuilder {
                 host: WorkerHost::new(index, opts.seed, opts.log).with_fib(opts.fib.clone()),
                 trace: opts.trace_events.map(TraceRing::new),
                 packet_seq: 0,
+                scratch: BurstScratch::new(opts.burst),
             });
         }
         Ok(Adapter {

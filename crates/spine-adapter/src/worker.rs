@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use spine_abi::xdp_action as act;
 use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache, PoolError};
-use spine_runtime::{Bounds, Geometry, Redirect, RxInfo, XdpRunner};
+use spine_runtime::{Bounds, Geometry, Redirect, RxInfo, Verdict, XdpRunner};
 
 use crate::counters::{Counters, Drops};
 use crate::device::Device;
@@ -192,6 +192,33 @@ pub(crate) struct Worker {
     pub host: WorkerHost,
     pub trace: Option<TraceRing>,
     pub packet_seq: u32,
+    pub scratch: BurstScratch,
+}
+
+/// What the burst path keeps between bursts, sized once for a whole burst so nothing is
+/// allocated per packet.
+#[derive(Debug)]
+pub(crate) struct BurstScratch {
+    /// What became of each received packet, by position in the burst.
+    outcomes: Vec<Outcome>,
+    /// Buffers to give back to the pool at the end of the burst, in one go.
+    freeing: Burst,
+}
+
+impl BurstScratch {
+    pub fn new(burst: usize) -> Self {
+        BurstScratch { outcomes: Vec::with_capacity(burst), freeing: Burst::with_capacity(burst) }
+    }
+}
+
+/// One packet of a burst after its extension ran (or did not).
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Ran(Verdict),
+    /// Not this pool's buffer: nothing to run it on, nothing to free.
+    Foreign,
+    /// Not run (shared buffer, or the extension was detached): passed on untouched.
+    Unhandled,
 }
 
 impl std::fmt::Debug for Worker {
@@ -289,6 +316,13 @@ impl Worker {
                 kind: Kind::Rx,
             });
         }
+        if self.trace.is_none() && !self.wiring.rss {
+            if let Some(e) = self.wiring.ports[pi].ext.map(usize::from) {
+                if self.runners[e].is_attached() {
+                    return self.run_burst(p, e);
+                }
+            }
+        }
         let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
         let n = rx.len();
         for buf in rx.drain_front(n) {
@@ -310,6 +344,113 @@ impl Worker {
             }
             self.handle(buf, p, seq);
         }
+        self.rx = rx;
+        n
+    }
+
+    /// The receive path when nothing asks for per-packet work (no trace, no software
+    /// RSS): the extension of port `p` (index `e`, attached) runs on the whole burst in
+    /// one [`XdpRunner::burst`], each buffer checked once and the next one prefetched;
+    /// then the verdicts are acted on, counters added once per burst and dropped buffers
+    /// freed together (VPP's vector of packets, DPDK's bulk free).
+    fn run_burst(&mut self, p: u16, e: usize) -> usize {
+        let pi = p as usize;
+        let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
+        let n = rx.len();
+        let info = &self.wiring.ports[pi];
+        let rxi = RxInfo { ingress_ifindex: info.ifindex, rx_queue_index: info.queue };
+        let mut outcomes = std::mem::take(&mut self.scratch.outcomes);
+        outcomes.clear();
+        let (mut bytes, mut ran, mut ran_bytes) = (0u64, 0u64, 0u64);
+        {
+            let pool = &*self.pool;
+            let mut burst = self.runners[e].burst(self.geometry, rxi, &mut self.host);
+            for i in 0..n {
+                // The next packet's metadata and first bytes load while this one runs.
+                if let Some(b) = rx.get(i + 1) {
+                    pool.prefetch(b);
+                }
+                let Some(buf) = rx.get_mut(i) else { break };
+                let outcome = match pool.frame_and_meta_mut(buf) {
+                    Ok((frame, meta)) => {
+                        let before = Bounds {
+                            meta: (meta.data_off - meta.meta_len) as usize,
+                            data: meta.data_off as usize,
+                            end: (meta.data_off + meta.len) as usize,
+                        };
+                        let mut b = before;
+                        let v = burst.run(frame, &mut b);
+                        // Most programs move no bound (no `xdp_adjust_*`): nothing to
+                        // write back then.
+                        if b != before {
+                            let placed = BufMeta {
+                                data_off: b.data as u32,
+                                len: (b.end - b.data) as u32,
+                                meta_len: (b.data - b.meta) as u32,
+                                ..meta
+                            };
+                            // The runner keeps its bounds inside the buffer: cannot fail.
+                            let _ = pool.set_meta(buf, placed);
+                        }
+                        let len = u64::from(meta.len);
+                        bytes += len;
+                        if !matches!(v, Verdict::Detached) {
+                            ran += 1;
+                            ran_bytes += len;
+                        }
+                        Outcome::Ran(v)
+                    }
+                    Err(PoolError::Foreign { .. }) => Outcome::Foreign,
+                    Err(_) => {
+                        bytes += u64::from(pool.meta(buf).map_or(0, |m| m.len));
+                        Outcome::Unhandled
+                    }
+                };
+                outcomes.push(outcome);
+            }
+        }
+        self.packet_seq = self.packet_seq.wrapping_add(n as u32);
+        let c = &mut self.counters.ports[pi];
+        c.rx_packets += n as u64;
+        c.rx_bytes += bytes;
+        let ec = &mut self.counters.exts[e];
+        ec.runs += ran;
+        ec.bytes += ran_bytes;
+        for (buf, &outcome) in rx.drain_front(n).zip(&outcomes) {
+            let v = match outcome {
+                Outcome::Ran(v) => v,
+                // Not ours: dropping the handle gives nothing back (as `handle` does).
+                Outcome::Foreign => continue,
+                Outcome::Unhandled => Verdict::Detached,
+            };
+            match v {
+                Verdict::Action { action, redirect } => {
+                    self.counters.exts[e].verdicts.count(action);
+                    self.counters.ports[pi].verdicts.count(action);
+                    match decide(&self.wiring, e, action, redirect) {
+                        Action::Drop(DropWhy::Verdict) => {
+                            self.counters.ports[pi].drops.verdict += 1;
+                            // Room for the whole burst: cannot be full.
+                            if let Err(buf) = self.scratch.freeing.push(buf) {
+                                let _ = self.cache.free(buf);
+                            }
+                        }
+                        a => self.act(a, buf, p, e, 0),
+                    }
+                }
+                Verdict::Fault => {
+                    self.counters.exts[e].faults += 1;
+                    self.counters.ports[pi].verdicts.count(act::ABORTED);
+                    self.drop(buf, p, Why::Fault, 0);
+                }
+                Verdict::Detached => {
+                    self.counters.ports[pi].unhandled += 1;
+                    self.pass(buf, p, 0);
+                }
+            }
+        }
+        let _ = self.cache.free_burst(&mut self.scratch.freeing);
+        self.scratch.outcomes = outcomes;
         self.rx = rx;
         n
     }
@@ -407,7 +548,13 @@ impl Worker {
                 kind: Kind::Run,
             });
         }
-        match decide(&self.wiring, e, verdict, self.runners[e].redirect()) {
+        let a = decide(&self.wiring, e, verdict, self.runners[e].redirect());
+        self.act(a, buf, p, e, seq)
+    }
+
+    /// Moves `buf`, a packet of port `p` that extension `e` decided `a` for.
+    fn act(&mut self, a: Action, buf: Buf, p: u16, e: usize, seq: u32) {
+        match a {
             Action::Tx => self.transmit(buf, p, p, seq),
             Action::Pass => self.pass(buf, p, seq),
             Action::Redirect(q) => {
