@@ -171,20 +171,24 @@ impl Port for MemPort {
 
     fn tx_burst(&mut self, cache: &mut PoolCache, pkts: &mut Burst) -> Result<usize, PortError> {
         let n = pkts.len();
-        let pool = cache.pool().clone();
-        for buf in pkts.drain_front(n) {
-            match pool.data(&buf) {
+        let pool = cache.pool();
+        let mut bad = 0;
+        for buf in pkts.iter() {
+            match pool.data(buf) {
                 Ok(d) => {
                     self.stats.tx_packets += 1;
                     self.stats.tx_bytes += d.len() as u64;
                 }
-                Err(_) => self.stats.tx_drops.bad_buffer += 1,
-            }
-            if cache.free(buf).is_err() {
-                // Not ours to free (another pool's handle): counted, and dropped here.
-                self.stats.tx_drops.bad_buffer += 1;
+                Err(_) => bad += 1,
             }
         }
+        // Sent: every buffer goes back to the pool in one go. A handle the pool refuses
+        // (another pool's, or one not owned) is dropped here; a burst with refusals the
+        // length check did not already count adds one more.
+        if cache.free_burst(pkts).is_err() && bad == 0 {
+            bad = 1;
+        }
+        self.stats.tx_drops.bad_buffer += bad;
         Ok(n)
     }
 
