@@ -145,6 +145,7 @@ pub(crate) enum DropWhy {
 }
 
 /// The XDP semantics of `verdict` for a packet of extension `ext`.
+#[inline]
 pub(crate) fn decide(w: &Wiring, ext: usize, verdict: u32, redirect: Option<Redirect>) -> Action {
     match verdict {
         act::PASS => Action::Pass,
@@ -394,10 +395,10 @@ impl Worker {
                         }
                         let len = u64::from(meta.len);
                         bytes += len;
-                        if !matches!(v, Verdict::Detached) {
-                            ran += 1;
-                            ran_bytes += len;
-                        }
+                        // Runs that happened (a detached extension's do not).
+                        let did = u64::from(!matches!(v, Verdict::Detached));
+                        ran += did;
+                        ran_bytes += did * len;
                         Outcome::Ran(v)
                     }
                     Err(PoolError::Foreign { .. }) => Outcome::Foreign,
