@@ -200,15 +200,15 @@ pub(crate) struct Worker {
 /// allocated per packet.
 #[derive(Debug)]
 pub(crate) struct BurstScratch {
-    /// What became of each received packet, by position in the burst.
-    outcomes: Vec<Outcome>,
+    /// The packets of a burst whose verdict is acted on after the burst has run.
+    later: Vec<(Buf, Outcome)>,
     /// Buffers to give back to the pool at the end of the burst, in one go.
     freeing: Burst,
 }
 
 impl BurstScratch {
     pub fn new(burst: usize) -> Self {
-        BurstScratch { outcomes: Vec::with_capacity(burst), freeing: Burst::with_capacity(burst) }
+        BurstScratch { later: Vec::with_capacity(burst), freeing: Burst::with_capacity(burst) }
     }
 }
 
@@ -216,8 +216,6 @@ impl BurstScratch {
 #[derive(Debug, Clone, Copy)]
 enum Outcome {
     Ran(Verdict),
-    /// Not this pool's buffer: nothing to run it on, nothing to free.
-    Foreign,
     /// Not run (shared buffer, or the extension was detached): passed on untouched.
     Unhandled,
 }
@@ -352,27 +350,29 @@ impl Worker {
     /// The receive path when nothing asks for per-packet work (no trace, no software
     /// RSS): the extension of port `p` (index `e`, attached) runs on the whole burst in
     /// one [`XdpRunner::burst`], each buffer checked once and the next one prefetched;
-    /// then the verdicts are acted on, counters added once per burst and dropped buffers
-    /// freed together (VPP's vector of packets, DPDK's bulk free).
+    /// `XDP_DROP`s are set aside at once and freed together at the end, the other
+    /// verdicts acted on after the burst has run, and counters added once per burst
+    /// (VPP's vector of packets, DPDK's bulk free).
     fn run_burst(&mut self, p: u16, e: usize) -> usize {
         let pi = p as usize;
         let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
         let n = rx.len();
         let info = &self.wiring.ports[pi];
         let rxi = RxInfo { ingress_ifindex: info.ifindex, rx_queue_index: info.queue };
-        let mut outcomes = std::mem::take(&mut self.scratch.outcomes);
-        outcomes.clear();
-        let (mut bytes, mut ran, mut ran_bytes) = (0u64, 0u64, 0u64);
+        let mut later = std::mem::take(&mut self.scratch.later);
+        later.clear();
+        let (mut bytes, mut ran, mut ran_bytes, mut dropped) = (0u64, 0u64, 0u64, 0u64);
         {
             let pool = &*self.pool;
+            let freeing = &mut self.scratch.freeing;
             let mut burst = self.runners[e].burst(self.geometry, rxi, &mut self.host);
-            for i in 0..n {
+            let mut bufs = rx.drain_front(n);
+            while let Some(mut buf) = bufs.next() {
                 // The next packet's metadata and first bytes load while this one runs.
-                if let Some(b) = rx.get(i + 1) {
+                if let Some(b) = bufs.as_slice().first() {
                     pool.prefetch(b);
                 }
-                let Some(buf) = rx.get_mut(i) else { break };
-                let outcome = match pool.frame_and_meta_mut(buf) {
+                let outcome = match pool.frame_and_meta_mut(&mut buf) {
                     Ok((frame, meta)) => {
                         let before = Bounds {
                             meta: (meta.data_off - meta.meta_len) as usize,
@@ -391,7 +391,7 @@ impl Worker {
                                 ..meta
                             };
                             // The runner keeps its bounds inside the buffer: cannot fail.
-                            let _ = pool.set_meta(buf, placed);
+                            let _ = pool.set_meta(&mut buf, placed);
                         }
                         let len = u64::from(meta.len);
                         bytes += len;
@@ -401,43 +401,45 @@ impl Worker {
                         ran_bytes += did * len;
                         Outcome::Ran(v)
                     }
-                    Err(PoolError::Foreign { .. }) => Outcome::Foreign,
+                    // Not ours: dropping the handle gives nothing back (as `handle` does).
+                    Err(PoolError::Foreign { .. }) => continue,
                     Err(_) => {
-                        bytes += u64::from(pool.meta(buf).map_or(0, |m| m.len));
+                        bytes += u64::from(pool.meta(&buf).map_or(0, |m| m.len));
                         Outcome::Unhandled
                     }
                 };
-                outcomes.push(outcome);
+                if let Outcome::Ran(Verdict::Action { action: act::DROP, .. }) = outcome {
+                    // `freeing` has room for a whole burst: never refused.
+                    match freeing.push(buf) {
+                        Ok(()) => dropped += 1,
+                        Err(buf) => later.push((buf, outcome)),
+                    }
+                } else {
+                    later.push((buf, outcome));
+                }
             }
         }
         self.packet_seq = self.packet_seq.wrapping_add(n as u32);
         let c = &mut self.counters.ports[pi];
         c.rx_packets += n as u64;
         c.rx_bytes += bytes;
+        c.verdicts.drop += dropped;
+        c.drops.verdict += dropped;
         let ec = &mut self.counters.exts[e];
         ec.runs += ran;
         ec.bytes += ran_bytes;
-        for (buf, &outcome) in rx.drain_front(n).zip(&outcomes) {
+        ec.verdicts.drop += dropped;
+        for (buf, outcome) in later.drain(..) {
             let v = match outcome {
                 Outcome::Ran(v) => v,
-                // Not ours: dropping the handle gives nothing back (as `handle` does).
-                Outcome::Foreign => continue,
                 Outcome::Unhandled => Verdict::Detached,
             };
             match v {
                 Verdict::Action { action, redirect } => {
                     self.counters.exts[e].verdicts.count(action);
                     self.counters.ports[pi].verdicts.count(action);
-                    match decide(&self.wiring, e, action, redirect) {
-                        Action::Drop(DropWhy::Verdict) => {
-                            self.counters.ports[pi].drops.verdict += 1;
-                            // Room for the whole burst: cannot be full.
-                            if let Err(buf) = self.scratch.freeing.push(buf) {
-                                let _ = self.cache.free(buf);
-                            }
-                        }
-                        a => self.act(a, buf, p, e, 0),
-                    }
+                    let a = decide(&self.wiring, e, action, redirect);
+                    self.act(a, buf, p, e, 0);
                 }
                 Verdict::Fault => {
                     self.counters.exts[e].faults += 1;
@@ -451,7 +453,7 @@ impl Worker {
             }
         }
         let _ = self.cache.free_burst(&mut self.scratch.freeing);
-        self.scratch.outcomes = outcomes;
+        self.scratch.later = later;
         self.rx = rx;
         n
     }
