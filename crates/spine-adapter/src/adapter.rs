@@ -19,16 +19,19 @@ use spine_pool::{Burst, Pool, PoolCache, PoolConfig, PoolError};
 use spine_ports::PortError;
 use spine_runtime::{
     load_selected, Domain, DomainSpec, EngineKind, Extension, Geometry, LoadError, LoadOptions,
-    LoadedObject, RunnerError, XdpRunner,
+    LoadedObject, RunnerError,
 };
 
 use crate::config::{Assign, Config, ObjectSource, PortConfig};
 use crate::counters::{Counters, Labels, Totals};
 use crate::device::{self, Device};
 use crate::host::WorkerHost;
+use crate::live::{ExtSlot, Live, Loaded, PortSlot, Shared, State};
+use crate::program::Program;
 use crate::ring::{ring, RingView};
+use crate::slot::Slot;
 use crate::trace::{chrome_trace, TraceRing};
-use crate::worker::{BurstScratch, Msg, PortInfo, Wiring, Worker};
+use crate::worker::{BurstScratch, Msg, PortInfo, PortProg, Wiring, Worker};
 
 /// How to run: the `[adapter]` table, plus what only the command line decides.
 #[derive(Debug, Clone)]
@@ -135,7 +138,8 @@ struct PortEntry {
     ext: Option<Id>,
 }
 
-/// An extension and the object that keeps its maps and program arrays alive.
+/// An extension being built into an adapter, and the object that keeps its maps and
+/// program arrays alive.
 struct ExtEntry {
     name: String,
     ext: Arc<Extension>,
@@ -375,7 +379,9 @@ impl AdapterBuilder {
     /// Wires the workers: each port gets its home worker, each worker a ring to every
     /// other, and a runner for every extension.
     pub fn build(self) -> Result<Adapter, AdapterError> {
-        let AdapterBuilder { opts, pool, cache, ports, domains: _, exts } = self;
+        let AdapterBuilder { opts, pool, cache, ports, domains, exts } = self;
+        // What each extension's count of holders falls back to once no program of it runs.
+        let bases: Vec<usize> = exts.iter().map(|e| Arc::strong_count(&e.ext)).collect();
         drop(cache);
         let nw = opts.workers;
         let rss = opts.assign == Assign::Rss && nw > 1;
@@ -391,7 +397,6 @@ impl AdapterBuilder {
                     Assign::Partition => p.worker.unwrap_or(0),
                 },
                 uplink: p.host_path.map(|h| h as u16),
-                ext: p.ext.map(|e| e as u16),
             })
             .collect();
         for (i, p) in ports.iter().enumerate() {
@@ -404,25 +409,56 @@ impl AdapterBuilder {
         let mut by_ifindex: Vec<(u32, u16)> =
             infos.iter().enumerate().map(|(i, p)| (p.ifindex, i as u16)).collect();
         by_ifindex.sort_unstable();
-        let may_use = exts
+        let port_names: Vec<String> = infos.iter().map(|p| p.name.clone()).collect();
+        // Every worker can run every extension (checked for those not attached too, as
+        // an extension attached later must be), and each attached one gets its program.
+        let mut slots = Vec::with_capacity(ports.len());
+        for p in &ports {
+            let prog = match p.ext {
+                Some(e) => Some(Arc::new(
+                    Program::new(e as u16, &exts[e].ext, nw, &port_names).map_err(|source| {
+                        AdapterError::Runner { at: format!("extension '{}'", exts[e].name), source }
+                    })?,
+                )),
+                None => None,
+            };
+            slots.push(Slot::new(prog));
+        }
+        for e in exts
             .iter()
-            .map(|e| infos.iter().map(|p| e.ext.domain().may_use_port(&p.name)).collect())
-            .collect();
-        let wiring = Arc::new(Wiring {
-            ports: infos,
-            by_ifindex,
-            may_use,
-            workers: nw,
-            rss,
-            burst: opts.burst,
-        });
-        let labels = Labels {
-            ports: ports.iter().map(|p| (p.name.clone(), p.device.kind(), p.ifindex)).collect(),
-            exts: exts
+            .enumerate()
+            .filter(|(i, _)| !ports.iter().any(|p| p.ext == Some(*i)))
+            .map(|(_, e)| e)
+        {
+            Program::new(0, &e.ext, nw, &port_names).map_err(|source| AdapterError::Runner {
+                at: format!("extension '{}'", e.name),
+                source,
+            })?;
+        }
+        let wiring =
+            Arc::new(Wiring { ports: infos, by_ifindex, workers: nw, rss, burst: opts.burst });
+        let shared = Arc::new(Shared {
+            ports: ports
                 .iter()
-                .map(|e| (e.name.clone(), e.ext.domain().name().to_string()))
+                .zip(&slots)
+                .map(|(p, s)| PortSlot {
+                    name: p.name.clone(),
+                    kind: p.device.kind(),
+                    ifindex: p.ifindex,
+                    slot: s.clone(),
+                })
                 .collect(),
-        };
+            port_names,
+            domains,
+            state: Mutex::new(State {
+                attached: ports.iter().map(|p| p.ext.map(|e| e as u16)).collect(),
+                exts: Vec::new(),
+                retired: Vec::new(),
+            }),
+            workers: nw,
+            engine: opts.engine,
+            seed: opts.seed,
+        });
         // Rings: out[i][j] from worker i to worker j.
         let mut outs: Vec<Vec<Option<crate::ring::Producer<Msg>>>> =
             (0..nw).map(|_| (0..nw).map(|_| None).collect()).collect();
@@ -450,14 +486,7 @@ impl AdapterBuilder {
         let mut workers = Vec::with_capacity(nw);
         for (index, ((devs, out), inbox)) in devices.into_iter().zip(outs).zip(inboxes).enumerate()
         {
-            let runners =
-                exts.iter()
-                    .map(|e| {
-                        XdpRunner::new(e.ext.clone(), index).map_err(|source| {
-                            AdapterError::Runner { at: format!("extension '{}'", e.name), source }
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
+            let progs = slots.iter().map(|s| PortProg::new(s.reader(), index)).collect();
             let nports = devs.len();
             let rx_ports = (0..nports as u16).filter(|&p| devs[p as usize].is_some()).collect();
             workers.push(Worker {
@@ -471,7 +500,7 @@ impl AdapterBuilder {
                 rx_ports,
                 rx_failed: vec![false; nports],
                 tx_failed: vec![false; nports],
-                runners,
+                progs,
                 out,
                 inbox,
                 rx: Burst::with_capacity(opts.burst),
@@ -482,11 +511,22 @@ impl AdapterBuilder {
                 scratch: BurstScratch::new(opts.burst),
             });
         }
+        {
+            let mut st = shared.lock();
+            st.exts = exts
+                .into_iter()
+                .zip(bases)
+                .map(|(e, base_refs)| {
+                    let domain = e.ext.domain().name().to_string();
+                    let loaded = Loaded { ext: e.ext, _object: e._object, base_refs };
+                    ExtSlot { name: e.name, domain, loaded: Some(loaded) }
+                })
+                .collect();
+        }
         Ok(Adapter {
             workers,
             views,
-            labels,
-            exts,
+            shared,
             opts,
             pool,
             epoch_ns: crate::sys::monotonic_ns(),
@@ -496,13 +536,14 @@ impl AdapterBuilder {
 }
 
 /// The ring-buffer map `map` of the extension called `ext`, checked to be one.
-fn find_ring(exts: &[ExtEntry], ext: &str, map: &str) -> Result<Arc<Map>, AdapterError> {
+fn find_ring(
+    found: Option<Arc<Extension>>,
+    ext: &str,
+    map: &str,
+) -> Result<Arc<Map>, AdapterError> {
     let at = format!("extension '{ext}'");
-    let e = exts
-        .iter()
-        .find(|e| e.name == ext)
-        .ok_or_else(|| wiring_err("ring buffer", format!("no extension '{ext}'")))?;
-    let m = e.ext.map(map).ok_or_else(|| wiring_err(&at, format!("no map '{map}'")))?;
+    let e = found.ok_or_else(|| wiring_err("ring buffer", format!("no extension '{ext}'")))?;
+    let m = e.map(map).ok_or_else(|| wiring_err(&at, format!("no map '{map}'")))?;
     if m.ringbuf().is_none() {
         let kind = spine_abi::map_type::name(m.def().map_type);
         return Err(wiring_err(at, format!("map '{map}' is not a ring buffer (type {kind})")));
@@ -519,8 +560,7 @@ fn iface_index(name: &str) -> Result<u32, AdapterError> {
 pub struct Adapter {
     workers: Vec<Worker>,
     views: Vec<RingView<Msg>>,
-    labels: Labels,
-    exts: Vec<ExtEntry>,
+    shared: Arc<Shared>,
     opts: AdapterOptions,
     pool: Arc<Pool>,
     epoch_ns: u64,
@@ -651,7 +691,8 @@ impl Adapter {
             }
         }
         for r in &cfg.ringbufs {
-            find_ring(&b.exts, &r.extension, &r.map).map_err(|e| match e {
+            let found = b.exts.iter().find(|e| e.name == r.extension).map(|e| e.ext.clone());
+            find_ring(found, &r.extension, &r.map).map_err(|e| match e {
                 AdapterError::Wiring { reason, .. } => {
                     wiring_err(format!("{}.name", r.path), reason)
                 }
@@ -665,13 +706,14 @@ impl Adapter {
         &self.pool
     }
 
-    pub fn labels(&self) -> &Labels {
-        &self.labels
+    /// Names of the ports and of every extension id (counters are indexed by them).
+    pub fn labels(&self) -> Labels {
+        self.shared.labels()
     }
 
-    /// The extension called `name`.
-    pub fn extension(&self, name: &str) -> Option<&Arc<Extension>> {
-        self.exts.iter().find(|e| e.name == name).map(|e| &e.ext)
+    /// The loaded extension called `name`.
+    pub fn extension(&self, name: &str) -> Option<Arc<Extension>> {
+        self.shared.extension(name)
     }
 
     /// The ring buffer `map` of extension `ext`, for the control side to read: its
@@ -679,7 +721,7 @@ impl Adapter {
     /// committed, in order, while they go on producing (one consumer at a time). The
     /// `Arc` keeps the ring readable after the adapter has stopped.
     pub fn ring_buffer(&self, ext: &str, map: &str) -> Result<Arc<Map>, AdapterError> {
-        find_ring(&self.exts, ext, map)
+        find_ring(self.shared.extension(ext), ext, map)
     }
 
     /// One round of every worker, in order, in the calling thread; returns the packets
@@ -710,8 +752,7 @@ impl Adapter {
     }
 
     fn sum(&self, counters: &[Counters]) -> Totals {
-        let detached: Vec<bool> = self.exts.iter().map(|e| e.ext.health().is_detached()).collect();
-        Totals::sum(&self.labels, counters, &detached, self.started.elapsed().as_secs_f64())
+        self.shared.totals(counters, self.started.elapsed().as_secs_f64())
     }
 
     /// Stops a stepped adapter: delivers what is in flight, transmits what is queued,
@@ -735,7 +776,7 @@ impl Adapter {
         let trace = self.opts.trace_events.map(|_| {
             let rings: Vec<(usize, &TraceRing)> =
                 workers.iter().filter_map(|w| w.trace.as_ref().map(|t| (w.index, t))).collect();
-            chrome_trace(&rings, &self.labels, self.epoch_ns)
+            chrome_trace(&rings, &self.shared.labels(), self.epoch_ns)
         });
         let mut close_errors = Vec::new();
         for w in workers {
@@ -807,6 +848,15 @@ struct WorkerControl {
     exhausted: AtomicBool,
     /// The worker's counters as last published (about every 100 ms).
     snapshot: Mutex<Counters>,
+}
+
+impl Control {
+    fn snapshots(&self) -> Vec<Counters> {
+        self.workers
+            .iter()
+            .map(|w| w.snapshot.lock().unwrap_or_else(PoisonError::into_inner).clone())
+            .collect()
+    }
 }
 
 const PUBLISH_NS: u64 = 100_000_000;
@@ -888,13 +938,7 @@ impl std::fmt::Debug for Running {
 impl Running {
     /// The counters as the workers last published them (at most ~100 ms old).
     pub fn totals(&self) -> Totals {
-        let counters: Vec<Counters> = self
-            .ctl
-            .workers
-            .iter()
-            .map(|w| w.snapshot.lock().unwrap_or_else(PoisonError::into_inner).clone())
-            .collect();
-        self.adapter.sum(&counters)
+        self.adapter.sum(&self.ctl.snapshots())
     }
 
     /// True once no port of any worker will receive again (mem ports past their limit,
@@ -903,8 +947,20 @@ impl Running {
         self.ctl.workers.iter().all(|w| w.exhausted.load(Ordering::Acquire))
     }
 
-    pub fn extension(&self, name: &str) -> Option<&Arc<Extension>> {
+    pub fn extension(&self, name: &str) -> Option<Arc<Extension>> {
         self.adapter.extension(name)
+    }
+
+    /// A control handle: list, load, attach, replace, detach, unload, maps and
+    /// counters while the workers run. It outlives nothing: once the adapter is
+    /// stopped its operations still answer, but no worker runs what they change.
+    pub fn live(&self) -> Live {
+        let ctl = self.ctl.clone();
+        Live {
+            shared: self.adapter.shared.clone(),
+            snapshots: Arc::new(move || ctl.snapshots()),
+            started: self.adapter.started,
+        }
     }
 
     /// As [`Adapter::ring_buffer`]: a ring the workers fill, to drain while they run.
@@ -912,8 +968,8 @@ impl Running {
         self.adapter.ring_buffer(ext, map)
     }
 
-    pub fn labels(&self) -> &Labels {
-        &self.adapter.labels
+    pub fn labels(&self) -> Labels {
+        self.adapter.labels()
     }
 
     /// Stops cleanly: workers stop receiving and finish their batch, packets in flight

@@ -22,6 +22,8 @@ mod device;
 mod fib;
 mod flow;
 mod host;
+pub mod live;
+mod program;
 #[expect(unsafe_code, reason = "the lock-free worker-to-worker ring hands values across threads")]
 mod ring;
 pub mod slot;
@@ -38,3 +40,4 @@ pub use config::{Assign, Config, ConfigError, Problem};
 pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
 pub use device::{mem_packets, Device, PcapPort};
 pub use flow::flow_hash;
+pub use live::{DomainView, ExtView, Live, LiveError, MapView, PortView};

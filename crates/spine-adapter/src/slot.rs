@@ -73,6 +73,18 @@ impl<T> SlotReader<T> {
         self.value.as_ref()
     }
 
+    /// As [`refresh`](Self::refresh), saying only whether the value changed (so the
+    /// caller can set up what goes with the new one, on its cold path).
+    #[inline]
+    pub fn refresh_changed(&mut self) -> bool {
+        if self.slot.generation.load(Ordering::Acquire) != self.seen {
+            let before = self.value.as_ref().map(Arc::as_ptr);
+            self.pick_up();
+            return self.value.as_ref().map(Arc::as_ptr) != before;
+        }
+        false
+    }
+
     /// The value of the last refresh, without looking for a new one.
     #[inline]
     pub fn current(&self) -> Option<&Arc<T>> {

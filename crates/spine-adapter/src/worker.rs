@@ -20,7 +20,9 @@ use crate::counters::{Counters, Drops};
 use crate::device::Device;
 use crate::flow::flow_hash;
 use crate::host::WorkerHost;
+use crate::program::Program;
 use crate::ring::{Consumer, Producer};
+use crate::slot::SlotReader;
 use crate::trace::{Event, Kind, TraceRing};
 
 /// What one worker hands another.
@@ -55,7 +57,6 @@ pub(crate) struct PortInfo {
     /// Where `XDP_PASS` sends its packets: a port's host path, or for a host path the
     /// port it serves (packets the host sends go out on the wire).
     pub uplink: Option<u16>,
-    pub ext: Option<u16>,
 }
 
 /// The adapter's wiring, shared read-only by every worker.
@@ -64,8 +65,6 @@ pub(crate) struct Wiring {
     pub ports: Vec<PortInfo>,
     /// `(ifindex, port)`, sorted, for `XDP_REDIRECT` targets.
     pub by_ifindex: Vec<(u32, u16)>,
-    /// `may_use[ext][port]`: the extension's domain may redirect to the port.
-    pub may_use: Vec<Vec<bool>>,
     pub workers: usize,
     /// Hand packets to the worker their flow hash picks.
     pub rss: bool,
@@ -144,9 +143,15 @@ pub(crate) enum DropWhy {
     BadCpu,
 }
 
-/// The XDP semantics of `verdict` for a packet of extension `ext`.
+/// The XDP semantics of `verdict` for a packet of an extension whose domain may use the
+/// ports `may_use` says (indexed by port).
 #[inline]
-pub(crate) fn decide(w: &Wiring, ext: usize, verdict: u32, redirect: Option<Redirect>) -> Action {
+pub(crate) fn decide(
+    w: &Wiring,
+    may_use: &[bool],
+    verdict: u32,
+    redirect: Option<Redirect>,
+) -> Action {
     match verdict {
         act::PASS => Action::Pass,
         act::TX => Action::Tx,
@@ -156,7 +161,9 @@ pub(crate) fn decide(w: &Wiring, ext: usize, verdict: u32, redirect: Option<Redi
             None => Action::Drop(DropWhy::NoTarget),
             Some(Redirect::Port { ifindex }) => match w.port_of_ifindex(ifindex) {
                 None => Action::Drop(DropWhy::NoPort),
-                Some(q) if !w.may_use[ext][q as usize] => Action::Drop(DropWhy::Refused),
+                Some(q) if !may_use.get(q as usize).copied().unwrap_or(false) => {
+                    Action::Drop(DropWhy::Refused)
+                }
                 Some(q) => Action::Redirect(q),
             },
             Some(Redirect::Cpu { cpu }) if (cpu as usize) < w.workers => Action::Cpu(cpu as usize),
@@ -183,8 +190,8 @@ pub(crate) struct Worker {
     /// Ports whose receive failed (logged once) and are no longer polled.
     pub rx_failed: Vec<bool>,
     pub tx_failed: Vec<bool>,
-    /// This worker's instance of every extension, by extension index.
-    pub runners: Vec<XdpRunner>,
+    /// What each port runs here, by port index.
+    pub progs: Vec<PortProg>,
     /// To each other worker (`None` at our own index).
     pub out: Vec<Option<Producer<Msg>>>,
     pub inbox: Vec<Consumer<Msg>>,
@@ -194,6 +201,54 @@ pub(crate) struct Worker {
     pub trace: Option<TraceRing>,
     pub packet_seq: u32,
     pub scratch: BurstScratch,
+}
+
+/// A port's program as this worker runs it: the slot's value at the last refresh and
+/// this worker's runner of it.
+#[derive(Debug)]
+pub(crate) struct PortProg {
+    pub reader: SlotReader<Program>,
+    /// The runner of the reader's current program (`None`: nothing attached).
+    pub runner: Option<XdpRunner>,
+    /// The extension id of that program.
+    pub ext: u16,
+}
+
+impl PortProg {
+    /// Starts on the slot's current program, taking worker `worker`'s runner of it.
+    pub fn new(reader: SlotReader<Program>, worker: usize) -> PortProg {
+        let mut p = PortProg { reader, runner: None, ext: 0 };
+        p.take(worker);
+        p
+    }
+
+    /// Takes this worker's runner of the reader's current program (cold: once per
+    /// attach or replace). The runner it replaces is dropped here.
+    #[cold]
+    fn take(&mut self, worker: usize) {
+        match self.reader.current() {
+            Some(prog) => {
+                self.ext = prog.ext;
+                self.runner = prog.take_runner(worker);
+            }
+            None => self.runner = None,
+        }
+    }
+
+    /// The ports the current program may redirect to.
+    #[inline]
+    fn may_use(&self) -> &[bool] {
+        self.reader.current().map_or(&[], |p| &p.may_use)
+    }
+
+    /// The runner, when one is attached and the watchdog has not detached it.
+    #[inline]
+    fn attached(&self) -> Option<usize> {
+        match &self.runner {
+            Some(r) if r.is_attached() => Some(usize::from(self.ext)),
+            _ => None,
+        }
+    }
 }
 
 /// What the burst path keeps between bursts, sized once for a whole burst so nothing is
@@ -232,6 +287,13 @@ impl Worker {
     /// are visited (the adapter is stopping).
     pub fn round(&mut self, rx: bool) -> usize {
         let mut work = 0;
+        // Every packet of this round, whichever source it comes from, runs under the
+        // programs of this snapshot: one Acquire load per port.
+        for p in 0..self.progs.len() {
+            if self.progs[p].reader.refresh_changed() {
+                self.pick_up(p);
+            }
+        }
         // Receive only while every ring out has room for a burst from every port and no ring in
         // is half full: a busy worker slows its peers' receive (the packets wait in the
         // ports) instead of packets being lost between workers. Rings are always
@@ -251,6 +313,16 @@ impl Worker {
             self.counters.worker.idle_rounds += 1;
         }
         work
+    }
+
+    /// A new program on port `p`: take its runner and make room for its counters.
+    #[cold]
+    fn pick_up(&mut self, p: usize) {
+        self.progs[p].take(self.index);
+        let e = usize::from(self.progs[p].ext);
+        if self.counters.exts.len() <= e {
+            self.counters.exts.resize(e + 1, Default::default());
+        }
     }
 
     fn rings_have_room(&mut self) -> bool {
@@ -316,10 +388,8 @@ impl Worker {
             });
         }
         if self.trace.is_none() && !self.wiring.rss {
-            if let Some(e) = self.wiring.ports[pi].ext.map(usize::from) {
-                if self.runners[e].is_attached() {
-                    return self.run_burst(p, e);
-                }
+            if let Some(e) = self.progs[pi].attached() {
+                return self.run_burst(p, e);
             }
         }
         let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
@@ -365,7 +435,10 @@ impl Worker {
         {
             let pool = &*self.pool;
             let freeing = &mut self.scratch.freeing;
-            let mut burst = self.runners[e].burst(self.geometry, rxi, &mut self.host);
+            let Some(runner) = self.progs[pi].runner.as_mut() else {
+                unreachable!("run_burst is called with a runner attached")
+            };
+            let mut burst = runner.burst(self.geometry, rxi, &mut self.host);
             let mut bufs = rx.drain_front(n);
             while let Some(mut buf) = bufs.next() {
                 // The next packet's metadata and first bytes load while this one runs.
@@ -438,7 +511,7 @@ impl Worker {
                 Verdict::Action { action, redirect } => {
                     self.counters.exts[e].verdicts.count(action);
                     self.counters.ports[pi].verdicts.count(action);
-                    let a = decide(&self.wiring, e, action, redirect);
+                    let a = decide(&self.wiring, self.progs[pi].may_use(), action, redirect);
                     self.act(a, buf, p, e, 0);
                 }
                 Verdict::Fault => {
@@ -478,7 +551,7 @@ impl Worker {
         let pi = p as usize;
         let wiring = &*self.wiring;
         let info = &wiring.ports[pi];
-        let Some(e) = info.ext.map(usize::from).filter(|&e| self.runners[e].is_attached()) else {
+        let Some(e) = self.progs[pi].attached() else {
             self.counters.ports[pi].unhandled += 1;
             return self.pass(buf, p, seq);
         };
@@ -502,7 +575,10 @@ impl Worker {
             end: (meta.data_off + meta.len) as usize,
         };
         let mut b = before;
-        let result = self.runners[e].run_raw(frame, self.geometry, &mut b, rx, &mut self.host);
+        let Some(runner) = self.progs[pi].runner.as_mut() else {
+            unreachable!("attached() found a runner")
+        };
+        let result = runner.run_raw(frame, self.geometry, &mut b, rx, &mut self.host);
         // Most programs move no bound (no `xdp_adjust_*`): nothing to write back then.
         if b != before {
             let placed = BufMeta {
@@ -551,7 +627,9 @@ impl Worker {
                 kind: Kind::Run,
             });
         }
-        let a = decide(&self.wiring, e, verdict, self.runners[e].redirect());
+        let prog = &self.progs[pi];
+        let redirect = prog.runner.as_ref().and_then(XdpRunner::redirect);
+        let a = decide(&self.wiring, prog.may_use(), verdict, redirect);
         self.act(a, buf, p, e, seq)
     }
 
@@ -788,38 +866,38 @@ mod tests {
             queue: 0,
             home: 0,
             uplink: None,
-            ext: Some(0),
         };
         Wiring {
             ports: vec![port("a", 10), port("b", 20), port("c", 30)],
             by_ifindex: vec![(10, 0), (20, 1), (30, 2)],
-            may_use: vec![vec![true, true, false]],
             workers: 2,
             rss: false,
             burst: 32,
         }
     }
 
+    const MAY_USE: [bool; 3] = [true, true, false];
+
     #[test]
     fn verdicts_act_as_xdp_defines() {
         let w = wiring();
-        assert_eq!(decide(&w, 0, act::PASS, None), Action::Pass);
-        assert_eq!(decide(&w, 0, act::TX, None), Action::Tx);
-        assert_eq!(decide(&w, 0, act::DROP, None), Action::Drop(DropWhy::Verdict));
-        assert_eq!(decide(&w, 0, act::ABORTED, None), Action::Drop(DropWhy::Aborted));
-        assert_eq!(decide(&w, 0, 7, None), Action::Drop(DropWhy::Invalid));
+        assert_eq!(decide(&w, &MAY_USE, act::PASS, None), Action::Pass);
+        assert_eq!(decide(&w, &MAY_USE, act::TX, None), Action::Tx);
+        assert_eq!(decide(&w, &MAY_USE, act::DROP, None), Action::Drop(DropWhy::Verdict));
+        assert_eq!(decide(&w, &MAY_USE, act::ABORTED, None), Action::Drop(DropWhy::Aborted));
+        assert_eq!(decide(&w, &MAY_USE, 7, None), Action::Drop(DropWhy::Invalid));
         // A stale redirect target is ignored unless the verdict is XDP_REDIRECT.
         let to_b = Some(Redirect::Port { ifindex: 20 });
-        assert_eq!(decide(&w, 0, act::PASS, to_b), Action::Pass);
-        assert_eq!(decide(&w, 0, act::REDIRECT, to_b), Action::Redirect(1));
-        assert_eq!(decide(&w, 0, act::REDIRECT, None), Action::Drop(DropWhy::NoTarget));
+        assert_eq!(decide(&w, &MAY_USE, act::PASS, to_b), Action::Pass);
+        assert_eq!(decide(&w, &MAY_USE, act::REDIRECT, to_b), Action::Redirect(1));
+        assert_eq!(decide(&w, &MAY_USE, act::REDIRECT, None), Action::Drop(DropWhy::NoTarget));
         let to_c = Some(Redirect::Port { ifindex: 30 });
-        assert_eq!(decide(&w, 0, act::REDIRECT, to_c), Action::Drop(DropWhy::Refused));
+        assert_eq!(decide(&w, &MAY_USE, act::REDIRECT, to_c), Action::Drop(DropWhy::Refused));
         let nowhere = Some(Redirect::Port { ifindex: 99 });
-        assert_eq!(decide(&w, 0, act::REDIRECT, nowhere), Action::Drop(DropWhy::NoPort));
+        assert_eq!(decide(&w, &MAY_USE, act::REDIRECT, nowhere), Action::Drop(DropWhy::NoPort));
         let cpu1 = Some(Redirect::Cpu { cpu: 1 });
-        assert_eq!(decide(&w, 0, act::REDIRECT, cpu1), Action::Cpu(1));
+        assert_eq!(decide(&w, &MAY_USE, act::REDIRECT, cpu1), Action::Cpu(1));
         let cpu5 = Some(Redirect::Cpu { cpu: 5 });
-        assert_eq!(decide(&w, 0, act::REDIRECT, cpu5), Action::Drop(DropWhy::BadCpu));
+        assert_eq!(decide(&w, &MAY_USE, act::REDIRECT, cpu5), Action::Drop(DropWhy::BadCpu));
     }
 }

@@ -1,0 +1,672 @@
+//! Managing a running adapter: the extension table, shared by the adapter and its
+//! [`Live`] handles, and the operations a control plane performs while traffic flows
+//! (load, attach, detach, replace, unload, maps, counters).
+//!
+//! Nothing here runs on a worker. Attaching or replacing builds the new [`Program`]
+//! (one runner per worker) here and publishes it to the port's slot; each worker picks
+//! it up at the top of its next round, so every packet runs under exactly one program,
+//! the old or the new, and none is dropped for the change. Operations are serialised by
+//! one lock that no worker ever takes.
+//!
+//! **Counters across a replace.** Per-extension counters belong to the extension, not
+//! to the attachment: an extension detached and attached again, or replaced and put
+//! back, carries on counting from where it was. A port's counters carry on across any
+//! change of program. Unloading an extension removes it and its counters from every
+//! listing; loading an object again (even under the same name) gives a new extension,
+//! with a new id, counting from zero.
+//!
+//! **Reclaiming.** A replaced or detached program is dropped by the last worker to let
+//! go of it (its runners' memory; never a syscall, as the extension itself is still held
+//! here). An unloaded extension is kept here until no worker holds a runner of it, and
+//! freed by the control side ([`Live::reap`], called by every operation).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use spine_maps::Map;
+use spine_runtime::{
+    load_selected, Domain, EngineKind, Extension, LoadError, LoadOptions, LoadedObject, RunnerError,
+};
+
+use crate::counters::{Counters, Labels, Totals};
+use crate::program::Program;
+use crate::slot::Slot;
+
+/// An extension and the object that keeps its maps and program arrays alive.
+pub(crate) struct Loaded {
+    pub ext: Arc<Extension>,
+    pub _object: LoadedObject,
+    /// `Arc::strong_count(&ext)` with no program of it published: what the count falls
+    /// back to once every worker has let go of it.
+    pub base_refs: usize,
+}
+
+/// One entry of the extension table, by id (ids are never reused).
+pub(crate) struct ExtSlot {
+    pub name: String,
+    pub domain: String,
+    /// `None` once unloaded.
+    pub loaded: Option<Loaded>,
+}
+
+/// What the control side changes, under one lock.
+pub(crate) struct State {
+    pub exts: Vec<ExtSlot>,
+    /// The extension attached to each port.
+    pub attached: Vec<Option<u16>>,
+    /// Unloaded extensions that a worker may still run until its next round.
+    pub retired: Vec<Loaded>,
+}
+
+/// A port as the control side sees it.
+pub(crate) struct PortSlot {
+    pub name: String,
+    pub kind: &'static str,
+    pub ifindex: u32,
+    pub slot: Arc<Slot<Program>>,
+}
+
+/// What the adapter and every [`Live`] handle share.
+pub(crate) struct Shared {
+    pub ports: Vec<PortSlot>,
+    pub port_names: Vec<String>,
+    pub domains: Vec<Arc<Domain>>,
+    pub state: Mutex<State>,
+    pub workers: usize,
+    pub engine: EngineKind,
+    pub seed: u64,
+}
+
+impl Shared {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Names of the ports and of every extension id, for summing counters.
+    pub fn labels(&self) -> Labels {
+        let st = self.lock();
+        Labels {
+            ports: self.ports.iter().map(|p| (p.name.clone(), p.kind, p.ifindex)).collect(),
+            exts: st.exts.iter().map(|e| (e.name.clone(), e.domain.clone())).collect(),
+        }
+    }
+
+    /// Sums per-worker counters, listing the loaded extensions only.
+    pub fn totals(&self, counters: &[Counters], elapsed_s: f64) -> Totals {
+        let labels = self.labels();
+        let (detached, loaded): (Vec<bool>, Vec<bool>) = {
+            let st = self.lock();
+            st.exts
+                .iter()
+                .map(|e| {
+                    let d = e.loaded.as_ref().is_some_and(|l| l.ext.health().is_detached());
+                    (d, e.loaded.is_some())
+                })
+                .unzip()
+        };
+        let mut t = Totals::sum(&labels, counters, &detached, elapsed_s);
+        let mut keep = loaded.into_iter();
+        t.extensions.retain(|_| keep.next().unwrap_or(false));
+        t
+    }
+
+    /// The loaded extension called `name`.
+    pub fn extension(&self, name: &str) -> Option<Arc<Extension>> {
+        let st = self.lock();
+        find_ext(&st, name).ok().and_then(|i| st.exts[i].loaded.as_ref().map(|l| l.ext.clone()))
+    }
+}
+
+fn find_ext(st: &State, name: &str) -> Result<usize, LiveError> {
+    st.exts
+        .iter()
+        .position(|e| e.name == name && e.loaded.is_some())
+        .ok_or_else(|| LiveError::NoExtension { name: name.to_string() })
+}
+
+/// Why a control operation failed. Each names the extension, port, domain, map or key.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("no extension '{name}'")]
+    NoExtension { name: String },
+    #[error("no port '{name}'")]
+    NoPort { name: String },
+    #[error("no domain '{name}'")]
+    NoDomain { name: String },
+    #[error("extension '{ext}' has no map '{map}'")]
+    NoMap { ext: String, map: String },
+    #[error("an extension '{name}' is already loaded")]
+    Exists { name: String },
+    #[error("extension '{name}': not a BPF object: {source}")]
+    Object { name: String, source: Box<spine_obj::ObjError> },
+    /// `log` is the verifier's log when the verifier refused the program.
+    #[error("extension '{name}': {source}")]
+    Load { name: String, source: Box<LoadError>, log: String },
+    #[error("extension '{name}': {source}")]
+    Runner { name: String, source: RunnerError },
+    #[error("extension '{name}' is attached to {}; detach it first or unload with force", ports.join(", "))]
+    Attached { name: String, ports: Vec<String> },
+    #[error("port '{port}' already runs extension '{ext}'; replace it instead")]
+    PortBusy { port: String, ext: String },
+    #[error("port '{port}' has no extension attached")]
+    NotAttached { port: String },
+    #[error("domain '{domain}' of extension '{ext}' may not use port '{port}'")]
+    Refused { ext: String, domain: String, port: String },
+    #[error("extension '{ext}', map '{map}': {op} of key {key}: {source}")]
+    Map { ext: String, map: String, op: &'static str, key: String, source: spine_maps::MapError },
+    #[error("extension '{ext}', map '{map}': the {what} is {got} bytes, the map's is {want}")]
+    Size { ext: String, map: String, what: &'static str, got: usize, want: usize },
+    #[error("extension '{name}': every extension id is used")]
+    TooMany { name: String },
+}
+
+impl LiveError {
+    /// The errno the kernel's bpf(2) returns for the same condition, for map errors.
+    pub fn errno(&self) -> Option<i64> {
+        match self {
+            LiveError::Map { source, .. } => Some(source.errno()),
+            LiveError::Size { .. } => Some(i64::from(libc::EINVAL)),
+            _ => None,
+        }
+    }
+
+    /// A short stable name of the error's kind, for APIs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LiveError::NoExtension { .. } => "no_extension",
+            LiveError::NoPort { .. } => "no_port",
+            LiveError::NoDomain { .. } => "no_domain",
+            LiveError::NoMap { .. } => "no_map",
+            LiveError::Exists { .. } => "exists",
+            LiveError::Object { .. } => "bad_object",
+            LiveError::Load { .. } => "load_failed",
+            LiveError::Runner { .. } => "load_failed",
+            LiveError::Attached { .. } => "attached",
+            LiveError::PortBusy { .. } => "port_busy",
+            LiveError::NotAttached { .. } => "not_attached",
+            LiveError::Refused { .. } => "refused",
+            LiveError::Map { .. } => "map",
+            LiveError::Size { .. } => "bad_size",
+            LiveError::TooMany { .. } => "too_many",
+        }
+    }
+
+    /// The verifier's log, when the verifier refused the program.
+    pub fn verifier_log(&self) -> Option<&str> {
+        match self {
+            LiveError::Load { log, .. } if !log.is_empty() => Some(log),
+            _ => None,
+        }
+    }
+}
+
+/// A port of the running adapter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortView {
+    pub name: String,
+    pub kind: String,
+    pub ifindex: u32,
+    /// The extension attached to its receive hook.
+    pub extension: Option<String>,
+    /// How many times its program was changed (attach, detach, replace).
+    pub generation: u64,
+}
+
+/// A protection domain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DomainView {
+    pub name: String,
+    /// Ports its extensions may redirect to; `None`: every port.
+    pub ports: Option<Vec<String>>,
+    pub shared_maps: Vec<String>,
+    pub max_insns: u64,
+    pub map_bytes_left: u64,
+}
+
+/// A loaded extension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtView {
+    pub id: u16,
+    pub name: String,
+    pub domain: String,
+    pub program: String,
+    pub section: String,
+    pub insns: usize,
+    pub engine: String,
+    /// The ports it is attached to.
+    pub ports: Vec<String>,
+    pub maps: Vec<String>,
+    /// The watchdog detached it.
+    pub detached: bool,
+}
+
+/// A map of a loaded extension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapView {
+    pub extension: String,
+    pub name: String,
+    pub id: u32,
+    #[serde(rename = "type")]
+    pub map_type: String,
+    pub key_size: u32,
+    pub value_size: u32,
+    /// What a lookup returns: `value_size`, or every CPU's value (each padded to 8
+    /// bytes) for a per-CPU map.
+    pub lookup_size: usize,
+    pub max_entries: u32,
+    pub flags: u32,
+}
+
+/// A handle on a running adapter for its control plane; cheap to clone, usable from
+/// any thread but the workers'.
+#[derive(Clone)]
+pub struct Live {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) snapshots: Arc<dyn Fn() -> Vec<Counters> + Send + Sync>,
+    pub(crate) started: Instant,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live").field("ports", &self.shared.ports.len()).finish_non_exhaustive()
+    }
+}
+
+impl Live {
+    fn port(&self, name: &str) -> Result<usize, LiveError> {
+        self.shared
+            .port_names
+            .iter()
+            .position(|p| p == name)
+            .ok_or_else(|| LiveError::NoPort { name: name.to_string() })
+    }
+
+    pub fn ports(&self) -> Vec<PortView> {
+        let st = self.shared.lock();
+        self.shared
+            .ports
+            .iter()
+            .zip(&st.attached)
+            .map(|(p, a)| PortView {
+                name: p.name.clone(),
+                kind: p.kind.to_string(),
+                ifindex: p.ifindex,
+                extension: a.map(|e| st.exts[usize::from(e)].name.clone()),
+                generation: p.slot.generation(),
+            })
+            .collect()
+    }
+
+    pub fn domains(&self) -> Vec<DomainView> {
+        self.shared
+            .domains
+            .iter()
+            .map(|d| DomainView {
+                name: d.name().to_string(),
+                ports: d.spec().ports.clone(),
+                shared_maps: d.spec().shared_maps.clone(),
+                max_insns: d.spec().quota.insns as u64,
+                map_bytes_left: d.map_bytes_left(),
+            })
+            .collect()
+    }
+
+    pub fn extensions(&self) -> Vec<ExtView> {
+        let st = self.shared.lock();
+        st.exts
+            .iter()
+            .enumerate()
+            .filter_map(|(id, e)| {
+                let l = e.loaded.as_ref()?;
+                let ports = st
+                    .attached
+                    .iter()
+                    .zip(&self.shared.port_names)
+                    .filter(|(a, _)| a.map(usize::from) == Some(id))
+                    .map(|(_, n)| n.clone())
+                    .collect();
+                Some(ExtView {
+                    id: id as u16,
+                    name: e.name.clone(),
+                    domain: e.domain.clone(),
+                    program: l.ext.name().to_string(),
+                    section: l.ext.section().to_string(),
+                    insns: l.ext.insns().len(),
+                    engine: format!("{:?}", l.ext.engine_kind()).to_lowercase(),
+                    ports,
+                    maps: map_names(&l.ext),
+                    detached: l.ext.health().is_detached(),
+                })
+            })
+            .collect()
+    }
+
+    /// Every map of every loaded extension.
+    pub fn maps(&self) -> Vec<MapView> {
+        let st = self.shared.lock();
+        let mut out = Vec::new();
+        for e in &st.exts {
+            let Some(l) = &e.loaded else { continue };
+            for name in map_names(&l.ext) {
+                if let Some(m) = l.ext.map(&name) {
+                    out.push(map_view(&e.name, m));
+                }
+            }
+        }
+        out
+    }
+
+    /// Loads the program in `section` (or the first XDP program) of ELF `object` into
+    /// `domain` as extension `name`, verified exactly as at start-up. Not attached.
+    pub fn load(
+        &self,
+        name: &str,
+        object: &[u8],
+        section: Option<&str>,
+        domain: &str,
+    ) -> Result<ExtView, LiveError> {
+        self.reap();
+        let dom = self
+            .shared
+            .domains
+            .iter()
+            .find(|d| d.name() == domain)
+            .cloned()
+            .ok_or_else(|| LiveError::NoDomain { name: domain.to_string() })?;
+        if find_ext(&self.shared.lock(), name).is_ok() {
+            return Err(LiveError::Exists { name: name.to_string() });
+        }
+        let obj = parse_object(object)
+            .map_err(|e| LiveError::Object { name: name.to_string(), source: Box::new(e) })?;
+        let opts = LoadOptions {
+            ncpus: self.shared.workers,
+            engine: self.shared.engine,
+            domain: dom,
+            map_seed: self.shared.seed,
+            log_level: 1,
+            ..LoadOptions::default()
+        };
+        let (object, ext) = load_selected(&obj, section, &opts).map_err(|e| {
+            let log = match &e {
+                LoadError::Verify { error, .. } => error.log.clone(),
+                _ => String::new(),
+            };
+            LiveError::Load { name: name.to_string(), source: Box::new(e), log }
+        })?;
+        // Every worker can run it (the same check as at start-up), before it is listed.
+        Program::new(0, &ext, self.shared.workers, &self.shared.port_names)
+            .map_err(|source| LiveError::Runner { name: name.to_string(), source })?;
+        let mut st = self.shared.lock();
+        if find_ext(&st, name).is_ok() {
+            return Err(LiveError::Exists { name: name.to_string() });
+        }
+        if st.exts.len() > usize::from(u16::MAX) {
+            return Err(LiveError::TooMany { name: name.to_string() });
+        }
+        let base_refs = Arc::strong_count(&ext);
+        st.exts.push(ExtSlot {
+            name: name.to_string(),
+            domain: domain.to_string(),
+            loaded: Some(Loaded { ext, _object: object, base_refs }),
+        });
+        drop(st);
+        let view = self.extensions().into_iter().find(|e| e.name == name);
+        Ok(view.expect("just loaded"))
+    }
+
+    /// Attaches extension `ext` to `port`'s receive hook; the port must have none.
+    pub fn attach(&self, ext: &str, port: &str) -> Result<(), LiveError> {
+        self.set(ext, port, false).map(drop)
+    }
+
+    /// Replaces the extension on `port` by `ext` atomically: every packet runs under
+    /// the old program or the new one. Returns the name of the one replaced.
+    pub fn replace(&self, port: &str, ext: &str) -> Result<String, LiveError> {
+        self.set(ext, port, true).map(|old| old.unwrap_or_default())
+    }
+
+    fn set(&self, ext: &str, port: &str, replace: bool) -> Result<Option<String>, LiveError> {
+        self.reap();
+        let p = self.port(port)?;
+        let mut st = self.shared.lock();
+        let id = find_ext(&st, ext)?;
+        let old = st.attached[p].map(|e| st.exts[usize::from(e)].name.clone());
+        match (&old, replace) {
+            (Some(o), false) => {
+                return Err(LiveError::PortBusy { port: port.to_string(), ext: o.clone() })
+            }
+            (None, true) => return Err(LiveError::NotAttached { port: port.to_string() }),
+            _ => {}
+        }
+        let l = st.exts[id].loaded.as_ref().expect("find_ext finds loaded ones");
+        if !l.ext.domain().may_use_port(port) {
+            return Err(LiveError::Refused {
+                ext: ext.to_string(),
+                domain: l.ext.domain().name().to_string(),
+                port: port.to_string(),
+            });
+        }
+        let prog = Program::new(id as u16, &l.ext, self.shared.workers, &self.shared.port_names)
+            .map_err(|source| LiveError::Runner { name: ext.to_string(), source })?;
+        self.shared.ports[p].slot.publish(Some(Arc::new(prog)));
+        st.attached[p] = Some(id as u16);
+        Ok(old)
+    }
+
+    /// Detaches whatever runs on `port`; returns its name. Packets then go on
+    /// unhandled (as `XDP_PASS`), from each worker's next round.
+    pub fn detach(&self, port: &str) -> Result<String, LiveError> {
+        let p = self.port(port)?;
+        let mut st = self.shared.lock();
+        let Some(e) = st.attached[p].take() else {
+            return Err(LiveError::NotAttached { port: port.to_string() });
+        };
+        self.shared.ports[p].slot.publish(None);
+        Ok(st.exts[usize::from(e)].name.clone())
+    }
+
+    /// Unloads extension `name`: refused while it is attached, unless `force`, which
+    /// detaches it from every port first.
+    pub fn unload(&self, name: &str, force: bool) -> Result<(), LiveError> {
+        let mut st = self.shared.lock();
+        let id = find_ext(&st, name)?;
+        let on: Vec<usize> = (0..st.attached.len())
+            .filter(|&p| st.attached[p].map(usize::from) == Some(id))
+            .collect();
+        if !on.is_empty() && !force {
+            let ports = on.iter().map(|&p| self.shared.port_names[p].clone()).collect();
+            return Err(LiveError::Attached { name: name.to_string(), ports });
+        }
+        for p in on {
+            st.attached[p] = None;
+            self.shared.ports[p].slot.publish(None);
+        }
+        if let Some(l) = st.exts[id].loaded.take() {
+            st.retired.push(l);
+        }
+        drop(st);
+        self.reap();
+        Ok(())
+    }
+
+    /// Frees unloaded extensions that no worker runs any more; returns how many are
+    /// still waiting for a worker's next round.
+    pub fn reap(&self) -> usize {
+        let gone: Vec<Loaded> = {
+            let mut st = self.shared.lock();
+            let (gone, kept) = std::mem::take(&mut st.retired)
+                .into_iter()
+                .partition(|l| Arc::strong_count(&l.ext) <= l.base_refs);
+            st.retired = kept;
+            gone
+        };
+        let left = self.shared.lock().retired.len();
+        drop(gone);
+        left
+    }
+
+    fn map(&self, ext: &str, map: &str) -> Result<Arc<Map>, LiveError> {
+        let e = self
+            .shared
+            .extension(ext)
+            .ok_or_else(|| LiveError::NoExtension { name: ext.to_string() })?;
+        e.map(map)
+            .cloned()
+            .ok_or_else(|| LiveError::NoMap { ext: ext.to_string(), map: map.to_string() })
+    }
+
+    /// What map `map` of `ext` is.
+    pub fn map_info(&self, ext: &str, map: &str) -> Result<MapView, LiveError> {
+        Ok(map_view(ext, &*self.map(ext, map)?))
+    }
+
+    fn map_err(
+        ext: &str,
+        map: &str,
+        op: &'static str,
+        key: Option<&[u8]>,
+    ) -> impl FnOnce(spine_maps::MapError) -> LiveError {
+        let key = key.map_or_else(|| "(none)".to_string(), hex);
+        let (ext, map) = (ext.to_string(), map.to_string());
+        move |source| LiveError::Map { ext, map, op, key, source }
+    }
+
+    fn check_key(ext: &str, map: &str, m: &Map, key: &[u8]) -> Result<(), LiveError> {
+        let want = m.def().key_size as usize;
+        if key.len() != want {
+            let (ext, map) = (ext.to_string(), map.to_string());
+            return Err(LiveError::Size { ext, map, what: "key", got: key.len(), want });
+        }
+        Ok(())
+    }
+
+    /// `BPF_MAP_LOOKUP_ELEM`: the value (every CPU's, padded, for per-CPU maps).
+    pub fn map_lookup(&self, ext: &str, map: &str, key: &[u8]) -> Result<Vec<u8>, LiveError> {
+        let m = self.map(ext, map)?;
+        Self::check_key(ext, map, &m, key)?;
+        let mut out = vec![0u8; m.user_value_size()];
+        m.lookup_user(key, &mut out).map_err(Self::map_err(ext, map, "lookup", Some(key)))?;
+        Ok(out)
+    }
+
+    /// `BPF_MAP_UPDATE_ELEM` with `flags` (`BPF_ANY`, `BPF_NOEXIST`, `BPF_EXIST`).
+    /// `value` is one value (written to every CPU of a per-CPU map) or, for a per-CPU
+    /// map, every CPU's as a lookup returns them.
+    pub fn map_update(
+        &self,
+        ext: &str,
+        map: &str,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+    ) -> Result<(), LiveError> {
+        let m = self.map(ext, map)?;
+        Self::check_key(ext, map, &m, key)?;
+        let (one, all) = (m.def().value_size as usize, m.user_value_size());
+        let value = if value.len() == all {
+            value.to_vec()
+        } else if value.len() == one {
+            m.user_value_for_all_cpus(value)
+        } else {
+            let (ext, map) = (ext.to_string(), map.to_string());
+            return Err(LiveError::Size { ext, map, what: "value", got: value.len(), want: one });
+        };
+        m.update_user(key, &value, flags).map_err(Self::map_err(ext, map, "update", Some(key)))
+    }
+
+    /// `BPF_MAP_DELETE_ELEM`.
+    pub fn map_delete(&self, ext: &str, map: &str, key: &[u8]) -> Result<(), LiveError> {
+        let m = self.map(ext, map)?;
+        Self::check_key(ext, map, &m, key)?;
+        m.delete_user(key).map_err(Self::map_err(ext, map, "delete", Some(key)))
+    }
+
+    /// `BPF_MAP_GET_NEXT_KEY`: the key after `key` (the first one for `None`), or
+    /// `None` after the last.
+    pub fn map_next_key(
+        &self,
+        ext: &str,
+        map: &str,
+        key: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>, LiveError> {
+        let m = self.map(ext, map)?;
+        if let Some(k) = key {
+            Self::check_key(ext, map, &m, k)?;
+        }
+        let mut out = vec![0u8; m.def().key_size as usize];
+        match m.next_key(key, &mut out) {
+            Ok(()) => Ok(Some(out)),
+            Err(e) if e.errno() == i64::from(libc::ENOENT) => Ok(None),
+            Err(e) => Err(Self::map_err(ext, map, "get_next_key", key)(e)),
+        }
+    }
+
+    /// Every entry, as `bpftool map dump` walks them (`get_next_key` then lookup; an
+    /// entry deleted in between is skipped). At most `max_entries` entries.
+    pub fn map_dump(&self, ext: &str, map: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, LiveError> {
+        let m = self.map(ext, map)?;
+        let ks = m.def().key_size as usize;
+        let mut out = Vec::new();
+        let mut key: Option<Vec<u8>> = None;
+        let mut next = vec![0u8; ks];
+        while out.len() < m.def().max_entries as usize {
+            match m.next_key(key.as_deref(), &mut next) {
+                Ok(()) => {}
+                Err(e) if e.errno() == i64::from(libc::ENOENT) => break,
+                Err(e) => return Err(Self::map_err(ext, map, "get_next_key", key.as_deref())(e)),
+            }
+            let mut value = vec![0u8; m.user_value_size()];
+            match m.lookup_user(&next, &mut value) {
+                Ok(()) => out.push((next.clone(), value)),
+                Err(e) if e.errno() == i64::from(libc::ENOENT) => {}
+                Err(e) => return Err(Self::map_err(ext, map, "lookup", Some(&next))(e)),
+            }
+            key = Some(next.clone());
+        }
+        Ok(out)
+    }
+
+    /// The counters as the workers last published them (at most ~100 ms old).
+    pub fn totals(&self) -> Totals {
+        self.shared.totals(&(self.snapshots)(), self.started.elapsed().as_secs_f64())
+    }
+}
+
+fn map_names(ext: &Extension) -> Vec<String> {
+    ext.maps().data_maps().map(|m| m.def().name.to_string()).collect()
+}
+
+fn map_view(ext: &str, m: &Map) -> MapView {
+    let d = m.def();
+    MapView {
+        extension: ext.to_string(),
+        name: d.name.to_string(),
+        id: m.id(),
+        map_type: spine_abi::map_type::name(d.map_type).to_string(),
+        key_size: d.key_size,
+        value_size: d.value_size,
+        lookup_size: m.user_value_size(),
+        max_entries: d.max_entries,
+        flags: d.flags,
+    }
+}
+
+/// Bytes as lowercase hex pairs separated by spaces (`0a 00 00 01`), as bpftool prints.
+pub fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len() * 3);
+    for (i, x) in b.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        s.push_str(&format!("{x:02x}"));
+    }
+    s
+}
+
+/// Parses an ELF object as the adapter does at start-up: CO-RE relocations resolve
+/// against the running kernel's BTF, as libbpf's do.
+pub(crate) fn parse_object(bytes: &[u8]) -> Result<spine_obj::Object, spine_obj::ObjError> {
+    let target_btf = spine_sys::kernel_btf();
+    spine_obj::parse_with(bytes, &spine_obj::ParseOptions { section_types: Vec::new(), target_btf })
+}
