@@ -162,10 +162,12 @@ pub enum LiveError {
 }
 
 impl LiveError {
-    /// The errno the kernel's bpf(2) returns for the same condition, for map errors.
+    /// The errno (positive) the kernel's bpf(2) returns for the same condition, for
+    /// map errors.
     pub fn errno(&self) -> Option<i64> {
         match self {
-            LiveError::Map { source, .. } => Some(source.errno()),
+            // spine_maps gives it as helpers return it, negated.
+            LiveError::Map { source, .. } => Some(source.errno().abs()),
             LiveError::Size { .. } => Some(i64::from(libc::EINVAL)),
             _ => None,
         }
@@ -597,7 +599,7 @@ impl Live {
         let mut out = vec![0u8; m.def().key_size as usize];
         match m.next_key(key, &mut out) {
             Ok(()) => Ok(Some(out)),
-            Err(e) if e.errno() == i64::from(libc::ENOENT) => Ok(None),
+            Err(e) if e.errno().abs() == i64::from(libc::ENOENT) => Ok(None),
             Err(e) => Err(Self::map_err(ext, map, "get_next_key", key)(e)),
         }
     }
@@ -613,13 +615,13 @@ impl Live {
         while out.len() < m.def().max_entries as usize {
             match m.next_key(key.as_deref(), &mut next) {
                 Ok(()) => {}
-                Err(e) if e.errno() == i64::from(libc::ENOENT) => break,
+                Err(e) if e.errno().abs() == i64::from(libc::ENOENT) => break,
                 Err(e) => return Err(Self::map_err(ext, map, "get_next_key", key.as_deref())(e)),
             }
             let mut value = vec![0u8; m.user_value_size()];
             match m.lookup_user(&next, &mut value) {
                 Ok(()) => out.push((next.clone(), value)),
-                Err(e) if e.errno() == i64::from(libc::ENOENT) => {}
+                Err(e) if e.errno().abs() == i64::from(libc::ENOENT) => {}
                 Err(e) => return Err(Self::map_err(ext, map, "lookup", Some(&next))(e)),
             }
             key = Some(next.clone());
