@@ -5,12 +5,12 @@
 //! came in on; egress counters (handed to the port, transmit drops) to the port it
 //! leaves by. Extension counters count invocations and their outcomes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use spine_ports::PortStats;
 
 /// XDP verdicts by action number (`XDP_ABORTED` 0 … `XDP_REDIRECT` 4), and values
 /// outside the enum.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdicts {
     pub aborted: u64,
     pub drop: u64,
@@ -49,7 +49,7 @@ impl Verdicts {
 }
 
 /// Why the adapter dropped a packet (the port's own losses are in [`PortTotals::device`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drops {
     /// The extension said `XDP_DROP`.
     pub verdict: u64,
@@ -136,7 +136,7 @@ pub struct ExtCounters {
 }
 
 /// A worker's own activity.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerCounters {
     pub rounds: u64,
     /// Rounds in which no source had anything.
@@ -171,7 +171,7 @@ impl Counters {
 }
 
 /// A port's totals over every worker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortTotals {
     pub name: String,
     pub kind: String,
@@ -189,7 +189,7 @@ pub struct PortTotals {
 }
 
 /// [`PortStats`], as reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceTotals {
     pub rx_packets: u64,
     pub tx_packets: u64,
@@ -211,7 +211,7 @@ impl From<PortStats> for DeviceTotals {
 }
 
 /// An extension's totals over every worker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtTotals {
     pub name: String,
     pub domain: String,
@@ -223,7 +223,7 @@ pub struct ExtTotals {
 }
 
 /// Every counter of the adapter, summed over workers.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
     /// Seconds since the adapter started.
     pub elapsed_s: f64,

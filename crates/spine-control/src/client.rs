@@ -1,0 +1,405 @@
+//! A blocking client of the control API: HTTP/1.1 over a `std` Unix stream, one
+//! request at a time, the connection kept alive between requests (and opened again if
+//! the server closed it while idle). What the CLI and tests use.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::proto::{
+    hex, unhex, ApiError, AttachRequest, Attachment, Dump, DomainView, ErrorBody, ExtView,
+    KeyRequest, MapView, NextKey, PortView, Totals, UpdateRequest, Version, VERSION,
+};
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("control socket {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    /// The adapter answered with an error; `error.message` names the object, map or key.
+    #[error("{}", error.message)]
+    Api { status: u16, error: ApiError },
+    #[error("control socket {path}: malformed response: {what}")]
+    Protocol { path: String, what: String },
+}
+
+impl ClientError {
+    /// The API error, when the adapter answered with one.
+    pub fn api(&self) -> Option<&ApiError> {
+        match self {
+            ClientError::Api { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A raw response: status, content type and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// A connection to an adapter's control socket.
+#[derive(Debug)]
+pub struct Client {
+    path: PathBuf,
+    conn: Option<BufReader<UnixStream>>,
+    timeout: Duration,
+}
+
+const MAX_HEADER: usize = 64 << 10;
+
+impl Client {
+    /// A client of the socket at `path` (connected at the first request).
+    pub fn new(path: impl AsRef<Path>) -> Client {
+        Client { path: path.as_ref().to_path_buf(), conn: None, timeout: Duration::from_secs(60) }
+    }
+
+    /// How long to wait for an answer (default 60 s).
+    pub fn with_timeout(mut self, t: Duration) -> Client {
+        self.timeout = t;
+        self
+    }
+
+    fn io(&self, source: std::io::Error) -> ClientError {
+        ClientError::Io { path: self.path.display().to_string(), source }
+    }
+
+    fn protocol(&self, what: impl Into<String>) -> ClientError {
+        ClientError::Protocol { path: self.path.display().to_string(), what: what.into() }
+    }
+
+    fn connect(&mut self) -> Result<&mut BufReader<UnixStream>, ClientError> {
+        if self.conn.is_none() {
+            let s = UnixStream::connect(&self.path).map_err(|e| self.io(e))?;
+            s.set_read_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
+            s.set_write_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
+            self.conn = Some(BufReader::new(s));
+        }
+        Ok(self.conn.as_mut().expect("just connected"))
+    }
+
+    /// Sends one request and reads its response; `body` is `(content type, bytes)`.
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+    ) -> Result<Response, ClientError> {
+        // A kept-alive connection the server has closed fails at once: open a new one,
+        // once (requests are not retried once the server may have acted on them).
+        let reused = self.conn.is_some();
+        match self.exchange(method, path, body) {
+            Err(ClientError::Io { .. }) | Err(ClientError::Protocol { .. }) if reused => {
+                self.conn = None;
+                self.exchange(method, path, body)
+            }
+            r => r,
+        }
+    }
+
+    fn exchange(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+    ) -> Result<Response, ClientError> {
+        let r = self.exchange_inner(method, path, body);
+        if r.is_err() {
+            self.conn = None;
+        }
+        r
+    }
+
+    fn exchange_inner(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+    ) -> Result<Response, ClientError> {
+        let mut head = format!("{method} {path} HTTP/1.1\r\nhost: spine\r\n");
+        if let Some((ct, b)) = body {
+            head.push_str(&format!("content-type: {ct}\r\ncontent-length: {}\r\n", b.len()));
+        } else if method != "GET" {
+            head.push_str("content-length: 0\r\n");
+        }
+        head.push_str("\r\n");
+        let path_s = self.path.display().to_string();
+        let conn = self.connect()?;
+        let io = |source| ClientError::Io { path: path_s.clone(), source };
+        let sent = conn.get_mut().write_all(head.as_bytes()).and_then(|()| match body {
+            Some((_, b)) => conn.get_mut().write_all(b),
+            None => Ok(()),
+        });
+        // A server refusing a body (413) may close before taking all of it: its answer
+        // is still there to read.
+        if let Err(e) = sent {
+            if !matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ) {
+                return Err(io(e));
+            }
+        }
+        let mut line = String::new();
+        read_line(conn, &mut line).map_err(io)?;
+        if line.is_empty() {
+            return Err(self.protocol("the connection closed before an answer"));
+        }
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| self.protocol(format!("status line '{}'", line.trim_end())))?;
+        let (mut len, mut chunked, mut close, mut ct) = (None, false, false, None);
+        let mut header_bytes = 0;
+        let conn = self.conn.as_mut().expect("connected");
+        loop {
+            line.clear();
+            read_line(conn, &mut line).map_err(io)?;
+            header_bytes += line.len();
+            if header_bytes > MAX_HEADER || line.is_empty() {
+                return Err(self.protocol("header too long or cut short"));
+            }
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            let Some((name, value)) = l.split_once(':') else { continue };
+            let value = value.trim();
+            match name.to_ascii_lowercase().as_str() {
+                "content-length" => len = value.parse::<usize>().ok(),
+                "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
+                "connection" => close = value.eq_ignore_ascii_case("close"),
+                "content-type" => ct = Some(value.to_string()),
+                _ => {}
+            }
+        }
+        let conn = self.conn.as_mut().expect("connected");
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                read_line(conn, &mut line).map_err(io)?;
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                    .map_err(|_| ClientError::Protocol {
+                        path: path_s.clone(),
+                        what: "chunk size".into(),
+                    })?;
+                if size == 0 {
+                    line.clear();
+                    read_line(conn, &mut line).map_err(io)?;
+                    break;
+                }
+                let start = body.len();
+                body.resize(start + size, 0);
+                conn.read_exact(&mut body[start..]).map_err(io)?;
+                line.clear();
+                read_line(conn, &mut line).map_err(io)?;
+            }
+        } else if let Some(n) = len {
+            body.resize(n, 0);
+            conn.read_exact(&mut body).map_err(io)?;
+        } else if status != 204 && status != 304 {
+            conn.read_to_end(&mut body).map_err(io)?;
+            close = true;
+        }
+        if close {
+            self.conn = None;
+        }
+        Ok(Response { status, content_type: ct, body })
+    }
+
+    /// A request whose 2xx answer is JSON of type `T`; other answers become
+    /// [`ClientError::Api`].
+    fn call<T: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+    ) -> Result<T, ClientError> {
+        let r = self.checked(method, path, body)?;
+        let body = if r.body.is_empty() { b"null".as_slice() } else { &r.body };
+        serde_json::from_slice(body).map_err(|e| self.protocol(format!("{path}: {e}")))
+    }
+
+    fn checked(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+    ) -> Result<Response, ClientError> {
+        let r = self.request(method, path, body)?;
+        if (200..300).contains(&r.status) {
+            return Ok(r);
+        }
+        let error = match serde_json::from_slice::<ErrorBody>(&r.body) {
+            Ok(b) => b.error,
+            Err(_) => ApiError {
+                kind: "http".into(),
+                message: format!("{method} {path}: HTTP {}", r.status),
+                errno: None,
+                log: None,
+            },
+        };
+        Err(ClientError::Api { status: r.status, error })
+    }
+
+    fn json<B: Serialize, T: DeserializeOwned>(
+        &mut self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let b = serde_json::to_vec(body).map_err(|e| self.protocol(e.to_string()))?;
+        self.call("POST", path, Some(("application/json", &b)))
+    }
+
+    pub fn version(&mut self) -> Result<Version, ClientError> {
+        self.call("GET", &format!("/{VERSION}/version"), None)
+    }
+
+    pub fn ports(&mut self) -> Result<Vec<PortView>, ClientError> {
+        self.call("GET", &format!("/{VERSION}/ports"), None)
+    }
+
+    pub fn domains(&mut self) -> Result<Vec<DomainView>, ClientError> {
+        self.call("GET", &format!("/{VERSION}/domains"), None)
+    }
+
+    pub fn extensions(&mut self) -> Result<Vec<ExtView>, ClientError> {
+        self.call("GET", &format!("/{VERSION}/extensions"), None)
+    }
+
+    /// Loads the program in `section` (or the first XDP one) of ELF `object` into
+    /// `domain` (default: `default`) as extension `name`.
+    pub fn load(
+        &mut self,
+        name: &str,
+        object: &[u8],
+        section: Option<&str>,
+        domain: Option<&str>,
+    ) -> Result<ExtView, ClientError> {
+        let mut q = format!("/{VERSION}/extensions?name={}", enc(name));
+        if let Some(s) = section {
+            q.push_str(&format!("&section={}", enc(s)));
+        }
+        if let Some(d) = domain {
+            q.push_str(&format!("&domain={}", enc(d)));
+        }
+        self.call("POST", &q, Some(("application/octet-stream", object)))
+    }
+
+    pub fn unload(&mut self, name: &str, force: bool) -> Result<(), ClientError> {
+        let p = format!("/{VERSION}/extensions/{}?force={force}", enc(name));
+        self.checked("DELETE", &p, None).map(drop)
+    }
+
+    pub fn attach(&mut self, ext: &str, port: &str) -> Result<Attachment, ClientError> {
+        let p = format!("/{VERSION}/ports/{}/attach", enc(port));
+        self.json(&p, &AttachRequest { extension: ext.into() })
+    }
+
+    pub fn replace(&mut self, port: &str, ext: &str) -> Result<Attachment, ClientError> {
+        let p = format!("/{VERSION}/ports/{}/replace", enc(port));
+        self.json(&p, &AttachRequest { extension: ext.into() })
+    }
+
+    pub fn detach(&mut self, port: &str) -> Result<Attachment, ClientError> {
+        self.call("POST", &format!("/{VERSION}/ports/{}/detach", enc(port)), None)
+    }
+
+    pub fn maps(&mut self) -> Result<Vec<MapView>, ClientError> {
+        self.call("GET", &format!("/{VERSION}/maps"), None)
+    }
+
+    fn map_path(ext: &str, map: &str, op: &str) -> String {
+        format!("/{VERSION}/extensions/{}/maps/{}/{op}", enc(ext), enc(map))
+    }
+
+    pub fn map_info(&mut self, ext: &str, map: &str) -> Result<MapView, ClientError> {
+        let p = format!("/{VERSION}/extensions/{}/maps/{}", enc(ext), enc(map));
+        self.call("GET", &p, None)
+    }
+
+    pub fn dump(&mut self, ext: &str, map: &str) -> Result<Dump, ClientError> {
+        self.call("GET", &Self::map_path(ext, map, "entries"), None)
+    }
+
+    /// The value of `key` (every CPU's, padded to 8 bytes each, for per-CPU maps).
+    pub fn lookup(&mut self, ext: &str, map: &str, key: &[u8]) -> Result<Vec<u8>, ClientError> {
+        let e: crate::proto::Entry =
+            self.json(&Self::map_path(ext, map, "lookup"), &KeyRequest { key: Some(hex(key)) })?;
+        unhex(&e.value).ok_or_else(|| self.protocol("a value that is not hex"))
+    }
+
+    pub fn update(
+        &mut self,
+        ext: &str,
+        map: &str,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+    ) -> Result<(), ClientError> {
+        let r = UpdateRequest { key: hex(key), value: hex(value), flags };
+        let b = serde_json::to_vec(&r).map_err(|e| self.protocol(e.to_string()))?;
+        self.checked("POST", &Self::map_path(ext, map, "update"), Some(("application/json", &b)))
+            .map(drop)
+    }
+
+    pub fn delete(&mut self, ext: &str, map: &str, key: &[u8]) -> Result<(), ClientError> {
+        let b = serde_json::to_vec(&KeyRequest { key: Some(hex(key)) })
+            .map_err(|e| self.protocol(e.to_string()))?;
+        self.checked("POST", &Self::map_path(ext, map, "delete"), Some(("application/json", &b)))
+            .map(drop)
+    }
+
+    /// The key after `key` (the first for `None`); `None` after the last.
+    pub fn next_key(
+        &mut self,
+        ext: &str,
+        map: &str,
+        key: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>, ClientError> {
+        let n: NextKey = self
+            .json(&Self::map_path(ext, map, "next_key"), &KeyRequest { key: key.map(hex) })?;
+        match n.next_key {
+            None => Ok(None),
+            Some(k) => unhex(&k).map(Some).ok_or_else(|| self.protocol("a key that is not hex")),
+        }
+    }
+
+    pub fn stats(&mut self) -> Result<Totals, ClientError> {
+        self.call("GET", &format!("/{VERSION}/stats"), None)
+    }
+
+    /// `GET /metrics`: the counters in the Prometheus text format.
+    pub fn metrics(&mut self) -> Result<String, ClientError> {
+        let r = self.checked("GET", "/metrics", None)?;
+        String::from_utf8(r.body).map_err(|_| self.protocol("metrics that are not UTF-8"))
+    }
+}
+
+fn read_line(r: &mut BufReader<UnixStream>, line: &mut String) -> std::io::Result<()> {
+    // Bounded: a line longer than the header limit is cut there (and then refused).
+    let mut limited = r.by_ref().take(MAX_HEADER as u64);
+    limited.read_line(line).map(drop)
+}
+
+/// Percent-encodes a path segment or query value (names are usually plain).
+fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

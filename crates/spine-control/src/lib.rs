@@ -1,0 +1,15 @@
+//! The adapter's control API: HTTP/JSON on a Unix socket (docs/API.md).
+//!
+//! - [`server`]: a control thread with a current-thread tokio runtime and axum, calling
+//!   only [`spine_adapter::Live`]; it never touches the packet path.
+//! - [`client`]: a small blocking client over the same socket (HTTP/1.1 on a
+//!   `std::os::unix::net::UnixStream`, connection kept alive).
+//! - [`proto`]: the request and response bodies both sides share.
+#![deny(unsafe_code)]
+
+pub mod client;
+pub mod proto;
+pub mod server;
+
+pub use client::{Client, ClientError};
+pub use server::{serve, Server, ServerConfig, ServerError, DEFAULT_SOCKET};
