@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::proto::{
-    hex, unhex, ApiError, AttachRequest, Attachment, Dump, DomainView, ErrorBody, ExtView,
+    hex, unhex, ApiError, AttachRequest, Attachment, DomainView, Dump, ErrorBody, ExtView,
     KeyRequest, MapView, NextKey, PortView, Totals, UpdateRequest, Version, VERSION,
 };
 
@@ -189,9 +189,9 @@ impl Client {
                 read_line(conn, &mut line).map_err(io)?;
                 let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
                     .map_err(|_| ClientError::Protocol {
-                        path: path_s.clone(),
-                        what: "chunk size".into(),
-                    })?;
+                    path: path_s.clone(),
+                    what: "chunk size".into(),
+                })?;
                 if size == 0 {
                     line.clear();
                     read_line(conn, &mut line).map_err(io)?;
@@ -366,8 +366,8 @@ impl Client {
         map: &str,
         key: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, ClientError> {
-        let n: NextKey = self
-            .json(&Self::map_path(ext, map, "next_key"), &KeyRequest { key: key.map(hex) })?;
+        let n: NextKey =
+            self.json(&Self::map_path(ext, map, "next_key"), &KeyRequest { key: key.map(hex) })?;
         match n.next_key {
             None => Ok(None),
             Some(k) => unhex(&k).map(Some).ok_or_else(|| self.protocol("a key that is not hex")),

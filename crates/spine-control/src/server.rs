@@ -85,7 +85,7 @@ pub enum ServerError {
 #[derive(Debug, Default)]
 pub struct ServerStats {
     pub connections: AtomicU64,
-    /// Connections cut off for saying nothing within the header timeout.
+    /// Connections cut off for not sending a request header within the header timeout.
     pub idle_cut: AtomicU64,
     /// Connections refused because `max_connections` were being served.
     pub refused: AtomicU64,
@@ -230,7 +230,8 @@ async fn accept_loop(
             });
             continue;
         };
-        let (router, stats, header_timeout) = (router.clone(), app.stats.clone(), cfg.header_timeout);
+        let (router, stats, header_timeout) =
+            (router.clone(), app.stats.clone(), cfg.header_timeout);
         tasks.spawn(async move {
             let _permit = permit;
             // A client that connects and never speaks is cut off.
@@ -243,7 +244,10 @@ async fn accept_loop(
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), service);
-            let _ = conn.await;
+            // hyper ends a connection whose header does not come in time with a timeout.
+            if conn.await.is_err_and(|e| e.is_timeout()) {
+                stats.idle_cut.fetch_add(1, Ordering::Relaxed);
+            }
         });
     }
     tasks.shutdown().await;
@@ -262,7 +266,10 @@ struct Fail(StatusCode, ApiError);
 
 impl Fail {
     fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> Fail {
-        Fail(status, ApiError { kind: kind.into(), message: message.into(), errno: None, log: None })
+        Fail(
+            status,
+            ApiError { kind: kind.into(), message: message.into(), errno: None, log: None },
+        )
     }
 }
 
@@ -307,7 +314,8 @@ impl From<LiveError> for Fail {
 impl From<BytesRejection> for Fail {
     fn from(r: BytesRejection) -> Fail {
         let status = r.status();
-        let kind = if status == StatusCode::PAYLOAD_TOO_LARGE { "too_large" } else { "bad_request" };
+        let kind =
+            if status == StatusCode::PAYLOAD_TOO_LARGE { "too_large" } else { "bad_request" };
         Fail::new(status, kind, r.body_text())
     }
 }
@@ -317,9 +325,8 @@ type Reply<T> = Result<Json<T>, Fail>;
 /// A JSON body, parsed here so that malformed input gets a JSON error.
 fn parse<T: for<'de> Deserialize<'de>>(body: Result<Bytes, BytesRejection>) -> Result<T, Fail> {
     let body = body?;
-    serde_json::from_slice(&body).map_err(|e| {
-        Fail::new(StatusCode::BAD_REQUEST, "bad_json", format!("request body: {e}"))
-    })
+    serde_json::from_slice(&body)
+        .map_err(|e| Fail::new(StatusCode::BAD_REQUEST, "bad_json", format!("request body: {e}")))
 }
 
 fn key_bytes(what: &str, s: &str) -> Result<Vec<u8>, Fail> {
@@ -429,7 +436,8 @@ async fn load(
     q: Result<Query<LoadQuery>, axum::extract::rejection::QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<spine_adapter::ExtView>), Fail> {
-    let Query(q) = q.map_err(|e| Fail::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    let Query(q) =
+        q.map_err(|e| Fail::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
     let body = body?;
     // Verifying and compiling can take a while: off the thread that serves the others.
     let live = a.live.clone();
@@ -452,7 +460,8 @@ async fn unload(
     UrlPath(name): UrlPath<String>,
     q: Result<Query<UnloadQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<StatusCode, Fail> {
-    let Query(q) = q.map_err(|e| Fail::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    let Query(q) =
+        q.map_err(|e| Fail::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
     a.live.unload(&name, q.force)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,0 +1,288 @@
+//! The control API end to end on mem ports, through the client library: load → attach
+//! → traffic → map dump → replace → detach → unload; hostile clients (malformed JSON,
+//! unknown routes, oversize bodies, objects that fail to verify, clients that never
+//! speak, more connections than allowed); and the socket's permissions.
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use spine_adapter::{AdapterBuilder, AdapterOptions, Device, Running};
+use spine_control::{serve, Client, ServerConfig};
+use spine_ports::{MemPort, PoolConfig};
+
+/// A folder in the temporary directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::AtomicU32;
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("spine-ctl-{}-{n}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The adapter's live-management fixture (crates/spine-adapter/tests/fixtures/live.c).
+fn live_object() -> &'static [u8] {
+    static OBJ: OnceLock<Vec<u8>> = OnceLock::new();
+    OBJ.get_or_init(|| {
+        let src =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
+        let dir = TempDir::new("fixture");
+        spine_progs::compile_c(&src, &dir.join("live.o"), &[]).expect("clang builds the fixture")
+    })
+}
+
+fn frame(i: u8) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5, i];
+    f.resize(60, 0xee);
+    f
+}
+
+/// An adapter with one endless mem port, `wire`, and nothing attached.
+fn adapter() -> Running {
+    let frames: Vec<Vec<u8>> = (0..32).map(frame).collect();
+    let opts = AdapterOptions { workers: 1, pool: PoolConfig::new(1024), ..Default::default() };
+    let mut b = AdapterBuilder::new(opts).unwrap();
+    let port = MemPort::replay("wire", &frames).unwrap();
+    b.add_port("wire", Device::Mem { port, sink: false }, None).unwrap();
+    b.build().unwrap().start().unwrap()
+}
+
+fn per_cpu_sum(v: &[u8]) -> u64 {
+    v.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).sum()
+}
+
+#[test]
+fn load_attach_traffic_dump_replace_detach_unload_through_the_client() {
+    let dir = TempDir::new("e2e");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    assert_eq!(c.version().unwrap().api, "v1");
+    let ports = c.ports().unwrap();
+    assert_eq!((ports[0].name.as_str(), ports[0].extension.as_deref()), ("wire", None));
+    assert_eq!(c.domains().unwrap()[0].name, "default");
+
+    let a = c.load("a", live_object(), Some("version_a"), None).unwrap();
+    assert_eq!((a.name.as_str(), a.program.as_str()), ("a", "version_a"));
+    c.load("b", live_object(), Some("version_b"), Some("default")).unwrap();
+    assert_eq!(c.extensions().unwrap().len(), 2);
+    let att = c.attach("a", "wire").unwrap();
+    assert_eq!((att.extension.as_deref(), att.previous), (Some("a"), None));
+    assert_eq!(c.ports().unwrap()[0].extension.as_deref(), Some("a"));
+
+    // Traffic runs under a: its counter grows.
+    let zero = 0u32.to_le_bytes();
+    while per_cpu_sum(&c.lookup("a", "hits", &zero).unwrap()) == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let dump = c.dump("a", "hits").unwrap();
+    assert_eq!((dump.map.map_type.as_str(), dump.entries.len()), ("percpu_array", 1));
+    assert_eq!(dump.entries[0].key, "00 00 00 00");
+    assert!(c.maps().unwrap().iter().any(|m| m.extension == "b" && m.name == "table"));
+
+    let r = c.replace("wire", "b").unwrap();
+    assert_eq!((r.extension.as_deref(), r.previous.as_deref()), (Some("b"), Some("a")));
+    // b marks key 7 of its table.
+    let seven = 7u32.to_le_bytes();
+    loop {
+        match c.lookup("b", "table", &seven) {
+            Ok(v) => break assert_eq!(v, 1u64.to_le_bytes()),
+            Err(e) => {
+                let api = e.api().expect("an API error");
+                assert_eq!((api.kind.as_str(), api.errno), ("map", Some(2)), "{e}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    c.update("b", "table", &seven, &9u64.to_le_bytes(), 2).unwrap();
+    c.update("b", "table", &1u32.to_le_bytes(), &3u64.to_le_bytes(), 0).unwrap();
+    let first = c.next_key("b", "table", None).unwrap().expect("two keys");
+    assert!(c.next_key("b", "table", Some(&first)).unwrap().is_some());
+    c.delete("b", "table", &1u32.to_le_bytes()).unwrap();
+    let e = c.delete("b", "table", &1u32.to_le_bytes()).unwrap_err();
+    assert!(e.to_string().contains("'table'") && e.to_string().contains("01 00 00 00"), "{e}");
+    assert_eq!(e.api().unwrap().errno, Some(2));
+
+    // The counters are published by the workers every ~100 ms.
+    while c.stats().unwrap().extension("b").unwrap().runs == 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = c.stats().unwrap();
+    assert!(stats.extension("a").unwrap().runs > 0, "a ran");
+    assert!(c.metrics().unwrap().contains("spine_port_rx_packets"));
+
+    // Unload refuses while attached and names the port; detach, then unload.
+    let e = c.unload("b", false).unwrap_err();
+    assert_eq!(e.api().unwrap().kind, "attached");
+    assert!(e.to_string().contains("wire"), "{e}");
+    assert_eq!(c.detach("wire").unwrap().previous.as_deref(), Some("b"));
+    c.unload("a", false).unwrap();
+    c.unload("b", false).unwrap();
+    assert!(c.extensions().unwrap().is_empty());
+    let e = c.unload("a", false).unwrap_err();
+    assert_eq!(e.api().unwrap().kind, "no_extension");
+    assert!(e.to_string().contains("'a'"), "{e}");
+
+    server.stop();
+    assert!(!dir.join("spine.sock").exists(), "the socket is removed");
+    let report = running.stop().unwrap();
+    let w = report.totals.port("wire").unwrap();
+    assert!(w.rx_packets > 0 && w.unhandled > 0 && w.verdicts.drop > 0);
+}
+
+#[test]
+fn hostile_clients_get_clear_errors_and_others_are_still_served() {
+    let dir = TempDir::new("hostile");
+    let running = adapter();
+    let mut cfg = ServerConfig::new(dir.join("spine.sock"));
+    cfg.max_body = 1 << 20;
+    cfg.header_timeout = Duration::from_millis(300);
+    let server = serve(running.live(), cfg).unwrap();
+    let mut c = Client::new(server.path());
+    c.load("b", live_object(), Some("version_b"), None).unwrap();
+
+    // Malformed JSON.
+    let r =
+        c.request("POST", "/v1/ports/wire/attach", Some(("application/json", b"{\"ext"))).unwrap();
+    assert_eq!(r.status, 400);
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["error"]["kind"], "bad_json", "{body}");
+    // The right shape with a wrong field.
+    let r = c
+        .request("POST", "/v1/ports/wire/attach", Some(("application/json", b"{\"x\":1}")))
+        .unwrap();
+    assert_eq!(r.status, 400);
+    // Unknown routes and methods.
+    let r = c.request("GET", "/v1/frobnicate", None).unwrap();
+    assert_eq!(r.status, 404);
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["error"]["kind"], "not_found");
+    assert!(body["error"]["message"].as_str().unwrap().contains("/v1/frobnicate"));
+    let r = c.request("PUT", "/v1/ports", None).unwrap();
+    assert_eq!(r.status, 405);
+    assert!(String::from_utf8_lossy(&r.body).contains("method_not_allowed"));
+    // An oversize upload.
+    let big = vec![0u8; 2 << 20];
+    let r = c
+        .request("POST", "/v1/extensions?name=big", Some(("application/octet-stream", &big)))
+        .unwrap();
+    assert_eq!(r.status, 413);
+    assert!(String::from_utf8_lossy(&r.body).contains("too_large"));
+    // Objects that fail to parse or to verify.
+    let e = c.load("junk", b"\x7fELF but not really", None, None).unwrap_err();
+    assert_eq!(e.api().unwrap().kind, "bad_object");
+    assert!(e.to_string().contains("'junk'"));
+    let e = c.load("bad", live_object(), Some("unchecked"), None).unwrap_err();
+    let api = e.api().unwrap();
+    assert_eq!(api.kind, "load_failed");
+    assert!(api.message.contains("verifier"), "{}", api.message);
+    assert!(api.log.as_deref().is_some_and(|l| !l.is_empty()), "the verifier's log comes back");
+    // A map operation with a key of the wrong size.
+    let e = c.lookup("b", "table", &[1]).unwrap_err();
+    assert_eq!(e.api().unwrap().errno, Some(22));
+    assert!(e.to_string().contains("'table'"));
+
+    // A client that connects and never speaks is cut off, while others are served.
+    let mut silent = UnixStream::connect(server.path()).unwrap();
+    silent.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    assert_eq!(c.ports().unwrap().len(), 1, "served while the silent one waits");
+    let mut buf = [0u8; 16];
+    let n = silent.read(&mut buf).expect("closed by the server, not timed out here");
+    assert_eq!(n, 0, "cut off without an answer");
+    assert!(server.stats().idle_cut.load(Ordering::Relaxed) >= 1);
+    assert_eq!(c.extensions().unwrap().len(), 1, "still serving");
+    server.stop();
+    running.stop().unwrap();
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused_until_one_frees() {
+    let dir = TempDir::new("many");
+    let running = adapter();
+    let mut cfg = ServerConfig::new(dir.join("spine.sock"));
+    cfg.max_connections = 4;
+    cfg.header_timeout = Duration::from_millis(500);
+    let server = serve(running.live(), cfg).unwrap();
+    let silent: Vec<UnixStream> =
+        (0..16).map(|_| UnixStream::connect(server.path()).unwrap()).collect();
+    // Every connection is accepted in order: ours comes after the silent ones, which
+    // hold every slot until they are cut off.
+    let mut c = Client::new(server.path());
+    let mut refused = 0;
+    let ports = loop {
+        match c.ports() {
+            Ok(p) => break p,
+            Err(e) => {
+                assert_eq!(e.api().expect("a JSON error").kind, "busy", "{e}");
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    assert_eq!(ports.len(), 1, "served once the silent ones were cut off");
+    assert!(refused >= 1, "refused while every slot was held");
+    assert!(server.stats().refused.load(Ordering::Relaxed) >= 12);
+    drop(silent);
+    server.stop();
+    running.stop().unwrap();
+}
+
+#[test]
+fn the_socket_is_owner_and_group_only() {
+    let dir = TempDir::new("perm");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mode = std::fs::metadata(server.path()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o660);
+    // A second server on the same socket is refused while the first serves.
+    let e = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap_err();
+    assert!(e.to_string().contains("another adapter"), "{e}");
+    // A user outside the owner and group (nobody) cannot connect.
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "connect_probe", "--nocapture"])
+        .env("SPINE_PROBE_SOCKET", server.path())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("probe: refused: permission denied"), "{text}");
+    server.stop();
+    running.stop().unwrap();
+}
+
+use std::os::unix::process::CommandExt;
+
+/// Run by `the_socket_is_owner_and_group_only` as another user: tries the socket.
+#[test]
+#[ignore = "a helper, run as another user by the_socket_is_owner_and_group_only"]
+fn connect_probe() {
+    let path = std::env::var("SPINE_PROBE_SOCKET").expect("SPINE_PROBE_SOCKET");
+    match UnixStream::connect(&path) {
+        Ok(_) => println!("probe: connected"),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            println!("probe: refused: permission denied")
+        }
+        Err(e) => println!("probe: other error: {e}"),
+    }
+}
