@@ -2,6 +2,7 @@
 
 mod bench;
 mod conformance;
+mod control;
 mod demo;
 mod fib;
 mod host;
@@ -55,6 +56,28 @@ enum Cmd {
     },
     /// Run an adapter described by a configuration file (docs/CONFIG.md).
     Run(run::RunArgs),
+    /// Extensions of a running adapter: list, load, attach, detach, replace, unload
+    /// (through its control socket, `spine run … --socket`).
+    Ext {
+        #[command(subcommand)]
+        cmd: control::ExtCmd,
+        #[command(flatten)]
+        conn: control::Conn,
+    },
+    /// Maps of a running adapter's extensions: list, dump, lookup, update, delete.
+    Map {
+        #[command(subcommand)]
+        cmd: control::MapCmd,
+        #[command(flatten)]
+        conn: control::Conn,
+    },
+    /// A running adapter's counters (once, or every second with --watch).
+    Stats {
+        #[command(flatten)]
+        args: control::StatsArgs,
+        #[command(flatten)]
+        conn: control::Conn,
+    },
     /// What the FIB holds: routes by table, and the route an address takes.
     Fib {
         #[command(subcommand)]
@@ -131,6 +154,15 @@ fn main() -> std::process::ExitCode {
         Cmd::Demo { json } => demo::main(json),
         Cmd::Gen { out, count, seed, max_len } => demo::gen(&out, count, seed, max_len),
         Cmd::Run(args) => run::main(&args),
+        Cmd::Ext { cmd, conn } => {
+            control::ext(cmd, &conn).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Map { cmd, conn } => {
+            control::map(cmd, &conn).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Stats { args, conn } => {
+            control::stats(&args, &conn).map(|()| std::process::ExitCode::SUCCESS)
+        }
         Cmd::Fib { cmd } => fib::main(cmd),
         Cmd::Bench { cmd: BenchCmd::Exec { repeat, trials, json, out } } => {
             bench::exec::main(repeat.max(1), trials.max(1), json, out.as_deref())

@@ -20,7 +20,8 @@ pub struct MapArg {
     pub at: String,
 }
 
-fn bytes(s: &str) -> Option<Bytes> {
+/// A decimal integer (stored little-endian in the size it is given) or hex bytes.
+pub fn bytes(s: &str) -> Option<Bytes> {
     let s = s.trim();
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         return s.parse().ok().map(Bytes::Int);

@@ -31,6 +31,10 @@ pub struct RunArgs {
     /// No live line.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Serve the control API (docs/API.md) on this Unix socket while running (without
+    /// a PATH: /run/spine/spine.sock); `spine ext|map|stats --socket PATH` speak to it.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = spine_control::DEFAULT_SOCKET)]
+    pub socket: Option<PathBuf>,
 }
 
 pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
@@ -46,6 +50,24 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
     let adapter =
         Adapter::from_config(&cfg, opts).with_context(|| format!("{}", args.config.display()))?;
     let running = adapter.start()?;
+    let server = match &args.socket {
+        Some(path) => {
+            let mut cfg = spine_control::ServerConfig::new(path);
+            cfg.log = !args.quiet;
+            let server = match spine_control::serve(running.live(), cfg) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = running.stop();
+                    return Err(e.into());
+                }
+            };
+            if !args.quiet {
+                eprintln!("spine: control API on {}", path.display());
+            }
+            Some(server)
+        }
+        None => None,
+    };
     let started = Instant::now();
     let mut rings =
         cfg.ringbufs.iter().map(|r| RingSink::open(&running, r)).collect::<Result<Vec<_>>>()?;
@@ -84,6 +106,9 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
     };
     if !args.quiet {
         eprintln!("spine: stopping ({why})");
+    }
+    if let Some(s) = server {
+        s.stop();
     }
     let report = running.stop()?;
     if let Some(e) = ring_error {
@@ -211,7 +236,7 @@ fn mpps(pps: f64) -> String {
 }
 
 /// One line: totals and rates since the last line.
-fn live_line(then: &Totals, now: &Totals, secs: f64) -> String {
+pub fn live_line(then: &Totals, now: &Totals, secs: f64) -> String {
     let faults: u64 = now.extensions.iter().map(|e| e.faults).sum();
     let detached = now.extensions.iter().filter(|e| e.detached).count();
     let to_host: u64 = now.ports.iter().map(|p| p.to_host).sum();

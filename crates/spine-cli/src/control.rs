@@ -1,0 +1,306 @@
+//! `spine ext …`, `spine map …` and `spine stats`: the control API of a running adapter
+//! (`spine run adapter.toml --socket PATH`) from the command line, shaped like
+//! `bpftool`: keys and values as hex bytes in memory order (`0a 00 00 01`, `0a000001`)
+//! or a decimal integer stored little-endian in the key's or value's size; `--json` for
+//! machines. Errors name the extension, port, map or key.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use spine_control::proto::{hex, Totals};
+use spine_control::{Client, DEFAULT_SOCKET};
+
+use crate::mapargs;
+
+/// Where the adapter serves its API, and how to print.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Conn {
+    /// The adapter's control socket.
+    #[arg(long, global = true, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ExtCmd {
+    /// Every loaded extension: domain, program, size, engine, ports and maps.
+    List,
+    /// Load the program in SECTION (or the first XDP program) of an ELF object as
+    /// extension NAME, verified against its domain exactly as at start-up.
+    Load {
+        name: String,
+        object: PathBuf,
+        #[arg(long)]
+        section: Option<String>,
+        #[arg(long, default_value = "default")]
+        domain: String,
+    },
+    /// Attach extension NAME to PORT's receive hook (the port must have none).
+    Attach { name: String, port: String },
+    /// Detach whatever runs on PORT.
+    Detach { port: String },
+    /// Replace the extension on PORT by NAME atomically: every packet runs under one.
+    Replace { port: String, name: String },
+    /// Unload extension NAME (refused while attached unless --force, which detaches).
+    Unload {
+        name: String,
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MapCmd {
+    /// Every map of every loaded extension.
+    List,
+    /// Every entry of a map.
+    Dump { ext: String, map: String },
+    /// The value of KEY.
+    Lookup { ext: String, map: String, key: String },
+    /// Write KEY=VALUE.
+    Update {
+        ext: String,
+        map: String,
+        key: String,
+        value: String,
+        /// any, noexist or exist (BPF_ANY, BPF_NOEXIST, BPF_EXIST).
+        #[arg(long, default_value = "any")]
+        flags: String,
+    },
+    /// Delete KEY.
+    Delete { ext: String, map: String, key: String },
+    /// The key after KEY (the first one without KEY).
+    NextKey { ext: String, map: String, key: Option<String> },
+}
+
+pub fn ext(cmd: ExtCmd, conn: &Conn) -> Result<()> {
+    let mut c = Client::new(&conn.socket);
+    match cmd {
+        ExtCmd::List => {
+            let exts = c.extensions()?;
+            if conn.json {
+                return print_json(&exts);
+            }
+            println!(
+                "{:<4} {:<16} {:<10} {:<20} {:>6} {:<6} {:<16} MAPS",
+                "ID", "NAME", "DOMAIN", "PROGRAM", "INSNS", "ENGINE", "PORTS"
+            );
+            for e in exts {
+                println!(
+                    "{:<4} {:<16} {:<10} {:<20} {:>6} {:<6} {:<16} {}{}",
+                    e.id,
+                    e.name,
+                    e.domain,
+                    e.program,
+                    e.insns,
+                    e.engine,
+                    if e.ports.is_empty() { "-".to_string() } else { e.ports.join(",") },
+                    e.maps.join(","),
+                    if e.detached { "  (detached by the watchdog)" } else { "" }
+                );
+            }
+        }
+        ExtCmd::Load { name, object, section, domain } => {
+            let bytes =
+                std::fs::read(&object).with_context(|| format!("reading {}", object.display()))?;
+            let v = c.load(&name, &bytes, section.as_deref(), Some(&domain)).map_err(|e| {
+                let log = e.api().and_then(|a| a.log.clone());
+                let e = anyhow::Error::new(e);
+                match log {
+                    Some(l) => e.context(format!("the verifier's log:\n{l}")),
+                    None => e,
+                }
+            })?;
+            if conn.json {
+                return print_json(&v);
+            }
+            println!(
+                "loaded '{}' (program {}, {} insns, {}) into domain '{}'",
+                v.name, v.program, v.insns, v.engine, v.domain
+            );
+        }
+        ExtCmd::Attach { name, port } => {
+            let a = c.attach(&name, &port)?;
+            if conn.json {
+                return print_json(&a);
+            }
+            println!("'{name}' attached to port '{port}'");
+        }
+        ExtCmd::Detach { port } => {
+            let a = c.detach(&port)?;
+            if conn.json {
+                return print_json(&a);
+            }
+            println!("'{}' detached from port '{port}'", a.previous.unwrap_or_default());
+        }
+        ExtCmd::Replace { port, name } => {
+            let a = c.replace(&port, &name)?;
+            if conn.json {
+                return print_json(&a);
+            }
+            println!("port '{port}': '{}' replaced by '{name}'", a.previous.unwrap_or_default());
+        }
+        ExtCmd::Unload { name, force } => {
+            c.unload(&name, force)?;
+            if conn.json {
+                return print_json(&serde_json::json!({ "unloaded": name }));
+            }
+            println!("'{name}' unloaded");
+        }
+    }
+    Ok(())
+}
+
+/// A key or value from the command line, sized for the map.
+fn arg_bytes(s: &str, size: usize, what: &str, ext: &str, map: &str) -> Result<Vec<u8>> {
+    let b = mapargs::bytes(s).with_context(|| {
+        format!(
+            "extension '{ext}', map '{map}': {what} '{s}' is neither a decimal integer nor hex bytes"
+        )
+    })?;
+    b.to_size(size).with_context(|| {
+        format!("extension '{ext}', map '{map}': {what} '{s}' does not fit its {size} bytes")
+    })
+}
+
+fn flags(s: &str) -> Result<u64> {
+    Ok(match s {
+        "any" => 0,
+        "noexist" => 1,
+        "exist" => 2,
+        other => bail!("--flags '{other}': expected any, noexist or exist"),
+    })
+}
+
+pub fn map(cmd: MapCmd, conn: &Conn) -> Result<()> {
+    let mut c = Client::new(&conn.socket);
+    match cmd {
+        MapCmd::List => {
+            let maps = c.maps()?;
+            if conn.json {
+                return print_json(&maps);
+            }
+            println!(
+                "{:<16} {:<16} {:<14} {:>5} {:>6} {:>8} FLAGS",
+                "EXTENSION", "MAP", "TYPE", "KEY", "VALUE", "ENTRIES"
+            );
+            for m in maps {
+                println!(
+                    "{:<16} {:<16} {:<14} {:>5} {:>6} {:>8} {:#x}",
+                    m.extension,
+                    m.name,
+                    m.map_type,
+                    m.key_size,
+                    m.value_size,
+                    m.max_entries,
+                    m.flags
+                );
+            }
+        }
+        MapCmd::Dump { ext, map } => {
+            let d = c.dump(&ext, &map)?;
+            if conn.json {
+                return print_json(&d);
+            }
+            for e in &d.entries {
+                println!("key: {}  value: {}", e.key, e.value);
+            }
+            println!(
+                "Found {} element{}",
+                d.entries.len(),
+                if d.entries.len() == 1 { "" } else { "s" }
+            );
+        }
+        MapCmd::Lookup { ext, map, key } => {
+            let info = c.map_info(&ext, &map)?;
+            let k = arg_bytes(&key, info.key_size as usize, "key", &ext, &map)?;
+            let v = c.lookup(&ext, &map, &k)?;
+            if conn.json {
+                return print_json(&serde_json::json!({ "key": hex(&k), "value": hex(&v) }));
+            }
+            println!("key: {}  value: {}", hex(&k), hex(&v));
+        }
+        MapCmd::Update { ext, map, key, value, flags: f } => {
+            let info = c.map_info(&ext, &map)?;
+            let k = arg_bytes(&key, info.key_size as usize, "key", &ext, &map)?;
+            let v = arg_bytes(&value, info.value_size as usize, "value", &ext, &map)?;
+            c.update(&ext, &map, &k, &v, flags(&f)?)?;
+            if conn.json {
+                return print_json(&serde_json::json!({ "key": hex(&k), "value": hex(&v) }));
+            }
+        }
+        MapCmd::Delete { ext, map, key } => {
+            let info = c.map_info(&ext, &map)?;
+            let k = arg_bytes(&key, info.key_size as usize, "key", &ext, &map)?;
+            c.delete(&ext, &map, &k)?;
+            if conn.json {
+                return print_json(&serde_json::json!({ "deleted": hex(&k) }));
+            }
+        }
+        MapCmd::NextKey { ext, map, key } => {
+            let info = c.map_info(&ext, &map)?;
+            let k = key
+                .map(|k| arg_bytes(&k, info.key_size as usize, "key", &ext, &map))
+                .transpose()?;
+            let next = c.next_key(&ext, &map, k.as_deref())?;
+            if conn.json {
+                return print_json(&serde_json::json!({ "next_key": next.as_deref().map(hex) }));
+            }
+            match next {
+                Some(n) => println!("next key: {}", hex(&n)),
+                None => println!("no next key"),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
+    /// Print a line every SECS seconds until Ctrl-C.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "1")]
+    pub watch: Option<f64>,
+    /// The Prometheus text (GET /metrics) instead.
+    #[arg(long)]
+    pub prometheus: bool,
+}
+
+pub fn stats(args: &StatsArgs, conn: &Conn) -> Result<()> {
+    let mut c = Client::new(&conn.socket);
+    if args.prometheus {
+        print!("{}", c.metrics()?);
+        return Ok(());
+    }
+    let Some(every) = args.watch else {
+        let t = c.stats()?;
+        if conn.json {
+            return print_json(&t);
+        }
+        print!("{}", crate::run::totals_text(&t));
+        return Ok(());
+    };
+    if !spine_adapter::sys::catch_sigint() {
+        eprintln!("spine: could not catch Ctrl-C");
+    }
+    let every = Duration::from_secs_f64(every.max(0.1));
+    let mut last: (Instant, Totals) = (Instant::now(), c.stats()?);
+    while !spine_adapter::sys::sigint_received() {
+        std::thread::sleep(every);
+        let now = c.stats()?;
+        if conn.json {
+            println!("{}", serde_json::to_string(&now)?);
+        } else {
+            println!("{}", crate::run::live_line(&last.1, &now, last.0.elapsed().as_secs_f64()));
+        }
+        last = (Instant::now(), now);
+    }
+    Ok(())
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! `spine run … --socket` and the commands that speak to it, end to end on mem ports:
+//! ext load → attach → traffic → map dump → ext replace → map update/lookup/delete →
+//! ext detach → ext unload, with `--json`, and errors that name the object, map or key.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The adapter, stopped with Ctrl-C when dropped.
+struct Adapter(Child);
+
+impl Drop for Adapter {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-INT", &self.0.id().to_string()]).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn spine(socket: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spine"))
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .output()
+        .expect("run spine")
+}
+
+fn ok(o: Output) -> String {
+    let t = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{t}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fails(o: Output) -> String {
+    assert!(!o.status.success(), "expected a failure: {}", String::from_utf8_lossy(&o.stdout));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: Output) -> serde_json::Value {
+    serde_json::from_str(&ok(o)).expect("JSON")
+}
+
+fn per_cpu_sum(hexv: &str) -> u64 {
+    let b: Vec<u8> = hexv.split(' ').map(|x| u8::from_str_radix(x, 16).unwrap()).collect();
+    b.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).sum()
+}
+
+#[test]
+fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
+    let dir = Dir(std::env::temp_dir().join(format!("spine-ctl-cli-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
+    let obj = dir.0.join("live.o");
+    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    let cfg = dir.0.join("adapter.toml");
+    std::fs::write(
+        &cfg,
+        "[adapter]\npin = false\n\n[[port]]\nname = \"wire\"\nkind = \"mem\"\nudp4 = { flows = 4 }\n",
+    )
+    .unwrap();
+    let sock = dir.0.join("spine.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_spine"))
+        .args(["run", cfg.to_str().unwrap(), "--quiet", "--duration", "120", "--socket"])
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _adapter = Adapter(child);
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the adapter never served its socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let obj = obj.to_str().unwrap();
+
+    // Load; a program the verifier refuses prints its log and names the extension.
+    let e = fails(spine(&sock, &["ext", "load", "bad", obj, "--section", "unchecked"]));
+    assert!(e.contains("'bad'") && e.contains("verifier"), "{e}");
+    let out = ok(spine(&sock, &["ext", "load", "a", obj, "--section", "version_a"]));
+    assert!(out.contains("loaded 'a'"), "{out}");
+    ok(spine(&sock, &["ext", "load", "b", obj, "--section", "version_b"]));
+    let list = json(spine(&sock, &["ext", "list", "--json"]));
+    assert_eq!(list.as_array().unwrap().len(), 2);
+
+    ok(spine(&sock, &["ext", "attach", "a", "wire"]));
+    let e = fails(spine(&sock, &["ext", "attach", "b", "wire"]));
+    assert!(e.contains("port 'wire' already runs extension 'a'"), "{e}");
+    // Traffic runs under a.
+    loop {
+        let d = json(spine(&sock, &["map", "dump", "a", "hits", "--json"]));
+        let v = d["entries"][0]["value"].as_str().unwrap().to_string();
+        if per_cpu_sum(&v) > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = ok(spine(&sock, &["map", "dump", "a", "hits"]));
+    assert!(text.contains("key: 00 00 00 00") && text.contains("Found 1 element"), "{text}");
+
+    let out = ok(spine(&sock, &["ext", "replace", "wire", "b"]));
+    assert!(out.contains("'a' replaced by 'b'"), "{out}");
+    loop {
+        let o = spine(&sock, &["map", "lookup", "b", "table", "7", "--json"]);
+        if o.status.success() {
+            assert_eq!(json(o)["value"], "01 00 00 00 00 00 00 00");
+            break;
+        }
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(e.contains("'table'") && e.contains("07 00 00 00"), "{e}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok(spine(&sock, &["map", "update", "b", "table", "0x2a000000", "5"]));
+    let out = ok(spine(&sock, &["map", "lookup", "b", "table", "42"]));
+    assert!(out.contains("key: 2a 00 00 00  value: 05 00 00 00 00 00 00 00"), "{out}");
+    let e = fails(spine(&sock, &["map", "update", "b", "table", "42", "6", "--flags", "noexist"]));
+    assert!(e.contains("File exists") || e.contains("exists"), "{e}");
+    ok(spine(&sock, &["map", "delete", "b", "table", "42"]));
+    let e = fails(spine(&sock, &["map", "lookup", "b", "table", "42"]));
+    assert!(e.contains("map 'table'") && e.contains("2a 00 00 00"), "{e}");
+    let e = fails(spine(&sock, &["map", "lookup", "b", "nosuchmap", "1"]));
+    assert!(e.contains("'nosuchmap'"), "{e}");
+    let maps = json(spine(&sock, &["map", "list", "--json"]));
+    assert!(maps.as_array().unwrap().iter().any(|m| m["name"] == "table" && m["type"] == "hash"));
+
+    // The workers publish their counters every ~100 ms.
+    while json(spine(&sock, &["stats", "--json"]))["ports"][0]["rx_packets"] == 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = json(spine(&sock, &["stats", "--json"]));
+    assert_eq!(stats["ports"][0]["name"], "wire");
+    let text = ok(spine(&sock, &["stats"]));
+    assert!(text.contains("wire"), "{text}");
+    let prom = ok(spine(&sock, &["stats", "--prometheus"]));
+    assert!(prom.contains("spine_control_requests_total"), "{prom}");
+
+    let e = fails(spine(&sock, &["ext", "unload", "b"]));
+    assert!(e.contains("'b' is attached to wire"), "{e}");
+    let out = ok(spine(&sock, &["ext", "detach", "wire"]));
+    assert!(out.contains("'b' detached"), "{out}");
+    ok(spine(&sock, &["ext", "unload", "a"]));
+    ok(spine(&sock, &["ext", "unload", "b"]));
+    assert_eq!(json(spine(&sock, &["ext", "list", "--json"])), serde_json::json!([]));
+    let e = fails(spine(&dir.0.join("nothing.sock"), &["ext", "list"]));
+    assert!(e.contains("nothing.sock"), "a missing socket is named: {e}");
+}
