@@ -154,7 +154,13 @@ pub enum LiveError {
     #[error("domain '{domain}' of extension '{ext}' may not use port '{port}'")]
     Refused { ext: String, domain: String, port: String },
     #[error("extension '{ext}', map '{map}': {op} of key {key}: {source}")]
-    Map { ext: String, map: String, op: &'static str, key: String, source: spine_maps::MapError },
+    Map {
+        ext: String,
+        map: String,
+        op: &'static str,
+        key: String,
+        source: Box<spine_maps::MapError>,
+    },
     #[error("extension '{ext}', map '{map}': the {what} is {got} bytes, the map's is {want}")]
     Size { ext: String, map: String, what: &'static str, got: usize, want: usize },
     #[error("extension '{name}': every extension id is used")]
@@ -202,6 +208,9 @@ impl LiveError {
         }
     }
 }
+
+/// A map entry: key and value bytes.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// A port of the running adapter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -531,7 +540,7 @@ impl Live {
     ) -> impl FnOnce(spine_maps::MapError) -> LiveError {
         let key = key.map_or_else(|| "(none)".to_string(), hex);
         let (ext, map) = (ext.to_string(), map.to_string());
-        move |source| LiveError::Map { ext, map, op, key, source }
+        move |source| LiveError::Map { ext, map, op, key, source: Box::new(source) }
     }
 
     fn check_key(ext: &str, map: &str, m: &Map, key: &[u8]) -> Result<(), LiveError> {
@@ -606,7 +615,7 @@ impl Live {
 
     /// Every entry, as `bpftool map dump` walks them (`get_next_key` then lookup; an
     /// entry deleted in between is skipped). At most `max_entries` entries.
-    pub fn map_dump(&self, ext: &str, map: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, LiveError> {
+    pub fn map_dump(&self, ext: &str, map: &str) -> Result<Vec<KeyValue>, LiveError> {
         let m = self.map(ext, map)?;
         let ks = m.def().key_size as usize;
         let mut out = Vec::new();

@@ -416,6 +416,7 @@ char LICENSE[] SEC("license") = "GPL";
             prometheus: None,
             trace: None,
             quiet: true,
+            socket: None,
         };
         let code = main(&args).unwrap();
         let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
