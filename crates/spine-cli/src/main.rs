@@ -143,6 +143,10 @@ enum BenchCmd {
     /// (mem ports, one worker), next to the kernel's test run of the same object
     /// in a namespace holding the same routes.
     Router(bench::router::RouterArgs),
+    /// The control API: map lookups per second through the client library and the CLI
+    /// beside bpf(2) and bpftool on a kernel map of the same shape; replacement time
+    /// under load (p50/p99) and the packets it affected.
+    Control(bench::control::ControlArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -175,6 +179,9 @@ fn main() -> std::process::ExitCode {
         }
         Cmd::Bench { cmd: BenchCmd::Lpm(args) } => {
             bench::lpm::main(&args).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Bench { cmd: BenchCmd::Control(args) } => {
+            bench::control::main(&args).map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Bench { cmd: BenchCmd::Router(args) } => {
             bench::router::main(&args).map(|()| std::process::ExitCode::SUCCESS)

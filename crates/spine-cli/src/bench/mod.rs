@@ -3,6 +3,7 @@
 //! a pass/fail test.
 
 pub mod alloc_count;
+pub mod control;
 pub mod exec;
 pub mod forward;
 pub mod lpm;
