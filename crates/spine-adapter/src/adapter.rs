@@ -9,7 +9,7 @@
 //! worker. Each port is owned by one worker (its home), which alone receives from it and
 //! transmits on it; other workers send it packets through their ring to that worker.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -795,11 +795,15 @@ impl Adapter {
         let ctl = Arc::new(Control {
             stop_rx: AtomicBool::new(false),
             exit: AtomicBool::new(false),
+            trace_events: AtomicUsize::new(self.opts.trace_events.unwrap_or(0)),
+            epoch_ns: self.epoch_ns,
             workers: (0..nw)
                 .map(|i| WorkerControl {
                     rx_stopped: AtomicBool::new(false),
                     exhausted: AtomicBool::new(false),
                     snapshot: Mutex::new(self.workers[i].counters.clone()),
+                    tracing: AtomicBool::new(self.workers[i].trace.is_some()),
+                    trace_out: Mutex::new(None),
                 })
                 .collect(),
         });
@@ -835,23 +839,32 @@ fn reword(e: AdapterError, at: &str) -> AdapterError {
 }
 
 /// Flags between the controlling thread and the workers (read once per round).
-struct Control {
+pub(crate) struct Control {
     /// Stop receiving; keep delivering what is in flight.
     stop_rx: AtomicBool,
     /// Nothing is in flight: finish and return.
     exit: AtomicBool,
-    workers: Vec<WorkerControl>,
+    /// Events per worker's trace ring while tracing; 0: not tracing. Workers start a
+    /// ring or hand theirs over (`trace_out`) at the top of a round when it changes.
+    pub trace_events: AtomicUsize,
+    /// The trace's time origin.
+    pub epoch_ns: u64,
+    pub workers: Vec<WorkerControl>,
 }
 
-struct WorkerControl {
+pub(crate) struct WorkerControl {
     rx_stopped: AtomicBool,
     exhausted: AtomicBool,
     /// The worker's counters as last published (about every 100 ms).
     snapshot: Mutex<Counters>,
+    /// The worker is recording a trace.
+    pub tracing: AtomicBool,
+    /// The ring of the last trace the worker stopped.
+    pub trace_out: Mutex<Option<TraceRing>>,
 }
 
 impl Control {
-    fn snapshots(&self) -> Vec<Counters> {
+    pub(crate) fn snapshots(&self) -> Vec<Counters> {
         self.workers
             .iter()
             .map(|w| w.snapshot.lock().unwrap_or_else(PoisonError::into_inner).clone())
@@ -860,6 +873,19 @@ impl Control {
 }
 
 const PUBLISH_NS: u64 = 100_000_000;
+
+/// Starts a trace ring of `events` (0: stops the trace and hands the ring over).
+#[cold]
+fn trace_switch(w: &mut Worker, me: &WorkerControl, events: usize) {
+    if events == 0 {
+        let ring = w.trace.take();
+        *me.trace_out.lock().unwrap_or_else(PoisonError::into_inner) = ring;
+        me.tracing.store(false, Ordering::Release);
+    } else {
+        w.trace = Some(TraceRing::new(events));
+        me.tracing.store(true, Ordering::Release);
+    }
+}
 
 fn worker_main(
     mut w: Worker,
@@ -886,6 +912,10 @@ fn worker_main(
         }
     };
     loop {
+        let want = ctl.trace_events.load(Ordering::Relaxed);
+        if (want != 0) != w.trace.is_some() {
+            trace_switch(&mut w, me, want);
+        }
         if !rx_stopped && ctl.stop_rx.load(Ordering::Acquire) {
             rx_stopped = true;
             me.rx_stopped.store(true, Ordering::Release);
@@ -955,10 +985,9 @@ impl Running {
     /// counters while the workers run. It outlives nothing: once the adapter is
     /// stopped its operations still answer, but no worker runs what they change.
     pub fn live(&self) -> Live {
-        let ctl = self.ctl.clone();
         Live {
             shared: self.adapter.shared.clone(),
-            snapshots: Arc::new(move || ctl.snapshots()),
+            ctl: self.ctl.clone(),
             started: self.adapter.started,
         }
     }

@@ -165,6 +165,10 @@ pub enum LiveError {
     Size { ext: String, map: String, what: &'static str, got: usize, want: usize },
     #[error("extension '{name}': every extension id is used")]
     TooMany { name: String },
+    #[error("trace: {why}")]
+    NoTrace { why: &'static str },
+    #[error("trace: {events} events per worker is outside 16..=16777216")]
+    TraceSize { events: usize },
 }
 
 impl LiveError {
@@ -197,6 +201,8 @@ impl LiveError {
             LiveError::Map { .. } => "map",
             LiveError::Size { .. } => "bad_size",
             LiveError::TooMany { .. } => "too_many",
+            LiveError::NoTrace { .. } => "no_trace",
+            LiveError::TraceSize { .. } => "bad_request",
         }
     }
 
@@ -274,7 +280,7 @@ pub struct MapView {
 #[derive(Clone)]
 pub struct Live {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) snapshots: Arc<dyn Fn() -> Vec<Counters> + Send + Sync>,
+    pub(crate) ctl: Arc<crate::adapter::Control>,
     pub(crate) started: Instant,
 }
 
@@ -640,7 +646,61 @@ impl Live {
 
     /// The counters as the workers last published them (at most ~100 ms old).
     pub fn totals(&self) -> Totals {
-        self.shared.totals(&(self.snapshots)(), self.started.elapsed().as_secs_f64())
+        self.shared.totals(&self.ctl.snapshots(), self.started.elapsed().as_secs_f64())
+    }
+
+    /// Starts recording every worker's events (`events` per worker, the oldest
+    /// overwritten), from each worker's next round. While tracing, workers run packet by
+    /// packet (the trace's cost is what it records).
+    pub fn trace_start(&self, events: usize) -> Result<(), LiveError> {
+        if !(16..=1 << 24).contains(&events) {
+            return Err(LiveError::TraceSize { events });
+        }
+        for w in &self.ctl.workers {
+            *w.trace_out.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+        self.ctl.trace_events.store(events, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Stops recording; the trace is then kept for [`Live::trace_get`].
+    pub fn trace_stop(&self) -> Result<(), LiveError> {
+        if self.ctl.trace_events.swap(0, std::sync::atomic::Ordering::Relaxed) == 0 {
+            return Err(LiveError::NoTrace { why: "no trace is running" });
+        }
+        Ok(())
+    }
+
+    /// Whether a trace is being recorded.
+    pub fn tracing(&self) -> bool {
+        self.ctl.trace_events.load(std::sync::atomic::Ordering::Relaxed) != 0
+    }
+
+    /// The last stopped trace, in the Chrome/Perfetto trace format (as `spine run
+    /// --trace` writes it). Waits up to a second for every worker to hand its ring over.
+    pub fn trace_get(&self) -> Result<serde_json::Value, LiveError> {
+        use std::sync::atomic::Ordering;
+        if self.tracing() {
+            return Err(LiveError::NoTrace { why: "the trace is still running; stop it first" });
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        while self.ctl.workers.iter().any(|w| w.tracing.load(Ordering::Acquire))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let guards: Vec<_> = self
+            .ctl
+            .workers
+            .iter()
+            .map(|w| w.trace_out.lock().unwrap_or_else(PoisonError::into_inner))
+            .collect();
+        let rings: Vec<(usize, &crate::trace::TraceRing)> =
+            guards.iter().enumerate().filter_map(|(i, g)| g.as_ref().map(|r| (i, r))).collect();
+        if rings.is_empty() {
+            return Err(LiveError::NoTrace { why: "no trace was recorded" });
+        }
+        Ok(crate::trace::chrome_trace(&rings, &self.shared.labels(), self.ctl.epoch_ns))
     }
 }
 

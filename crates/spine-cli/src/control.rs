@@ -258,6 +258,56 @@ pub fn map(cmd: MapCmd, conn: &Conn) -> Result<()> {
     Ok(())
 }
 
+#[derive(Debug, clap::Subcommand)]
+pub enum TraceCmd {
+    /// Start recording every worker's events (packets then run one by one).
+    Start {
+        /// Events kept per worker (the oldest are overwritten).
+        #[arg(long, default_value_t = 65_536)]
+        events: usize,
+    },
+    /// Stop recording; the trace is kept for `get`.
+    Stop,
+    /// The last stopped trace in the Chrome/Perfetto trace format (ui.perfetto.dev).
+    Get {
+        /// Write it to FILE instead of standard output.
+        #[arg(long, short, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+}
+
+pub fn trace(cmd: TraceCmd, conn: &Conn) -> Result<()> {
+    let mut c = Client::new(&conn.socket);
+    match cmd {
+        TraceCmd::Start { events } => {
+            c.trace_start(Some(events))?;
+            if !conn.json {
+                println!("tracing ({events} events per worker)");
+            }
+        }
+        TraceCmd::Stop => {
+            c.trace_stop()?;
+            if !conn.json {
+                println!("trace stopped");
+            }
+        }
+        TraceCmd::Get { out } => {
+            let t = c.trace_get()?;
+            let text = serde_json::to_string(&t)?;
+            match out {
+                Some(p) => {
+                    std::fs::write(&p, text)
+                        .with_context(|| format!("writing the trace to {}", p.display()))?;
+                    let n = t["traceEvents"].as_array().map_or(0, Vec::len);
+                    eprintln!("{n} trace events written to {}", p.display());
+                }
+                None => println!("{text}"),
+            }
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, clap::Args)]
 pub struct StatsArgs {
     /// Print a line every SECS seconds until Ctrl-C.

@@ -71,6 +71,13 @@ enum Cmd {
         #[command(flatten)]
         conn: control::Conn,
     },
+    /// A running adapter's event trace: start, stop, get.
+    Trace {
+        #[command(subcommand)]
+        cmd: control::TraceCmd,
+        #[command(flatten)]
+        conn: control::Conn,
+    },
     /// A running adapter's counters (once, or every second with --watch).
     Stats {
         #[command(flatten)]
@@ -163,6 +170,9 @@ fn main() -> std::process::ExitCode {
         }
         Cmd::Map { cmd, conn } => {
             control::map(cmd, &conn).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Trace { cmd, conn } => {
+            control::trace(cmd, &conn).map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Stats { args, conn } => {
             control::stats(&args, &conn).map(|()| std::process::ExitCode::SUCCESS)

@@ -142,6 +142,27 @@ fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
     let prom = ok(spine(&sock, &["stats", "--prometheus"]));
     assert!(prom.contains("spine_control_requests_total"), "{prom}");
 
+    // A trace recorded while b runs: its runs are named, with their verdict.
+    let e = fails(spine(&sock, &["trace", "stop"]));
+    assert!(e.contains("no trace is running"), "{e}");
+    ok(spine(&sock, &["trace", "start", "--events", "1024"]));
+    let e = fails(spine(&sock, &["trace", "get"]));
+    assert!(e.contains("still running"), "{e}");
+    std::thread::sleep(Duration::from_millis(50));
+    ok(spine(&sock, &["trace", "stop"]));
+    let trace_file = dir.0.join("trace.json");
+    ok(spine(&sock, &["trace", "get", "-o", trace_file.to_str().unwrap()]));
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace_file).unwrap()).unwrap();
+    let runs: Vec<&serde_json::Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "extension")
+        .collect();
+    assert!(!runs.is_empty(), "the trace has runs");
+    assert!(runs.iter().all(|e| e["name"] == "b" && e["args"]["verdict"] == "XDP_DROP"));
+
     let e = fails(spine(&sock, &["ext", "unload", "b"]));
     assert!(e.contains("'b' is attached to wire"), "{e}");
     let out = ok(spine(&sock, &["ext", "detach", "wire"]));

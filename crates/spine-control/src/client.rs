@@ -378,6 +378,23 @@ impl Client {
         self.call("GET", &format!("/{VERSION}/stats"), None)
     }
 
+    /// Starts recording every worker's events (`events` per worker).
+    pub fn trace_start(&mut self, events: Option<usize>) -> Result<(), ClientError> {
+        let b = serde_json::to_vec(&crate::proto::TraceRequest { events })
+            .map_err(|e| self.protocol(e.to_string()))?;
+        let p = format!("/{VERSION}/trace/start");
+        self.checked("POST", &p, Some(("application/json", &b))).map(drop)
+    }
+
+    pub fn trace_stop(&mut self) -> Result<(), ClientError> {
+        self.checked("POST", &format!("/{VERSION}/trace/stop"), None).map(drop)
+    }
+
+    /// The last stopped trace (Chrome/Perfetto trace format).
+    pub fn trace_get(&mut self) -> Result<serde_json::Value, ClientError> {
+        self.call("GET", &format!("/{VERSION}/trace"), None)
+    }
+
     /// `GET /metrics`: the counters in the Prometheus text format.
     pub fn metrics(&mut self) -> Result<String, ClientError> {
         let r = self.checked("GET", "/metrics", None)?;

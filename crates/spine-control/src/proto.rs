@@ -91,6 +91,13 @@ pub struct Dump {
     pub entries: Vec<Entry>,
 }
 
+/// `POST /v1/trace/start`: events kept per worker (default 65,536).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRequest {
+    #[serde(default)]
+    pub events: Option<usize>,
+}
+
 /// Bytes as bpftool prints them: `0a 00 00 01`.
 pub fn hex(b: &[u8]) -> String {
     spine_adapter::live::hex(b)

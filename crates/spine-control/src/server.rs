@@ -33,7 +33,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::proto::{
     hex, unhex, ApiError, AttachRequest, Attachment, Dump, Entry, ErrorBody, KeyRequest, NextKey,
-    UpdateRequest, Version, VERSION,
+    TraceRequest, UpdateRequest, Version, VERSION,
 };
 
 /// Where an adapter's API is served by default.
@@ -298,6 +298,8 @@ impl From<LiveError> for Fail {
             }
             LiveError::Map { .. } => StatusCode::BAD_REQUEST,
             LiveError::TooMany { .. } => StatusCode::INSUFFICIENT_STORAGE,
+            LiveError::NoTrace { .. } => StatusCode::CONFLICT,
+            LiveError::TraceSize { .. } => StatusCode::BAD_REQUEST,
         };
         Fail(
             status,
@@ -353,7 +355,10 @@ fn router(app: App, cfg: &ServerConfig) -> Router {
         .route("/extensions/{ext}/maps/{map}/update", post(update))
         .route("/extensions/{ext}/maps/{map}/delete", post(delete_key))
         .route("/extensions/{ext}/maps/{map}/next_key", post(next_key))
-        .route("/stats", get(|State(a): State<App>| async move { Json(a.live.totals()) }));
+        .route("/stats", get(|State(a): State<App>| async move { Json(a.live.totals()) }))
+        .route("/trace/start", post(trace_start))
+        .route("/trace/stop", post(trace_stop))
+        .route("/trace", get(trace_get));
     Router::new()
         .nest(&format!("/{VERSION}"), v1)
         .route("/metrics", get(metrics))
@@ -559,4 +564,31 @@ async fn next_key(
     let key = r.key.as_deref().map(|k| key_bytes("key", k)).transpose()?;
     let next = a.live.map_next_key(&ext, &map, key.as_deref())?;
     Ok(Json(NextKey { next_key: next.as_deref().map(hex) }))
+}
+
+/// `POST /v1/trace/start` with `{"events": N}` (or no body: 65,536 per worker).
+async fn trace_start(
+    State(a): State<App>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, Fail> {
+    let body = body?;
+    let r: TraceRequest =
+        if body.is_empty() { TraceRequest { events: None } } else { parse(Ok(body))? };
+    a.live.trace_start(r.events.unwrap_or(1 << 16))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn trace_stop(State(a): State<App>) -> Result<StatusCode, Fail> {
+    a.live.trace_stop()?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/trace`: the last stopped trace, Chrome/Perfetto trace format.
+async fn trace_get(State(a): State<App>) -> Reply<serde_json::Value> {
+    let live = a.live.clone();
+    // Waits (briefly) for the workers to hand their rings over.
+    let v = tokio::task::spawn_blocking(move || live.trace_get())
+        .await
+        .map_err(|e| Fail::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;
+    Ok(Json(v))
 }
