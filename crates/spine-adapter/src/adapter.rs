@@ -437,7 +437,10 @@ impl AdapterBuilder {
         }
         let wiring =
             Arc::new(Wiring { ports: infos, by_ifindex, workers: nw, rss, burst: opts.burst });
+        let epoch_ns = crate::sys::monotonic_ns();
+        let log = Arc::new(crate::logbuf::LogBuf::new(epoch_ns));
         let shared = Arc::new(Shared {
+            log: log.clone(),
             ports: ports
                 .iter()
                 .zip(&slots)
@@ -505,7 +508,9 @@ impl AdapterBuilder {
                 inbox,
                 rx: Burst::with_capacity(opts.burst),
                 counters: Counters::new(nports, exts.len()),
-                host: WorkerHost::new(index, opts.seed, opts.log).with_fib(opts.fib.clone()),
+                host: WorkerHost::new(index, opts.seed, opts.log)
+                    .with_fib(opts.fib.clone())
+                    .with_log(log.clone()),
                 trace: opts.trace_events.map(TraceRing::new),
                 packet_seq: 0,
                 scratch: BurstScratch::new(opts.burst),
@@ -523,15 +528,7 @@ impl AdapterBuilder {
                 })
                 .collect();
         }
-        Ok(Adapter {
-            workers,
-            views,
-            shared,
-            opts,
-            pool,
-            epoch_ns: crate::sys::monotonic_ns(),
-            started: Instant::now(),
-        })
+        Ok(Adapter { workers, views, shared, opts, pool, epoch_ns, started: Instant::now() })
     }
 }
 

@@ -3,7 +3,11 @@
 //! (counted, and logged to stderr: detaches always, faults only the first few, so a
 //! faulting extension cannot flood the log).
 
+use std::sync::Arc;
+
 use spine_runtime::{splitmix64, Event, Host};
+
+use crate::logbuf::LogBuf;
 
 /// Faults a worker logs before it only counts them.
 const FAULTS_LOGGED: u64 = 5;
@@ -19,13 +23,29 @@ pub struct WorkerHost {
     pub detaches: u64,
     /// What `bpf_fib_lookup` reads (shared with every worker; lookups take no lock).
     fib: Option<spine_runtime::fib_lookup::FibEnv>,
+    /// The log the control API follows.
+    log_buf: Option<Arc<LogBuf>>,
 }
 
 impl WorkerHost {
     pub fn new(worker: usize, seed: u64, log: bool) -> Self {
         let mut rng = seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         splitmix64(&mut rng);
-        WorkerHost { worker, rng, log, trace_lines: 0, faults: 0, detaches: 0, fib: None }
+        WorkerHost {
+            worker,
+            rng,
+            log,
+            trace_lines: 0,
+            faults: 0,
+            detaches: 0,
+            fib: None,
+            log_buf: None,
+        }
+    }
+
+    pub(crate) fn with_log(mut self, buf: Arc<LogBuf>) -> Self {
+        self.log_buf = Some(buf);
+        self
     }
 
     pub fn with_fib(mut self, fib: Option<spine_runtime::fib_lookup::FibEnv>) -> Self {
@@ -55,12 +75,22 @@ impl Host for WorkerHost {
         if self.log {
             eprintln!("trace worker{cpu}: {}", String::from_utf8_lossy(line).trim_end());
         }
+        if let Some(b) = &self.log_buf {
+            b.push(cpu, "trace", || String::from_utf8_lossy(line).trim_end().to_string());
+        }
     }
 
     fn event(&mut self, ev: &Event<'_>) {
         match ev {
             Event::Fault { ext, fault, .. } => {
                 self.faults += 1;
+                if self.faults <= FAULTS_LOGGED {
+                    if let Some(b) = &self.log_buf {
+                        b.push(self.worker, "fault", || {
+                            format!("extension {ext} faulted: {fault}")
+                        });
+                    }
+                }
                 if self.log && self.faults <= FAULTS_LOGGED {
                     eprintln!("spine: worker {}: extension {ext} faulted: {fault}", self.worker);
                     if self.faults == FAULTS_LOGGED {
@@ -70,6 +100,11 @@ impl Host for WorkerHost {
             }
             Event::Detached { ext, domain, faults } => {
                 self.detaches += 1;
+                if let Some(b) = &self.log_buf {
+                    b.push(self.worker, "detach", || {
+                        format!("extension {ext} (domain {domain}) detached after {faults} faults")
+                    });
+                }
                 if self.log {
                     eprintln!(
                         "spine: extension {ext} (domain {domain}) detached after {faults} faults; \

@@ -23,6 +23,7 @@ mod fib;
 mod flow;
 mod host;
 pub mod live;
+pub mod logbuf;
 mod program;
 #[expect(unsafe_code, reason = "the lock-free worker-to-worker ring hands values across threads")]
 mod ring;
@@ -41,3 +42,4 @@ pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
 pub use device::{mem_packets, Device, PcapPort};
 pub use flow::flow_hash;
 pub use live::{DomainView, ExtView, Live, LiveError, MapView, PortView};
+pub use logbuf::{LogLine, LogPage};

@@ -74,6 +74,8 @@ pub(crate) struct Shared {
     pub domains: Vec<Arc<Domain>>,
     pub state: Mutex<State>,
     pub workers: usize,
+    /// `bpf_trace_printk` lines and watchdog events, for followers.
+    pub log: Arc<crate::logbuf::LogBuf>,
     pub engine: EngineKind,
     pub seed: u64,
 }
@@ -669,6 +671,17 @@ impl Live {
             return Err(LiveError::NoTrace { why: "no trace is running" });
         }
         Ok(())
+    }
+
+    /// Starts keeping `bpf_trace_printk` lines and watchdog events for
+    /// [`Live::log_since`] (the control server does when it starts).
+    pub fn log_enable(&self) {
+        self.shared.log.enable();
+    }
+
+    /// Up to `max` log lines after sequence number `after` (0: every line kept).
+    pub fn log_since(&self, after: u64, max: usize) -> crate::logbuf::LogPage {
+        self.shared.log.since(after, max)
     }
 
     /// Whether a trace is being recorded.

@@ -309,6 +309,47 @@ pub fn trace(cmd: TraceCmd, conn: &Conn) -> Result<()> {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// Keep printing new lines until Ctrl-C.
+    #[arg(long, short)]
+    pub follow: bool,
+}
+
+/// `spine log [-f]`: the adapter's `bpf_trace_printk` lines and watchdog events.
+pub fn log(args: &LogArgs, conn: &Conn) -> Result<()> {
+    let mut c = Client::new(&conn.socket);
+    if args.follow && !spine_adapter::sys::catch_sigint() {
+        eprintln!("spine: could not catch Ctrl-C");
+    }
+    let mut after = 0;
+    loop {
+        let page = c.log_since(after)?;
+        for l in &page.lines {
+            if after != 0 && l.seq > after + 1 {
+                eprintln!(
+                    "spine: {} lines were overwritten before they were read",
+                    l.seq - after - 1
+                );
+            }
+            after = l.seq;
+            if conn.json {
+                println!("{}", serde_json::to_string(l)?);
+            } else {
+                println!("[{:12.6}] worker{} {}: {}", l.time_s, l.worker, l.kind, l.text);
+            }
+        }
+        after = after.max(page.next);
+        if !args.follow || spine_adapter::sys::sigint_received() {
+            break;
+        }
+        if page.lines.is_empty() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, clap::Args)]
 pub struct StatsArgs {
     /// Print a line every SECS seconds until Ctrl-C.
     #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "1")]

@@ -78,6 +78,13 @@ enum Cmd {
         #[command(flatten)]
         conn: control::Conn,
     },
+    /// A running adapter's bpf_trace_printk lines and watchdog events (-f: follow).
+    Log {
+        #[command(flatten)]
+        args: control::LogArgs,
+        #[command(flatten)]
+        conn: control::Conn,
+    },
     /// A running adapter's counters (once, or every second with --watch).
     Stats {
         #[command(flatten)]
@@ -173,6 +180,9 @@ fn main() -> std::process::ExitCode {
         }
         Cmd::Trace { cmd, conn } => {
             control::trace(cmd, &conn).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Log { args, conn } => {
+            control::log(&args, &conn).map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Stats { args, conn } => {
             control::stats(&args, &conn).map(|()| std::process::ExitCode::SUCCESS)

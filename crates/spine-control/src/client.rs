@@ -395,6 +395,11 @@ impl Client {
         self.call("GET", &format!("/{VERSION}/trace"), None)
     }
 
+    /// Log lines after sequence number `after` (0: every line the adapter keeps).
+    pub fn log_since(&mut self, after: u64) -> Result<spine_adapter::LogPage, ClientError> {
+        self.call("GET", &format!("/{VERSION}/log?after={after}"), None)
+    }
+
     /// `GET /metrics`: the counters in the Prometheus text format.
     pub fn metrics(&mut self) -> Result<String, ClientError> {
         let r = self.checked("GET", "/metrics", None)?;

@@ -165,6 +165,7 @@ pub fn serve(live: Live, cfg: ServerConfig) -> Result<Server, ServerError> {
         .enable_all()
         .build()
         .map_err(io("starting its runtime"))?;
+    live.log_enable();
     let app = App { live, stats: stats.clone() };
     let (stop2, cfg2) = (stop.clone(), cfg.clone());
     let thread = std::thread::Builder::new()
@@ -358,7 +359,8 @@ fn router(app: App, cfg: &ServerConfig) -> Router {
         .route("/stats", get(|State(a): State<App>| async move { Json(a.live.totals()) }))
         .route("/trace/start", post(trace_start))
         .route("/trace/stop", post(trace_stop))
-        .route("/trace", get(trace_get));
+        .route("/trace", get(trace_get))
+        .route("/log", get(log));
     Router::new()
         .nest(&format!("/{VERSION}"), v1)
         .route("/metrics", get(metrics))
@@ -591,4 +593,23 @@ async fn trace_get(State(a): State<App>) -> Reply<serde_json::Value> {
         .await
         .map_err(|e| Fail::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;
     Ok(Json(v))
+}
+
+#[derive(Debug, Deserialize)]
+struct LogQuery {
+    #[serde(default)]
+    after: u64,
+    #[serde(default)]
+    max: Option<usize>,
+}
+
+/// `GET /v1/log?after=SEQ[&max=N]`: `bpf_trace_printk` lines and watchdog events after
+/// sequence number SEQ (followers poll with the `next` of the last answer).
+async fn log(
+    State(a): State<App>,
+    q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> Reply<spine_adapter::LogPage> {
+    let Query(q) =
+        q.map_err(|e| Fail::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    Ok(Json(a.live.log_since(q.after, q.max.unwrap_or(1000).min(10_000))))
 }

@@ -286,3 +286,34 @@ fn connect_probe() {
         Err(e) => println!("probe: other error: {e}"),
     }
 }
+
+#[test]
+fn the_log_follows_bpf_trace_printk_lines_by_sequence() {
+    let dir = TempDir::new("log");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    assert!(c.log_since(0).unwrap().lines.is_empty(), "nothing printed yet");
+    c.load("p", live_object(), Some("printer"), None).unwrap();
+    c.attach("p", "wire").unwrap();
+    let mut seen = Vec::new();
+    let mut after = 0;
+    while seen.len() < 3 {
+        let page = c.log_since(after).unwrap();
+        for l in &page.lines {
+            assert!(l.seq > after, "sequence numbers grow");
+            after = l.seq;
+        }
+        seen.extend(page.lines);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The mem port's ifindex is 10000 (the first virtual one).
+    assert!(
+        seen.iter().all(|l| l.kind == "trace" && l.text == "seen on ifindex 10000"),
+        "{seen:?}"
+    );
+    assert!(c.log_since(u64::MAX - 1).unwrap().lines.is_empty());
+    c.detach("wire").unwrap();
+    server.stop();
+    running.stop().unwrap();
+}
