@@ -317,3 +317,37 @@ fn the_log_follows_bpf_trace_printk_lines_by_sequence() {
     server.stop();
     running.stop().unwrap();
 }
+
+/// Replaces the port's program 1,000 times through the API while traffic flows: each
+/// packet counts into exactly one version's map, none is lost.
+#[test]
+fn replacement_through_the_api_under_load_loses_no_packet() {
+    let dir = TempDir::new("replace");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    c.load("a", live_object(), Some("version_a"), None).unwrap();
+    c.load("b", live_object(), Some("version_b"), None).unwrap();
+    let zero = 0u32.to_le_bytes();
+    // Packets before the first attach are unhandled; count from the attach on.
+    c.attach("a", "wire").unwrap();
+    for i in 0..1_000 {
+        let (new, old) = if i % 2 == 0 { ("b", "a") } else { ("a", "b") };
+        let r = c.replace("wire", new).unwrap();
+        assert_eq!(r.previous.as_deref(), Some(old));
+    }
+    c.detach("wire").unwrap();
+    server.stop();
+    // Read once every worker is done: a round under way finishes under its program.
+    let live = running.live();
+    let report = running.stop().unwrap();
+    let ha = per_cpu_sum(&live.map_lookup("a", "hits", &zero).unwrap());
+    let hb = per_cpu_sum(&live.map_lookup("b", "hits", &zero).unwrap());
+    let w = report.totals.port("wire").unwrap();
+    assert!(ha > 0 && hb > 0, "both versions ran: a {ha}, b {hb}");
+    assert_eq!(ha + hb + w.unhandled, w.rx_packets, "each packet under one version or none");
+    assert_eq!(w.verdicts.drop, ha + hb, "every packet a version saw was dropped by it");
+    let t = &report.totals;
+    assert_eq!(t.extension("a").unwrap().runs, ha);
+    assert_eq!(t.extension("b").unwrap().runs, hb);
+}
