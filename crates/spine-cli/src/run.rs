@@ -52,6 +52,8 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
     let running = adapter.start()?;
     let server = match &args.socket {
         Some(path) => {
+            // A client that hangs up before its answer must not take the adapter down.
+            spine_sys::ignore_sigpipe();
             let mut cfg = spine_control::ServerConfig::new(path);
             cfg.log = !args.quiet;
             let server = match spine_control::serve(running.live(), cfg) {

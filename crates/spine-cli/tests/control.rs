@@ -82,6 +82,17 @@ fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
     }
     let obj = obj.to_str().unwrap();
 
+    // Clients that ask and hang up before the answer: the adapter must not die of the
+    // broken pipe (the `spine` binary restores SIGPIPE's default for its pipes).
+    for _ in 0..20 {
+        use std::io::Write;
+        let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        s.write_all(b"GET /v1/maps HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        drop(s);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(json(spine(&sock, &["ext", "list", "--json"])), serde_json::json!([]));
+
     // Load; a program the verifier refuses prints its log and names the extension.
     let e = fails(spine(&sock, &["ext", "load", "bad", obj, "--section", "unchecked"]));
     assert!(e.contains("'bad'") && e.contains("verifier"), "{e}");

@@ -138,7 +138,8 @@ struct App {
 }
 
 /// Binds the socket (mode `cfg.mode`, its folder created if missing) and serves the API
-/// on a thread of its own.
+/// on a thread of its own. The process must ignore SIGPIPE (Rust's default; `spine run`
+/// sets it again), or a client hanging up before its answer would end it.
 pub fn serve(live: Live, cfg: ServerConfig) -> Result<Server, ServerError> {
     let path = cfg.path.clone();
     let io = |what: &'static str| {

@@ -56,7 +56,7 @@ pub use prog::{
 };
 pub use sys::sanitize_name;
 pub use test_run::{TestRun, TestRunOut, XdpMd, DATA_OUT_SLACK};
-pub use thread::{default_sigpipe, enter_netns, pin_current_thread};
+pub use thread::{default_sigpipe, enter_netns, ignore_sigpipe, pin_current_thread};
 pub use xsk::{xsk_redirect_insns, XskRedirect};
 
 /// Checks that this process can use bpf(2) by creating (and closing) a one-element array

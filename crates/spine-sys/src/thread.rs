@@ -30,6 +30,15 @@ pub fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Ignores SIGPIPE, as Rust programs do by default: writing to a socket whose peer has
+/// gone then fails with `EPIPE` instead of killing the process. What a process that
+/// serves clients (the control API) must do, whatever [`default_sigpipe`] set for its
+/// command-line use.
+pub fn ignore_sigpipe() {
+    // SAFETY: installing SIG_IGN for SIGPIPE has no preconditions and no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
 /// Moves the calling thread into the network namespace named `name` (as `ip netns`
 /// names them, a file under `/var/run/netns`). Netlink, `BPF_PROG_TEST_RUN`'s
 /// `bpf_fib_lookup` and interface names of this thread then refer to that namespace;
