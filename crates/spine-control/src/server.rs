@@ -90,6 +90,24 @@ pub struct ServerStats {
     /// Connections refused because `max_connections` were being served.
     pub refused: AtomicU64,
     pub requests: AtomicU64,
+    /// Connections open now (their descriptors are closed when this goes down).
+    pub open: AtomicU64,
+}
+
+/// Counts a connection open for as long as it lives.
+struct OpenGuard(Arc<ServerStats>);
+
+impl OpenGuard {
+    fn new(stats: &Arc<ServerStats>) -> OpenGuard {
+        stats.open.fetch_add(1, Ordering::Relaxed);
+        OpenGuard(stats.clone())
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A running control server; [`Server::stop`] (or dropping it) stops it and removes
@@ -193,7 +211,7 @@ async fn accept_loop(
     let slots = Arc::new(Semaphore::new(cfg.max_connections));
     let mut tasks = tokio::task::JoinSet::new();
     loop {
-        let (mut stream, _) = tokio::select! {
+        let (stream, _) = tokio::select! {
             _ = stop.notified() => break,
             r = listener.accept() => match r {
                 Ok(s) => s,
@@ -207,6 +225,7 @@ async fn accept_loop(
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
         };
         app.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let guard = OpenGuard::new(&app.stats);
         if cfg.log {
             match stream.peer_cred() {
                 Ok(c) => eprintln!(
@@ -221,6 +240,9 @@ async fn accept_loop(
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             app.stats.refused.fetch_add(1, Ordering::Relaxed);
             tasks.spawn(async move {
+                let _guard = guard;
+                // Owned here, so closed before the guard counts it gone.
+                let mut stream = stream;
                 let body = error_json("busy", "too many control connections; try again");
                 let head = format!(
                     "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -236,6 +258,9 @@ async fn accept_loop(
             (router.clone(), app.stats.clone(), cfg.header_timeout);
         tasks.spawn(async move {
             let _permit = permit;
+            let _guard = guard;
+            // Owned here, so closed before the guard counts it gone.
+            let stream = stream;
             // A client that connects and never speaks is cut off.
             if tokio::time::timeout(header_timeout, stream.readable()).await.is_err() {
                 stats.idle_cut.fetch_add(1, Ordering::Relaxed);

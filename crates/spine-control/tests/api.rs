@@ -250,6 +250,15 @@ fn a_thousand_connections_beyond_the_limit_are_refused_until_one_frees() {
     assert!(refused >= 1, "refused while every slot was held");
     assert!(server.stats().refused.load(Ordering::Relaxed) >= 996 - 4);
     drop(silent);
+    drop(c);
+    // Nothing leaks: every connection's descriptor is closed on the server's side too.
+    let t0 = std::time::Instant::now();
+    let open = || server.stats().open.load(Ordering::Relaxed);
+    while open() > 0 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(open(), 0, "connections still open");
+    assert!(server.stats().connections.load(Ordering::Relaxed) >= 1_001);
     server.stop();
     running.stop().unwrap();
 }
