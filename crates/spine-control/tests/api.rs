@@ -210,6 +210,21 @@ fn hostile_clients_get_clear_errors_and_others_are_still_served() {
     assert_eq!(n, 0, "cut off without an answer");
     assert!(server.stats().idle_cut.load(Ordering::Relaxed) >= 1);
     assert_eq!(c.extensions().unwrap().len(), 1, "still serving");
+
+    // A client that asks once and then sits on its kept-alive connection is cut off too.
+    let mut idle = UnixStream::connect(server.path()).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    std::io::Write::write_all(&mut idle, b"GET /v1/version HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = idle.read(&mut buf).expect("closed by the server, not timed out here");
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "answered, then closed");
     server.stop();
     running.stop().unwrap();
 }
