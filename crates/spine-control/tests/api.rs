@@ -290,7 +290,12 @@ fn the_socket_is_owner_and_group_only() {
     assert!(e.to_string().contains("another adapter"), "{e}");
     // A user outside the owner and group (nobody) cannot connect.
     std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    // The probe is this test binary, copied where that user can run it (the build
+    // folder may sit under a home only root can enter).
+    let probe = dir.join("probe");
+    std::fs::copy(std::env::current_exe().unwrap(), &probe).unwrap();
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(&probe)
         .args(["--ignored", "--exact", "connect_probe", "--nocapture"])
         .env("SPINE_PROBE_SOCKET", server.path())
         .uid(65534)
