@@ -447,6 +447,10 @@ async fn metrics(State(a): State<App>) -> Response {
             v.load(Ordering::Relaxed)
         ));
     }
+    text.push_str(&format!(
+        "# HELP spine_control_open_connections Control connections open now.\n# TYPE spine_control_open_connections gauge\nspine_control_open_connections {}\n",
+        s.open.load(Ordering::Relaxed)
+    ));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -128,7 +128,9 @@ fn load_attach_traffic_dump_replace_detach_unload_through_the_client() {
     }
     let stats = c.stats().unwrap();
     assert!(stats.extension("a").unwrap().runs > 0, "a ran");
-    assert!(c.metrics().unwrap().contains("spine_port_rx_packets"));
+    let metrics = c.metrics().unwrap();
+    assert!(metrics.contains("spine_port_rx_packets"));
+    assert!(metrics.contains("spine_control_open_connections 1\n"), "this one: {metrics}");
 
     // Unload refuses while attached and names the port; detach, then unload.
     let e = c.unload("b", false).unwrap_err();
