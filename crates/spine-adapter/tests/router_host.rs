@@ -1,0 +1,378 @@
+//! The router with its host path, end to end: a client namespace, a router namespace and a
+//! server namespace, joined by veth pairs the test creates (and removes, also on
+//! failure). In the router namespace spine runs the bundled `router` on two ports (the
+//! router's ends of the pairs), each with a TAP twin that carries the router's
+//! addresses, and `[fib] mirror = true`: the kernel's stack answers ARP/ND, pings to the
+//! router and expired TTLs through the twins, resolves next hops, and its routing table
+//! (`ip route` in the router namespace) is what spine forwards by. Real tools on the
+//! ends: `ping`, `iperf3`.
+//!
+//! The tests prove behaviour, never timings: a deadline only bounds how long a test
+//! waits for what must happen.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::TempDir;
+use spine_adapter::{Adapter, AdapterOptions, Config, Running, Totals};
+use spine_testnet::netns::NetNs;
+use spine_testnet::raw::Raw;
+
+/// `router_stats` slots (bpf/router.c).
+const FORWARDED: u32 = 0;
+const MALFORMED: u32 = 1;
+const TTL_EXPIRED: u32 = 3;
+const LOCAL: u32 = 4;
+
+fn bpf_ok() -> bool {
+    match spine_sys::probe() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("SKIP: bpf(2) unavailable: {e}");
+            false
+        }
+    }
+}
+
+fn have(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("SKIP: {tool} is not installed (make deps installs it)");
+    }
+    found
+}
+
+/// Runs `cmd` in namespace `ns`; its exit status and its output (stdout and stderr).
+fn run_in(ns: &NetNs, cmd: &[&str]) -> (bool, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns.name()])
+        .args(cmd)
+        .output()
+        .expect("run ip netns exec");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `ping` from `ns` to `to` until `count` replies came (at most 10 s).
+fn ping(ns: &NetNs, to: &str, count: u32) -> (bool, String) {
+    let count = count.to_string();
+    run_in(ns, &["ping", "-n", "-c", &count, "-i", "0.2", "-w", "10", to])
+}
+
+/// One `ping` with a TTL (hop limit) of 1.
+fn ping_ttl1(ns: &NetNs, to: &str) -> String {
+    run_in(ns, &["ping", "-n", "-c", "1", "-t", "1", "-W", "3", to]).1
+}
+
+/// The router's three namespaces and the adapter running in the middle one.
+struct Topology {
+    client: NetNs,
+    router: NetNs,
+    server: NetNs,
+    running: Option<Running>,
+    _dir: TempDir,
+}
+
+impl Topology {
+    /// client c0 (10.71.1.2, fd71:1::2) — r0 [spine a, twin t0: 10.71.1.1, fd71:1::1]
+    /// [spine b, twin t1: 10.71.2.1, fd71:2::1] r1 — s0 (10.71.2.2, fd71:2::2) server;
+    /// the server also answers for 198.51.100.1 (on its loopback), which the router has
+    /// no route to.
+    fn new(kind: &str) -> Option<Topology> {
+        let (client, router, server) = (NetNs::new()?, NetNs::new()?, NetNs::new()?);
+        router.ip(&format!("link add r0 type veth peer name c0 netns {}", client.name()));
+        router.ip(&format!("link add r1 type veth peer name s0 netns {}", server.name()));
+        for (ns, dev, net) in [(&client, "c0", 1), (&server, "s0", 2)] {
+            ns.exec(&["sysctl", "-qw", &format!("net.ipv6.conf.{dev}.disable_ipv6=0")]);
+            ns.ip(&format!("addr add 10.71.{net}.2/24 dev {dev}"));
+            ns.ip(&format!("-6 addr add fd71:{net}::2/64 dev {dev} nodad"));
+            ns.ip(&format!("link set {dev} up"));
+            ns.ip(&format!("route add default via 10.71.{net}.1"));
+            ns.ip(&format!("-6 route add default via fd71:{net}::1"));
+            // Frames leave with complete checksums and no segmentation offload: spine
+            // forwards what it reads, as a NIC would (veth would otherwise pass partial
+            // checksums and 64 KiB segments).
+            ns.exec(&["ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off"]);
+        }
+        server.ip("addr add 198.51.100.1/32 dev lo");
+        // The router namespace forwards (the twins inherit it); its veth ends carry no
+        // addresses and no IPv6: the kernel meets the wire only through the twins.
+        router.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+        router.exec(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
+        for dev in ["r0", "r1"] {
+            router.ip(&format!("link set {dev} up"));
+            router.exec(&["sysctl", "-qw", &format!("net.ipv4.conf.{dev}.forwarding=0")]);
+            if kind == "afpacket" {
+                // AF_PACKET reads a copy; the kernel's own stack must not act on the
+                // frames too (it would answer and forward them a second time).
+                router.exec(&["tc", "qdisc", "add", "dev", dev, "clsact"]);
+                router.exec(&[
+                    "tc", "filter", "add", "dev", dev, "ingress", "matchall", "action", "drop",
+                ]);
+            }
+        }
+        let dir = TempDir::new("router-host");
+        let text = format!(
+            "[adapter]\nworkers = 1\n\
+             [[port]]\nname = \"a\"\nkind = \"{kind}\"\ninterface = \"r0\"\n\
+             [[port]]\nname = \"b\"\nkind = \"{kind}\"\ninterface = \"r1\"\n\
+             [[port]]\nname = \"ta\"\nkind = \"tap\"\ninterface = \"t0\"\ntwin = \"a\"\n\
+             addresses = [\"10.71.1.1/24\", \"fd71:1::1/64\"]\n\
+             [[port]]\nname = \"tb\"\nkind = \"tap\"\ninterface = \"t1\"\ntwin = \"b\"\n\
+             addresses = [\"10.71.2.1/24\", \"fd71:2::1/64\"]\n\
+             [[extension]]\nname = \"ra\"\nbundled = \"router\"\n\
+             [[extension]]\nname = \"rb\"\nbundled = \"router\"\n\
+             [[attach]]\nextension = \"ra\"\nport = \"a\"\n\
+             [[attach]]\nextension = \"rb\"\nport = \"b\"\n\
+             [fib]\nmirror = true\n"
+        );
+        let running = router.enter(|| {
+            let cfg = Config::parse(&text, dir.path()).unwrap();
+            let opts = AdapterOptions { cpus: None, ..AdapterOptions::from_config(&cfg.adapter) };
+            Adapter::from_config(&cfg, opts).unwrap().start().unwrap()
+        });
+        Some(Topology { client, router, server, running: Some(running), _dir: dir })
+    }
+
+    fn running(&self) -> &Running {
+        self.running.as_ref().expect("running")
+    }
+
+    /// Slot `stat` of both router extensions' `router_stats`, summed over CPUs.
+    fn stat(&self, stat: u32) -> u64 {
+        ["ra", "rb"]
+            .iter()
+            .map(|e| {
+                let m = self.running().extension(e).unwrap().map("router_stats").unwrap();
+                let mut v = vec![0u8; m.user_value_size()];
+                m.lookup_user(&stat.to_le_bytes(), &mut v).unwrap();
+                v.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// Waits until the published counters satisfy `done` (they lag by up to ~100 ms).
+    fn wait_for(&self, done: impl Fn(&Totals) -> bool) -> Totals {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let t = self.running().totals();
+            if done(&t) || Instant::now() > deadline {
+                return t;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(mut self) -> Totals {
+        self.running.take().unwrap().stop().unwrap().totals
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        // Stop the adapter (its TAPs go with it) before the namespaces are removed.
+        if let Some(r) = self.running.take() {
+            let _ = r.stop();
+        }
+    }
+}
+
+fn pings_cross_the_router(kind: &str) {
+    if !bpf_ok() || !have("ping") || !have("ethtool") {
+        return;
+    }
+    let Some(t) = Topology::new(kind) else { return };
+    // The router's own addresses: the kernel answers through the twin.
+    let (ok, out) = ping(&t.client, "10.71.1.1", 3);
+    assert!(ok, "the router answers on its own address: {out}");
+    let (ok, out) = ping(&t.client, "10.71.2.1", 3);
+    assert!(ok, "and on its other port's address: {out}");
+    // Across the router, both ways. The first packets wait for the kernel to resolve
+    // the next hop; after that spine forwards them itself.
+    let (ok, out) = ping(&t.client, "10.71.2.2", 5);
+    assert!(ok, "client to server: {out}");
+    assert!(out.contains("ttl=63"), "one hop: {out}");
+    let (ok, out) = ping(&t.server, "10.71.1.2", 5);
+    assert!(ok, "server to client: {out}");
+    let forwarded = t.stat(FORWARDED);
+    assert!(
+        forwarded >= 5,
+        "spine's fast path forwarded the echoes once neighbours were known: {forwarded}"
+    );
+    // IPv6, both ways: neighbour discovery goes through the twins.
+    let (ok, out) = ping(&t.client, "fd71:1::1", 3);
+    assert!(ok, "the router answers on its IPv6 address: {out}");
+    let (ok, out) = ping(&t.client, "fd71:2::2", 5);
+    assert!(ok, "IPv6 client to server: {out}");
+    assert!(out.contains("ttl=63"), "one hop: {out}");
+    let (ok, out) = ping(&t.server, "fd71:1::2", 5);
+    assert!(ok, "IPv6 server to client: {out}");
+    assert!(t.stat(FORWARDED) >= forwarded + 5, "IPv6 forwarded on the fast path too");
+
+    // TTL 1: the router's kernel sends time exceeded, through the twin.
+    let expired = t.stat(TTL_EXPIRED);
+    let out = ping_ttl1(&t.client, "10.71.2.2");
+    assert!(out.contains("From 10.71.1.1") && out.contains("Time to live exceeded"), "{out}");
+    let out = ping_ttl1(&t.client, "fd71:2::2");
+    assert!(out.contains("From fd71:1::1") && out.contains("Time exceeded"), "{out}");
+    assert_eq!(t.stat(TTL_EXPIRED), expired + 2, "both went up the host path");
+
+    let totals = t.stop();
+    let (a, b) = (totals.port("a").unwrap(), totals.port("b").unwrap());
+    let (ta, tb) = (totals.port("ta").unwrap(), totals.port("tb").unwrap());
+    assert!(a.verdicts.redirect > 0 && b.verdicts.redirect > 0, "{a:?}\n{b:?}");
+    assert!(a.to_host > 0 && ta.tx_packets > 0 && ta.to_host > 0, "{a:?}\n{ta:?}");
+    assert!(tb.to_host > 0, "the kernel's ARP/ND left by port b: {tb:?}");
+    for p in [a, b, ta, tb] {
+        assert_eq!(p.drops.total() + p.device.rx_drops + p.device.tx_drops, 0, "{p:?}");
+    }
+}
+
+#[test]
+fn pings_cross_the_router_on_afxdp_ports_and_ttl_1_expires_at_its_twin() {
+    pings_cross_the_router("afxdp");
+}
+
+#[test]
+fn pings_cross_the_router_on_afpacket_ports_and_ttl_1_expires_at_its_twin() {
+    pings_cross_the_router("afpacket");
+}
+
+/// `ip route` in the router namespace decides what spine forwards: a route added there
+/// makes a destination reachable on the fast path, its removal makes the router's
+/// kernel answer "unreachable" again.
+#[test]
+fn a_route_added_and_removed_with_ip_route_is_followed() {
+    if !bpf_ok() || !have("ping") || !have("ethtool") {
+        return;
+    }
+    let Some(t) = Topology::new("afxdp") else { return };
+    // Neighbours first (both ends known), then the route is the only thing missing.
+    assert!(ping(&t.client, "10.71.2.2", 2).0);
+    let local = t.stat(LOCAL);
+    let (ok, out) = ping(&t.client, "198.51.100.1", 1);
+    assert!(!ok && out.contains("From 10.71.1.1") && out.contains("Unreachable"), "{out}");
+    assert!(t.stat(LOCAL) > local, "not forwarded: up to the kernel, which has no route");
+
+    t.router.ip("route add 198.51.100.0/24 via 10.71.2.2");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let before = t.stat(FORWARDED);
+    loop {
+        let (ok, _) = run_in(&t.client, &["ping", "-n", "-c", "1", "-W", "1", "198.51.100.1"]);
+        if ok {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the added route was never followed");
+    }
+    let (ok, out) = ping(&t.client, "198.51.100.1", 3);
+    assert!(ok, "{out}");
+    assert!(t.stat(FORWARDED) >= before + 6, "requests and replies on spine's fast path");
+
+    t.router.ip("route del 198.51.100.0/24 via 10.71.2.2");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (ok, out) = run_in(&t.client, &["ping", "-n", "-c", "1", "-W", "1", "198.51.100.1"]);
+        if !ok && out.contains("Unreachable") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the removed route was still followed: {out}");
+    }
+    drop(t);
+}
+
+/// A TCP transfer (iperf3, 20 MB) crosses the router; malformed frames sent to the
+/// router are dropped and counted, and nothing else is lost.
+#[test]
+fn a_tcp_transfer_completes_and_malformed_frames_are_dropped_and_counted() {
+    if !bpf_ok() || !have("ping") || !have("ethtool") || !have("iperf3") {
+        return;
+    }
+    let Some(t) = Topology::new("afxdp") else { return };
+    assert!(ping(&t.client, "10.71.2.2", 2).0);
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", t.server.name(), "iperf3", "-s", "-1", "-B", "10.71.2.2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 server");
+    // The server listens once its socket is bound; the client retries until then.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let out = loop {
+        let (ok, out) = run_in(
+            &t.client,
+            &["iperf3", "-c", "10.71.2.2", "-n", "20M", "-J", "--connect-timeout", "3000"],
+        );
+        if ok || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = server.wait();
+    let json: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let received = json["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(received >= 20 << 20, "the whole transfer arrived: {received} bytes\n{out}");
+
+    // Malformed frames to the router's MAC on port a: an IPv4 header cut short, a header
+    // length under 20 bytes, a total length past the frame, an IPv6 header cut short.
+    let mac = t
+        .router
+        .enter(|| spine_rtnl::links().unwrap())
+        .into_iter()
+        .find(|l| l.name == "r0")
+        .unwrap()
+        .mac;
+    let eth = |ty: [u8; 2]| {
+        let mut f = mac.to_vec();
+        f.extend_from_slice(&[2, 0, 0, 0, 0x71, 2]);
+        f.extend_from_slice(&ty);
+        f
+    };
+    let mut bad = Vec::new();
+    let mut f = eth([8, 0]);
+    f.extend_from_slice(&[0x45, 0, 0, 40, 0, 0]);
+    bad.push(f);
+    let mut f = eth([8, 0]);
+    f.extend_from_slice(&[0x44, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 71, 1, 2, 10, 71, 2, 2]);
+    bad.push(f);
+    let mut f = eth([8, 0]);
+    f.extend_from_slice(&[
+        0x45, 0, 0x05, 0xdc, 0, 0, 0, 0, 64, 17, 0, 0, 10, 71, 1, 2, 10, 71, 2, 2,
+    ]);
+    f.extend_from_slice(&[0; 26]);
+    bad.push(f);
+    let mut f = eth([0x86, 0xdd]);
+    f.extend_from_slice(&[0x60, 0, 0, 0, 0, 8, 17, 64]);
+    bad.push(f);
+    for f in &mut bad {
+        f.resize(f.len().max(60), 0);
+    }
+    let malformed = t.stat(MALFORMED);
+    let before = t.running().totals().port("a").unwrap().drops.total();
+    t.client.enter(|| {
+        let raw = Raw::bind("c0");
+        for f in &bad {
+            raw.send(f);
+        }
+    });
+    let totals = t.wait_for(|x| x.port("a").unwrap().drops.total() >= before + bad.len() as u64);
+    assert_eq!(t.stat(MALFORMED), malformed + bad.len() as u64, "each counted as malformed");
+    let a = totals.port("a").unwrap();
+    assert_eq!(a.drops.total(), before + bad.len() as u64, "and dropped: {a:?}");
+    assert_eq!(a.drops.total(), a.drops.verdict, "by the router's verdict, nothing else: {a:?}");
+    // The router still forwards.
+    assert!(ping(&t.client, "10.71.2.2", 2).0);
+    let totals = t.stop();
+    for name in ["a", "b", "ta", "tb"] {
+        let p = totals.port(name).unwrap();
+        let lost = p.drops.total() - p.drops.verdict + p.device.rx_drops + p.device.tx_drops;
+        assert_eq!(lost, 0, "port {name} lost nothing: {p:?}");
+    }
+    assert_eq!(totals.port("b").unwrap().drops.total(), 0);
+}
