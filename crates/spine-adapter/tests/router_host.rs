@@ -436,3 +436,116 @@ fn a_tcp_transfer_completes_and_malformed_frames_are_dropped_and_counted() {
     assert_eq!(after.port("b").unwrap().drops.verdict, 0);
     assert_eq!(lost(&after), lost(&before), "nothing else was lost:\n{after:?}");
 }
+
+/// A BIRD in the foreground in `ns`, killed when dropped.
+struct Bird(std::process::Child);
+
+impl Drop for Bird {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn bird(ns: &NetNs, dir: &TempDir, name: &str, conf: &str) -> Bird {
+    let (cfg, sock) = (dir.join(&format!("{name}.conf")), dir.join(&format!("{name}.ctl")));
+    std::fs::write(&cfg, conf).unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "bird", "-f", "-c"])
+        .arg(&cfg)
+        .arg("-s")
+        .arg(&sock)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bird");
+    Bird(child)
+}
+
+/// BGP over the twins: BIRD in the router namespace peers (through spine, from twin t1)
+/// with a BIRD in the server namespace that announces 2,000 prefixes; BIRD installs them
+/// in the router's kernel, spine's FIB follows, and spine forwards to them; when the
+/// neighbour goes away the withdrawal makes them unreachable again.
+#[test]
+fn bird_learns_routes_over_the_twins_and_spine_forwards_by_them() {
+    const PREFIXES: u32 = 2_000;
+    if !bpf_ok() || !have("ping") || !have("ethtool") || !have("bird") {
+        return;
+    }
+    let Some(t) = Topology::new("afxdp") else { return };
+    // The server answers for one address in the first, a middle and the last prefix.
+    let probes = ["100.64.0.1", "100.67.232.1", "100.71.207.1"];
+    for p in probes {
+        t.server.ip(&format!("addr add {p}/32 dev lo"));
+    }
+    assert!(ping(&t.client, "10.71.2.2", 2).0);
+    let (ok, out) = ping(&t.client, probes[0], 1);
+    assert!(!ok && out.contains("Unreachable"), "no route before BGP: {out}");
+
+    let dir = TempDir::new("router-bird");
+    let timers = "hold time 6; keepalive time 2; connect retry time 1; connect delay time 1;";
+    let _router = bird(
+        &t.router,
+        &dir,
+        "router",
+        &format!(
+            "router id 10.71.2.1;\nprotocol device {{}}\n\
+             protocol kernel {{ ipv4 {{ import none; export all; }}; }}\n\
+             protocol bgp peer {{ local 10.71.2.1 as 65001; neighbor 10.71.2.2 as 65002; {timers}\n\
+             ipv4 {{ import all; export none; }}; }}\n"
+        ),
+    );
+    let statics: String = (0..PREFIXES)
+        .map(|i| format!("route 100.{}.{}.0/24 blackhole;\n", 64 + (i >> 8), i & 0xff))
+        .collect();
+    let announcer = bird(
+        &t.server,
+        &dir,
+        "peer",
+        &format!(
+            "router id 10.71.2.2;\nprotocol device {{}}\n\
+             protocol static {{ ipv4; {statics} }}\n\
+             protocol bgp upstream {{ local 10.71.2.2 as 65002; neighbor 10.71.2.1 as 65001; {timers}\n\
+             ipv4 {{ import none; export all; }}; }}\n"
+        ),
+    );
+    let learned = || {
+        let (_, routes) = run_in(&t.router, &["ip", "route", "show", "proto", "bird"]);
+        routes.lines().filter(|l| l.contains("via 10.71.2.2 dev t1")).count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while learned() < PREFIXES as usize {
+        assert!(Instant::now() < deadline, "BIRD learned {} of {PREFIXES} routes", learned());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = t.stat(FORWARDED);
+    for p in probes {
+        let (ok, out) = ping(&t.client, p, 3);
+        assert!(ok, "{p} reachable by the BGP route: {out}");
+    }
+    assert!(
+        t.stat(FORWARDED) >= before + 2 * 3 * probes.len() as u64,
+        "spine forwarded the echoes and replies by the BGP routes"
+    );
+
+    drop(announcer); // the session closes; BIRD withdraws the routes from the kernel
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while learned() > 0 {
+        assert!(Instant::now() < deadline, "{} routes never withdrawn", learned());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Withdrawn from spine's FIB too: nothing is forwarded to them any more (the
+    // router's kernel answers "unreachable", within its ICMP rate limit).
+    let gone = |p: &str| !run_in(&t.client, &["ping", "-n", "-c", "1", "-W", "1", p]).0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !gone(probes[0]) {
+        assert!(Instant::now() < deadline, "{} still forwarded after the withdrawal", probes[0]);
+    }
+    let forwarded = t.stat(FORWARDED);
+    for p in probes {
+        let (ok, out) = run_in(&t.client, &["ping", "-n", "-c", "2", "-i", "0.2", "-W", "1", p]);
+        assert!(!ok, "{p} unreachable after the withdrawal: {out}");
+    }
+    assert_eq!(t.stat(FORWARDED), forwarded, "no frame forwarded by a withdrawn route");
+    drop(t);
+}
