@@ -282,9 +282,11 @@ impl AdapterBuilder {
         if !matches!(self.ports[port].device, Device::AfPacket(_) | Device::AfXdp(_)) {
             return Err(wiring_err(at, "a twin stands for an afpacket or afxdp port"));
         }
-        let Device::Tap(t) = &self.ports[tap].device else {
+        if !matches!(self.ports[tap].device, Device::Tap(_)) {
             return Err(wiring_err(at, "only a tap port can be a twin"));
-        };
+        }
+        self.set_host_path(port, tap)?;
+        let Device::Tap(t) = &self.ports[tap].device else { unreachable!("checked above") };
         let rtnl = |e: spine_rtnl::RtnlError| wiring_err(&at, e.to_string());
         let ifindex = self.ports[port].ifindex;
         let links = spine_rtnl::links().map_err(rtnl)?;
@@ -305,7 +307,6 @@ impl AdapterBuilder {
         for &(ip, len) in addresses {
             spine_rtnl::add_address(tap_ifindex, ip, len).map_err(rtnl)?;
         }
-        self.set_host_path(port, tap)?;
         self.ports[tap].twin_of = Some(port);
         Ok(())
     }
