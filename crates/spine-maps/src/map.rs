@@ -437,6 +437,36 @@ impl Map {
         }
     }
 
+    /// One step of `bpf_for_each_map_elem`'s walk, from a program on worker `cpu`: the
+    /// next element from `cursor` on (`[0, 0]` to start), its key written to `key`
+    /// (`key_size` bytes) and the address of its value (this CPU's for per-CPU maps)
+    /// returned, or `None` after the last. Arrays walk every index, as the kernel's
+    /// `bpf_for_each_array_elem`; hash maps (every flavour) by bucket, as
+    /// `bpf_for_each_hash_elem`, without touching LRU state. Other types (which the
+    /// kernel cannot walk) have no elements.
+    pub fn walk_next(
+        &self,
+        cursor: &mut [u64; 2],
+        key: &mut [u8],
+        cpu: usize,
+    ) -> Option<NonNull<u8>> {
+        if cpu >= self.ncpus || key.len() < self.def.key_size as usize {
+            return None;
+        }
+        match &self.inner {
+            Inner::Array(a) => {
+                let i = u32::try_from(cursor[0]).ok()?;
+                let k = i.to_le_bytes();
+                let v = a.lookup(&k, cpu)?;
+                cursor[0] += 1;
+                key[..4].copy_from_slice(&k);
+                Some(v)
+            }
+            Inner::Hash(h) => h.walk_next(cursor, key, cpu),
+            _ => None,
+        }
+    }
+
     /// `BPF_MAP_FREEZE`: user-side writes fail with `EPERM` from now on; programs are
     /// unaffected. Idempotent (see [`Map::try_freeze`] for the kernel's errors).
     pub fn freeze(&self) {

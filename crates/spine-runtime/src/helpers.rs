@@ -18,7 +18,7 @@ use std::sync::Arc;
 use spine_abi::{errno, helper};
 use spine_jit::NativeHelper;
 use spine_maps::{Map, RingBuf};
-use spine_vm::{BudgetVerdict, CallAbort, Env, Memory, Region};
+use spine_vm::{BudgetVerdict, CallAbort, Env, Iteration, Memory, Region, Step};
 
 use crate::csum;
 use crate::ctx::XdpCtx;
@@ -31,6 +31,13 @@ use crate::Host;
 const MAX_META: u64 = spine_abi::xdp_frame::MAX_META as u64;
 /// Tail calls one invocation may make (the kernel's `MAX_TAIL_CALL_CNT`).
 pub const MAX_TAIL_CALLS: u32 = 33;
+/// Most iterations one `bpf_loop` call may ask for (the kernel's `BPF_MAX_LOOPS`).
+pub const MAX_LOOPS: u32 = 1 << 23;
+/// Largest key a `bpf_for_each_map_elem` callback is lent (the kernel's key size limit
+/// for the maps it walks is the stack size).
+pub(crate) const CB_KEY_MAX: usize = 512;
+/// Bytes of callback key memory a runner keeps: one key per frame depth.
+pub(crate) const CB_KEYS_BYTES: usize = CB_KEY_MAX * spine_isa::MAX_CALL_FRAMES;
 
 /// Where an `XDP_REDIRECT` verdict sends its packet; the adapter resolves the target (and
 /// checks the extension's domain may use it).
@@ -78,6 +85,10 @@ pub(crate) struct XdpEnv<'a> {
     /// Inner maps and ring-buffer records the invocation holds (the runner's, empty
     /// between invocations); released on drop.
     pub held: &'a mut Held,
+    /// [`CB_KEYS_BYTES`] of read-only (to the program) memory where
+    /// `bpf_for_each_map_elem` puts the key it lends its callback, one slot per frame
+    /// depth; null when the runner registered none (the program does not walk maps).
+    pub cb_keys: *mut u8,
 }
 
 impl Drop for XdpEnv<'_> {
@@ -272,6 +283,32 @@ impl<'a> XdpEnv<'a> {
         Ok(u64::from(act::REDIRECT))
     }
 
+    /// The next element of a `bpf_for_each_map_elem` walk: `it` holds the map handle,
+    /// the map's cursor, the callback context and the elements visited.
+    fn walk_step(&mut self, it: &mut Iteration, depth: usize) -> Result<Step, CallAbort> {
+        let [handle, c0, c1, cb_ctx, count, _] = it.words;
+        let map = self.map(handle)?;
+        let key_size = map.def().key_size as usize;
+        if self.cb_keys.is_null() || key_size > CB_KEY_MAX || depth >= spine_isa::MAX_CALL_FRAMES {
+            return Err(CallAbort::Fault("no key memory for bpf_for_each_map_elem"));
+        }
+        // SAFETY: `cb_keys` points at `CB_KEYS_BYTES` the runner owns for as long as this
+        // environment lives; slot `depth` is this walk's alone (walks active at once run
+        // at distinct depths), and programs only read it (its region is read-only).
+        let key = unsafe {
+            std::slice::from_raw_parts_mut(self.cb_keys.add(depth * CB_KEY_MAX), key_size)
+        };
+        let mut cursor = [c0, c1];
+        match map.walk_next(&mut cursor, key, self.cpu) {
+            None => Ok(Step::Done(count)),
+            Some(value) => {
+                let key_addr = key.as_ptr() as u64;
+                it.words = [handle, cursor[0], cursor[1], cb_ctx, count + 1, 0];
+                Ok(Step::Call([handle, key_addr, value.as_ptr() as u64, cb_ctx, 0]))
+            }
+        }
+    }
+
     fn tail_call(&mut self, map: u64, index: u64) -> Result<u64, CallAbort> {
         let Some(pa) = map_index(map).and_then(|i| self.maps.progs(i)) else {
             return Err(CallAbort::Fault("argument 2 is not a program array"));
@@ -424,6 +461,85 @@ impl Env for XdpEnv<'_> {
             helper::RINGBUF_QUERY => self.ringbuf(a[0])?.query(a[1]),
             _ => return Err(CallAbort::Unknown),
         })
+    }
+
+    /// `bpf_loop` and `bpf_for_each_map_elem` as the kernel's: non-zero flags are
+    /// `-EINVAL`; more than [`MAX_LOOPS`] iterations `-E2BIG`; any non-zero callback
+    /// return stops the walk; the result is the number of callbacks run.
+    fn callback_start(
+        &mut self,
+        id: u32,
+        a: [u64; 5],
+        it: &mut Iteration,
+        depth: usize,
+        _mem: &mut Memory,
+    ) -> Result<Step, CallAbort> {
+        match id {
+            helper::LOOP => {
+                // `bpf_loop(u32 nr_loops, callback, ctx, u64 flags)`.
+                let nr = a[0] as u32;
+                if a[3] != 0 {
+                    return Ok(Step::Done(neg(errno::EINVAL)));
+                }
+                if nr > MAX_LOOPS {
+                    return Ok(Step::Done(neg(errno::E2BIG)));
+                }
+                if nr == 0 {
+                    return Ok(Step::Done(0));
+                }
+                it.words = [u64::from(nr), 0, a[2], 0, 0, 0];
+                Ok(Step::Call([0, a[2], 0, 0, 0]))
+            }
+            helper::FOR_EACH_MAP_ELEM => {
+                use spine_abi::map_type as mt;
+                if a[3] != 0 {
+                    return Ok(Step::Done(neg(errno::EINVAL)));
+                }
+                let walkable = matches!(
+                    self.map(a[0])?.def().map_type,
+                    mt::ARRAY
+                        | mt::PERCPU_ARRAY
+                        | mt::HASH
+                        | mt::PERCPU_HASH
+                        | mt::LRU_HASH
+                        | mt::LRU_PERCPU_HASH
+                );
+                if !walkable {
+                    return Err(CallAbort::Fault("bpf_for_each_map_elem on a map it cannot walk"));
+                }
+                it.words = [a[0], 0, 0, a[2], 0, 0];
+                self.walk_step(it, depth)
+            }
+            _ => Err(CallAbort::Unknown),
+        }
+    }
+
+    fn callback_next(
+        &mut self,
+        id: u32,
+        it: &mut Iteration,
+        ret: u64,
+        depth: usize,
+        _mem: &mut Memory,
+    ) -> Result<Step, CallAbort> {
+        match id {
+            helper::LOOP => {
+                let [nr, i, cb_ctx, ..] = it.words;
+                let i = i + 1;
+                if ret != 0 || i >= nr {
+                    return Ok(Step::Done(i));
+                }
+                it.words[1] = i;
+                Ok(Step::Call([i, cb_ctx, 0, 0, 0]))
+            }
+            helper::FOR_EACH_MAP_ELEM => {
+                if ret != 0 {
+                    return Ok(Step::Done(it.words[4]));
+                }
+                self.walk_step(it, depth)
+            }
+            _ => Err(CallAbort::Unknown),
+        }
     }
 
     fn budget_expired(&mut self) -> BudgetVerdict {
