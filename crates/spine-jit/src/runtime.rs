@@ -188,7 +188,7 @@ pub(crate) unsafe extern "C" fn callback_start<E: Env>(
     let it = unsafe { &mut (*ctx.cb_iters.as_mut_ptr())[depth] };
     *it = Iteration::default();
     let r = catch_unwind(AssertUnwindSafe(|| {
-        env.callback_start(id, [r1, r2, r3, r4, r5], it, depth, mem)
+        env.callback_start(pc, id, [r1, r2, r3, r4, r5], it, depth, mem)
     }));
     callback_step(ctx, pc, id, r)
 }

@@ -130,6 +130,9 @@ pub struct Extension {
     stats: VerifyStats,
     pub(crate) engine: Engine,
     health: Health,
+    /// The `bpf_loop` calls the kernel would inline (see
+    /// `spine_verifier::Verified::inlined_loops`), whose edge cases differ.
+    pub(crate) inlined_loops: Vec<usize>,
 }
 
 impl std::fmt::Debug for Extension {
@@ -407,6 +410,7 @@ fn load_program(
         },
         engine,
         health: Health::default(),
+        inlined_loops: verified.inlined_loops,
     })
 }
 

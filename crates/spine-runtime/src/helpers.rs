@@ -89,6 +89,9 @@ pub(crate) struct XdpEnv<'a> {
     /// `bpf_for_each_map_elem` puts the key it lends its callback, one slot per frame
     /// depth; null when the runner registered none (the program does not walk maps).
     pub cb_keys: *mut u8,
+    /// The program now running (the entry or a tail-call target), for its
+    /// `inlined_loops`; set by the runner before each engine run.
+    pub running: *const Extension,
 }
 
 impl Drop for XdpEnv<'_> {
@@ -468,6 +471,7 @@ impl Env for XdpEnv<'_> {
     /// return stops the walk; the result is the number of callbacks run.
     fn callback_start(
         &mut self,
+        pc: usize,
         id: u32,
         a: [u64; 5],
         it: &mut Iteration,
@@ -476,18 +480,23 @@ impl Env for XdpEnv<'_> {
     ) -> Result<Step, CallAbort> {
         match id {
             helper::LOOP => {
-                // `bpf_loop(u32 nr_loops, callback, ctx, u64 flags)`.
-                let nr = a[0] as u32;
+                // `bpf_loop(u32 nr_loops, callback, ctx, u64 flags)`; where the kernel
+                // inlines it, the count is checked whole and -E2BIG is a 32-bit move.
+                // SAFETY: `running` is the extension the runner is running now, which
+                // it keeps alive for the run (its own or a tail-call target's `Arc`).
+                let inlined = unsafe { &*self.running }.inlined_loops.binary_search(&pc).is_ok();
+                let nr = if inlined { a[0] } else { u64::from(a[0] as u32) };
                 if a[3] != 0 {
                     return Ok(Step::Done(neg(errno::EINVAL)));
                 }
-                if nr > MAX_LOOPS {
-                    return Ok(Step::Done(neg(errno::E2BIG)));
+                if nr > u64::from(MAX_LOOPS) {
+                    let e2big = neg(errno::E2BIG);
+                    return Ok(Step::Done(if inlined { u64::from(e2big as u32) } else { e2big }));
                 }
                 if nr == 0 {
                     return Ok(Step::Done(0));
                 }
-                it.words = [u64::from(nr), 0, a[2], 0, 0, 0];
+                it.words = [nr, 0, a[2], 0, 0, 0];
                 Ok(Step::Call([0, a[2], 0, 0, 0]))
             }
             helper::FOR_EACH_MAP_ELEM => {

@@ -241,6 +241,7 @@ impl XdpRunner {
                     .cb_keys
                     .as_mut()
                     .map_or(std::ptr::null_mut(), |k| k.as_mut_ptr().cast::<u8>()),
+                running: std::ptr::null(),
             },
             ext: &self.ext,
             cpu: self.cpu,
@@ -370,6 +371,7 @@ impl XdpBurst<'_> {
             if ext.stats().zeroed_stack > 0 {
                 self.stack.zero_top(ext.stats().zeroed_stack);
             }
+            env.running = ext;
             let r = match &ext.engine {
                 Engine::Interp(vm) => vm.run(args, self.mem, self.stack, env, self.limits),
                 // SAFETY: the JIT registered `helpers::native_helpers`, which take the

@@ -277,7 +277,7 @@ impl Interpreter {
                             let id = i.imm as u32;
                             let args = [reg[1], reg[2], reg[3], reg[4], reg[5]];
                             let mut it = Iteration::default();
-                            match env.callback_start(id, args, &mut it, depth, mem) {
+                            match env.callback_start(cur, id, args, &mut it, depth, mem) {
                                 Ok(Step::Done(v)) => reg[0] = v,
                                 Ok(Step::Call(a)) => {
                                     let Some(entry) = callback_pc(args[1], &self.callbacks) else {

@@ -76,7 +76,8 @@ pub trait Env {
         BudgetVerdict::Abort
     }
 
-    /// A static call of a callback helper ([`is_callback_helper`]) with r1..r5 = `args`:
+    /// A static call of a callback helper ([`is_callback_helper`]) at instruction `pc`
+    /// with r1..r5 = `args`:
     /// fill `it` with whatever [`Env::callback_next`] needs and say what comes first.
     /// `depth` is the caller's frame depth (below `MAX_CALL_FRAMES`): callback helpers
     /// active at once have distinct depths, so memory the environment lends a callback
@@ -84,6 +85,7 @@ pub trait Env {
     /// the first [`Step::Call`]. The default knows no callback helper.
     fn callback_start(
         &mut self,
+        _pc: usize,
         _id: u32,
         _args: [u64; 5],
         _it: &mut Iteration,
