@@ -103,11 +103,11 @@ mod tests {
     fn only_programs_taking_function_addresses_need_it() {
         let plain = spine_isa::assemble("call local f\nexit\nf: mov %r0, 0\nexit").unwrap();
         assert_eq!(func_info(&plain), None);
-        let [a, b] = Insn::lddw(2, op::PSEUDO_FUNC, 2);
+        let [a, b] = Insn::lddw(2, op::PSEUDO_FUNC, 3);
         let mut insns = vec![a, b];
         insns.extend(spine_isa::assemble("call 181\nexit\nmov %r0, 0\nexit").unwrap());
         let fi = func_info(&insns).unwrap();
-        assert_eq!(fi.records, vec![[0, 3], [5, 4]]);
+        assert_eq!(fi.records, vec![[0, 3], [4, 4]]);
         assert_eq!(&fi.btf[..2], &BTF_MAGIC.to_le_bytes());
     }
 }
