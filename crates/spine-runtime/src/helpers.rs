@@ -47,6 +47,10 @@ pub enum Redirect {
     Port { ifindex: u32 },
     /// To the worker of this CPU (a cpumap entry).
     Cpu { cpu: u32 },
+    /// `BPF_F_BROADCAST`: to the port of every entry of the devmap or devmap_hash at
+    /// `map` in the extension's map table (as the kernel, the entries when the adapter
+    /// acts on the verdict), except the ingress port with `BPF_F_EXCLUDE_INGRESS`.
+    Broadcast { map: u32, exclude_ingress: bool },
 }
 
 /// `bpf_redirect_map` flags: the low bits are the verdict when the key is missing.
@@ -257,16 +261,28 @@ impl<'a> XdpEnv<'a> {
         (len > 0 && end <= plen).then(|| (c.data + offset, len as usize))
     }
 
-    /// `bpf_redirect_map`, as the kernel's `__bpf_xdp_redirect_map`: a missing key returns
-    /// the low bits of `flags` as the verdict. Broadcast is not supported (`XDP_ABORTED`).
+    /// `bpf_redirect_map`, as the kernel's `__bpf_xdp_redirect_map`: flags other than the
+    /// low bits (and, for devmaps, `BPF_F_BROADCAST`/`BPF_F_EXCLUDE_INGRESS`) are
+    /// `XDP_ABORTED`; a missing key returns the low bits of `flags` as the verdict,
+    /// unless broadcasting, which ignores the key and always redirects.
     fn redirect_map(&mut self, handle: u64, key: u64, flags: u64) -> Result<u64, CallAbort> {
         use spine_abi::{map_type as mt, xdp_action as act};
-        if flags & !(REDIRECT_ACTION_MASK | BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS) != 0
-            || flags & BPF_F_BROADCAST != 0
-        {
+        let map = self.map(handle)?;
+        let devmap = matches!(map.def().map_type, mt::DEVMAP | mt::DEVMAP_HASH);
+        let flag_mask = if devmap { BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS } else { 0 };
+        if flags & !(REDIRECT_ACTION_MASK | flag_mask) != 0 {
             return Ok(u64::from(act::ABORTED));
         }
-        let map = self.map(handle)?;
+        if flags & BPF_F_BROADCAST != 0 {
+            let Some(index) = map_index(handle) else {
+                return Err(CallAbort::Fault("broadcast through an inner map"));
+            };
+            self.redirect = Some(Redirect::Broadcast {
+                map: index as u32,
+                exclude_ingress: flags & BPF_F_EXCLUDE_INGRESS != 0,
+            });
+            return Ok(u64::from(act::REDIRECT));
+        }
         let key = key as u32;
         let Some(value) = map.lookup(&key.to_le_bytes(), self.cpu) else {
             self.redirect = None;
