@@ -289,8 +289,15 @@ pub fn spine_entries(m: &Map) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, spine_maps::
             Err(e) => return Err(e),
         }
         let mut value = vec![0u8; m.user_value_size()];
-        m.lookup_user(&next, &mut value)?;
-        out.insert(next.clone(), value);
+        // An empty slot (a devmap's or cpumap's) is listed but has no value: skipped, as
+        // the kernel side skips it.
+        match m.lookup_user(&next, &mut value) {
+            Ok(()) => {
+                out.insert(next.clone(), value);
+            }
+            Err(spine_maps::MapError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
         key = Some(next.clone());
     }
     Ok(out)
