@@ -114,6 +114,35 @@ fn broadcast_redirects_reach_every_port_of_the_devmap_except_ingress_when_asked(
 }
 
 #[test]
+fn redirects_into_an_xskmap_entry_reach_the_port_bound_there() {
+    for bound in [true, false] {
+        let mut b = AdapterBuilder::new(opts(1)).unwrap();
+        let sent = frames(&[0, 1], 100);
+        let wire = b.add_port("wire", mem("wire", &sent, Some(sent.len() as u64)), None).unwrap();
+        b.add_port("sock", sink("sock"), Some(20)).unwrap();
+        b.add_port("host", sink("host"), None).unwrap();
+        let e = b.load_extension("xsk", maps_object(), Some("to_xsk"), "default", "test").unwrap();
+        b.attach(e, wire).unwrap();
+        if bound {
+            // Queue 0's entry: the port standing for its socket.
+            b.update_map(e, "xsks", &0u32.to_le_bytes(), &20u32.to_le_bytes()).unwrap();
+        }
+        let mut a = b.build().unwrap();
+        a.run_to_completion(10_000);
+        let t = finish(a);
+        let w = t.port("wire").unwrap();
+        if bound {
+            assert_eq!((w.verdicts.redirect, w.drops.total()), (100, 0));
+            assert_eq!(t.port("sock").unwrap().tx_packets, 100);
+        } else {
+            // No socket on the queue: the flags' XDP_PASS.
+            assert_eq!((w.verdicts.redirect, w.verdicts.pass), (0, 100));
+            assert_eq!(t.port("sock").unwrap().tx_packets, 0);
+        }
+    }
+}
+
+#[test]
 fn a_broadcast_through_an_empty_devmap_is_a_drop_without_target() {
     let mut b = AdapterBuilder::new(opts(1)).unwrap();
     let sent = frames(&[0, 1], 100);

@@ -183,7 +183,12 @@ impl Pair {
         let maps = (0..ext.maps().len())
             .filter_map(|i| ext.maps().data(i).map(|_| i))
             .filter_map(|i| match ext.maps().get(i) {
-                Some(spine_runtime::RtMap::Data(m)) => Some((i, m.clone())),
+                // The kernel does not let user space read an XSKMAP entry back.
+                Some(spine_runtime::RtMap::Data(m))
+                    if m.def().map_type != spine_abi::map_type::XSKMAP =>
+                {
+                    Some((i, m.clone()))
+                }
                 _ => None,
             })
             .collect();

@@ -97,3 +97,15 @@ fn redirect_map_flags_match_the_kernel() {
     // Every verdict occurs: the fallbacks 0..3 and the broadcasts' XDP_REDIRECT.
     assert!(v[..5].iter().all(|&n| n > 0), "{v:?}");
 }
+
+#[test]
+fn redirect_map_into_an_empty_xskmap_matches_the_kernel() {
+    if !kernel_available() {
+        return;
+    }
+    // The same probes with an XSKMAP as map 3: a missing entry gives the flags' low bits,
+    // broadcast flags are XDP_ABORTED as for any map other than a devmap.
+    let pkts = packets(4);
+    let v = check(&object("xsk", &["-DWITH_XSKMAP"]), &pkts);
+    assert!(v[..5].iter().all(|&n| n > 0), "{v:?}");
+}

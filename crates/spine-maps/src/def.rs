@@ -131,6 +131,7 @@ pub(crate) enum Plan {
         hash: bool,
     },
     CpuMap,
+    XskMap,
     RingBuf,
     /// `ARRAY_OF_MAPS` or `HASH_OF_MAPS`.
     Outer {
@@ -216,6 +217,18 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
                 return Err(MapError::TooManyEntries { map, max_entries, max });
             }
             Plan::CpuMap
+        }
+        mt::XSKMAP => {
+            // `xsk_map_alloc`: key and value 4 bytes, one combined EINVAL.
+            check_entry_map(def, mf::NUMA_NODE | mf::RDONLY | mf::WRONLY)?;
+            if def.value_size != 4 {
+                let value_size = def.value_size;
+                return Err(MapError::ValueSize { map, value_size, min: 4, max: 4 });
+            }
+            // Programs only look entries up and redirect (the kernel's verifier refuses
+            // their updates).
+            out.flags |= mf::RDONLY_PROG;
+            Plan::XskMap
         }
         mt::RINGBUF => {
             if flags & !mf::NUMA_NODE != 0 {

@@ -289,14 +289,17 @@ impl<'a> XdpEnv<'a> {
             return Ok(flags & REDIRECT_ACTION_MASK);
         };
         self.redirect = match map.def().map_type {
-            mt::DEVMAP | mt::DEVMAP_HASH => {
+            mt::DEVMAP | mt::DEVMAP_HASH | mt::XSKMAP => {
+                // An XSKMAP entry holds the ifindex of the port bound for the socket.
                 // SAFETY: devmap values are at least 4 bytes (the ifindex first), 8-aligned.
                 let ifindex = unsafe { value.as_ptr().cast::<u32>().read() };
                 Some(Redirect::Port { ifindex })
             }
             mt::CPUMAP => Some(Redirect::Cpu { cpu: key }),
             _ => {
-                return Err(CallAbort::Fault("redirect through a map that is no devmap or cpumap"))
+                return Err(CallAbort::Fault(
+                    "redirect through a map that is no devmap, cpumap or xskmap",
+                ))
             }
         };
         Ok(u64::from(act::REDIRECT))
