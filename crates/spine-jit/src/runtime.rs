@@ -167,7 +167,6 @@ fn callback_step(
 ///
 /// # Safety
 /// As for [`helper_call`]; `depth` is below `MAX_CALL_FRAMES`.
-#[expect(clippy::too_many_arguments, reason = "the generated code passes r1..r5 in registers")]
 pub(crate) unsafe extern "C" fn callback_start<E: Env>(
     ctx: *mut RunCtx,
     id_pc: u64,
