@@ -54,9 +54,10 @@ pub(crate) struct RunCtx {
     /// `callback_start::<E>` and `callback_next::<E>`.
     pub cb_start_fn: usize,
     pub cb_next_fn: usize,
-    /// A callback helper's answer: r0 when done, r1..r5 for the next callback.
-    pub cb_ret: u64,
-    pub cb_args: [u64; 5],
+    /// A callback helper's answer: r0 when done, r1..r5 for the next callback (written
+    /// by `callback_start`/`callback_next` before the generated code reads them).
+    pub cb_ret: MaybeUninit<u64>,
+    pub cb_args: MaybeUninit<[u64; 5]>,
     /// Saved state of the bpf-to-bpf frames, indexed by call depth. Generated code
     /// writes a frame before it reads it, so it starts uninitialised (no per-run memset).
     pub frames: MaybeUninit<[[u64; FRAME_WORDS]; MAX_CALL_FRAMES]>,
@@ -144,11 +145,11 @@ fn callback_step(
 ) -> u64 {
     match r {
         Ok(Ok(Step::Done(v))) => {
-            ctx.cb_ret = v;
+            ctx.cb_ret.write(v);
             CB_DONE
         }
         Ok(Ok(Step::Call(a))) => {
-            ctx.cb_args = a;
+            ctx.cb_args.write(a);
             CB_CALL
         }
         Ok(Err(a)) => {

@@ -85,8 +85,6 @@ struct Frame {
     ret_pc: usize,
     saved: [u64; 4],
     fp: u64,
-    /// Set when the frame above runs a callback of a callback helper.
-    cb: Option<CallbackFrame>,
 }
 
 /// A callback helper call in progress: where it was called, what it calls, its state.
@@ -182,6 +180,9 @@ impl Interpreter {
         reg[1..6].copy_from_slice(&args);
         reg[10] = stack_top;
         let mut frames = [Frame::default(); MAX_CALL_FRAMES];
+        // Set where the frame above runs a callback of a callback helper (apart from
+        // `frames`, so a run without callbacks does not initialise their state).
+        let mut cbs: [Option<CallbackFrame>; MAX_CALL_FRAMES] = [None; MAX_CALL_FRAMES];
         let mut depth = 0usize;
         let mut pc = 0usize;
         // `grant` is the size of the current countdown, `points` what is left of it and
@@ -241,12 +242,12 @@ impl Interpreter {
                         reg[6..10].copy_from_slice(&f.saved);
                         reg[10] = f.fp;
                         pc = f.ret_pc;
-                        if let Some(mut cb) = f.cb {
+                        if let Some(mut cb) = cbs[depth] {
                             match env.callback_next(cb.id, &mut cb.it, reg[0], depth, mem) {
                                 Ok(Step::Done(v)) => reg[0] = v,
                                 Ok(Step::Call(a)) => {
                                     progress!(cb.site);
-                                    frames[depth].cb = Some(cb);
+                                    cbs[depth] = Some(cb);
                                     depth += 1;
                                     reg[1..6].copy_from_slice(&a);
                                     reg[10] = f.fp.wrapping_sub(STACK_SIZE as u64);
@@ -268,8 +269,8 @@ impl Interpreter {
                                 ret_pc: pc,
                                 saved: [reg[6], reg[7], reg[8], reg[9]],
                                 fp: reg[10],
-                                cb: None,
                             };
+                            cbs[depth] = None;
                             depth += 1;
                             reg[10] = reg[10].wrapping_sub(STACK_SIZE as u64);
                             pc = (pc as i64 + i.imm as i64) as usize;
@@ -298,8 +299,8 @@ impl Interpreter {
                                         ret_pc: pc,
                                         saved: [reg[6], reg[7], reg[8], reg[9]],
                                         fp: reg[10],
-                                        cb: Some(CallbackFrame { site: cur, id, entry, it }),
                                     };
+                                    cbs[depth] = Some(CallbackFrame { site: cur, id, entry, it });
                                     depth += 1;
                                     reg[1..6].copy_from_slice(&a);
                                     reg[10] = reg[10].wrapping_sub(STACK_SIZE as u64);
