@@ -6,11 +6,14 @@ SHELL := /bin/bash
 SPINE := target/release/spine
 # clang/llvm build the bundled programs; libbpf-dev gives <bpf/bpf_helpers.h>; bpftool and
 # iproute2 drive the kernel side of tests; tcpdump reads back the captures spine writes;
-# python3 runs the Python client library's test; bird2 peers over BGP in the FIB mirror's test.
-APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump python3 bird2
+# python3 runs the Python client library's test; bird2 peers over BGP in the FIB mirror's test;
+# iputils-ping, iperf3 and ethtool drive the router's end-to-end test (tests/router_host.rs).
+APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump python3 bird2 \
+	iputils-ping iperf3 ethtool
 # Files whose absence means a package must be installed.
 NEED := /usr/bin/clang /usr/bin/llvm-objdump /usr/include/bpf/bpf_helpers.h /usr/sbin/bpftool \
-	/usr/sbin/ip /usr/bin/tcpdump /usr/bin/python3 /usr/sbin/bird
+	/usr/sbin/ip /usr/bin/tcpdump /usr/bin/python3 /usr/sbin/bird /usr/bin/ping /usr/bin/iperf3 \
+	/usr/sbin/ethtool
 
 .PHONY: deps build demo test lint fmt fuzz clean clients
 

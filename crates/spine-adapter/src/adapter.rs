@@ -22,7 +22,7 @@ use spine_runtime::{
     LoadedObject, RunnerError,
 };
 
-use crate::config::{Assign, Config, ObjectSource, PortConfig};
+use crate::config::{Assign, Config, ObjectSource, PortConfig, PortKind};
 use crate::counters::{Counters, Labels, Totals};
 use crate::device::{self, Device};
 use crate::host::WorkerHost;
@@ -136,6 +136,8 @@ struct PortEntry {
     worker: Option<usize>,
     host_path: Option<Id>,
     ext: Option<Id>,
+    /// For a TAP twin: the port it stands for.
+    twin_of: Option<Id>,
 }
 
 /// An extension being built into an adapter, and the object that keeps its maps and
@@ -226,6 +228,7 @@ impl AdapterBuilder {
             worker: None,
             host_path: None,
             ext: None,
+            twin_of: None,
         });
         Ok(id)
     }
@@ -255,13 +258,60 @@ impl AdapterBuilder {
     /// `port` (the host's transmissions reach the wire).
     pub fn set_host_path(&mut self, port: Id, host: Id) -> Result<(), AdapterError> {
         let at = format!("port '{}'", self.ports[port].name);
-        if port == host || self.ports.iter().any(|p| p.host_path == Some(host)) {
+        let serves_another =
+            self.ports.iter().enumerate().any(|(i, p)| i != port && p.host_path == Some(host));
+        if port == host || serves_another {
             return Err(wiring_err(
                 at,
                 "host path is the port itself or already serves another port",
             ));
         }
         self.ports[port].host_path = Some(host);
+        Ok(())
+    }
+
+    /// Makes TAP port `tap` the twin of `port` (an afpacket or afxdp port): the TAP
+    /// takes the interface's MAC and MTU, comes up with `addresses`, and becomes the
+    /// port's host path, so the kernel's stack answers ARP/ND, ICMP and the router's own
+    /// addresses through it and what it sends leaves by the port. A mirrored FIB
+    /// (`[fib] mirror = true`) then holds the routes and neighbours the kernel keeps on
+    /// the twin as the port's.
+    pub fn set_twin(
+        &mut self,
+        tap: Id,
+        port: Id,
+        addresses: &[(std::net::IpAddr, u8)],
+    ) -> Result<(), AdapterError> {
+        let at = format!("port '{}'", self.ports[tap].name);
+        if !matches!(self.ports[port].device, Device::AfPacket(_) | Device::AfXdp(_)) {
+            return Err(wiring_err(at, "a twin stands for an afpacket or afxdp port"));
+        }
+        if !matches!(self.ports[tap].device, Device::Tap(_)) {
+            return Err(wiring_err(at, "only a tap port can be a twin"));
+        }
+        self.set_host_path(port, tap)?;
+        let Device::Tap(t) = &self.ports[tap].device else { unreachable!("checked above") };
+        let rtnl = |e: spine_rtnl::RtnlError| wiring_err(&at, e.to_string());
+        let ifindex = self.ports[port].ifindex;
+        let links = spine_rtnl::links().map_err(rtnl)?;
+        let link = links.iter().find(|l| l.ifindex == ifindex).ok_or_else(|| {
+            wiring_err(
+                &at,
+                format!("interface {ifindex} of port '{}' vanished", self.ports[port].name),
+            )
+        })?;
+        let port_err = |e| AdapterError::Port { at: at.clone(), source: Box::new(e) };
+        t.set_mac(link.mac).map_err(port_err)?;
+        t.set_mtu(link.mtu).map_err(port_err)?;
+        if addresses.iter().any(|(a, _)| a.is_ipv6()) {
+            spine_rtnl::enable_ipv6(spine_ports::Port::name(t)).map_err(rtnl)?;
+        }
+        t.set_up(true).map_err(port_err)?;
+        let tap_ifindex = self.ports[tap].ifindex;
+        for &(ip, len) in addresses {
+            spine_rtnl::add_address(tap_ifindex, ip, len).map_err(rtnl)?;
+        }
+        self.ports[tap].twin_of = Some(port);
         Ok(())
     }
 
@@ -587,16 +637,30 @@ impl Adapter {
         for (i, p) in cfg.ports.iter().enumerate() {
             b.open_port(p, &format!("port[{i}]"))?;
         }
+        for (i, p) in cfg.ports.iter().enumerate() {
+            if let PortKind::Tap { twin: Some(t), .. } = &p.kind {
+                let (tap, port) = (b.port_id(&p.name), b.port_id(&t.port));
+                if let (Some(tap), Some(port)) = (tap, port) {
+                    b.set_twin(tap, port, &t.addresses)
+                        .map_err(|e| reword(e, &format!("port[{i}].twin")))?;
+                }
+            }
+        }
         if let (Some(f), None) = (&cfg.fib, &b.opts.fib) {
             let ifindex = |name: &str| b.ports.iter().find(|p| p.name == name).map(|p| p.ifindex);
             if f.mirror {
+                let twin_of = |i: Id| b.ports.iter().find(|t| t.twin_of == Some(i));
                 let kernel: Vec<u32> = b
                     .ports
                     .iter()
                     .filter(|p| matches!(p.device.kind(), "afxdp" | "afpacket" | "tap"))
+                    .filter(|p| p.twin_of.is_none())
                     .map(|p| p.ifindex)
                     .collect();
-                let (mirror, env) = crate::fib::mirrored(f, ifindex, &kernel)?;
+                let twins: Vec<(u32, u32)> = (0..b.ports.len())
+                    .filter_map(|i| twin_of(i).map(|t| (t.ifindex, b.ports[i].ifindex)))
+                    .collect();
+                let (mirror, env) = crate::fib::mirrored(f, ifindex, &kernel, &twins)?;
                 b.opts.fib = Some(env);
                 b.opts.fib_mirror = Some(Arc::new(mirror));
             } else {

@@ -121,6 +121,8 @@ pub enum PortKind {
     Tap {
         interface: String,
         up: bool,
+        /// The router port this TAP is the twin of (see [`TwinConfig`]).
+        twin: Option<TwinConfig>,
     },
     /// A UDP tunnel to another adapter: frames in datagrams between `local` and `peer`.
     Udp {
@@ -148,6 +150,17 @@ impl PortKind {
             _ => 0,
         }
     }
+}
+
+/// A TAP twin: the kernel's view of a router port. It takes the port's MAC and MTU and
+/// these addresses, is the port's host path, and stands for the port in a mirrored FIB
+/// (routes and neighbours the kernel keeps on the twin are the port's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwinConfig {
+    /// The port (by name) the TAP is the twin of.
+    pub port: String,
+    /// Given to the TAP in the kernel (`ip addr add`), primary first.
+    pub addresses: Vec<(std::net::IpAddr, u8)>,
 }
 
 /// What a mem port replays.
@@ -342,6 +355,8 @@ impl Config {
             .collect::<Result<Vec<_>, _>>()?;
         let fib = top.opt_table("fib")?.map(|t| fib::parse_fib(t, base)).transpose()?;
         top.finish()?;
+        let mut ports = ports;
+        twins(&mut ports)?;
         let cfg = Config {
             adapter,
             ports,
@@ -698,7 +713,21 @@ fn parse_port(mut t: Table<'_>, base: &Path) -> Result<PortConfig, ConfigError> 
             PortKind::AfXdp { interface, queue, bind, attach, ring_size }
         }
         "tap" => {
-            PortKind::Tap { interface: interface(&mut t)?, up: t.opt_bool("up")?.unwrap_or(true) }
+            let interface = interface(&mut t)?;
+            let up = t.opt_bool("up")?.unwrap_or(true);
+            let twin = t.opt_str("twin")?.map(str::to_string);
+            let addresses = fib::addresses(&mut t)?;
+            let twin = match twin {
+                Some(port) => Some(TwinConfig { port, addresses }),
+                None if addresses.is_empty() => None,
+                None => {
+                    return Err(t.err("addresses", Problem::Invalid("only a twin takes addresses")))
+                }
+            };
+            if twin.is_some() && !up {
+                return Err(t.err("up", Problem::Invalid("a twin is always up")));
+            }
+            PortKind::Tap { interface, up, twin }
         }
         _ => PortKind::Udp {
             local: socket_addr(&mut t, "local")?,
@@ -717,6 +746,46 @@ fn parse_port(mut t: Table<'_>, base: &Path) -> Result<PortConfig, ConfigError> 
     }
     t.finish()?;
     Ok(PortConfig { name, kind, host_path, ifindex })
+}
+
+/// Each TAP twin becomes its port's host path; the port must be a kernel interface
+/// (afpacket, afxdp) without another host path, and have one twin.
+fn twins(ports: &mut [PortConfig]) -> Result<(), ConfigError> {
+    for i in 0..ports.len() {
+        let PortKind::Tap { twin: Some(t), .. } = &ports[i].kind else { continue };
+        let path = format!("port[{i}].twin");
+        let name = t.port.clone();
+        let j = ports
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| err(&path, Problem::NoSuch { what: "port", name: name.clone() }))?;
+        if !matches!(ports[j].kind, PortKind::AfPacket { .. } | PortKind::AfXdp { .. }) {
+            return Err(err(
+                path,
+                Problem::Conflict { reason: "a twin stands for an afpacket or afxdp port", name },
+            ));
+        }
+        if ports[i].host_path.is_some() {
+            return Err(err(
+                format!("port[{i}].host_path"),
+                Problem::Invalid("a twin is its port's host path and has none of its own"),
+            ));
+        }
+        match &ports[j].host_path {
+            None => ports[j].host_path = Some(ports[i].name.clone()),
+            Some(h) if *h == ports[i].name => {}
+            Some(_) => {
+                return Err(err(
+                    path,
+                    Problem::Conflict {
+                        reason: "the port has another host path (or another twin)",
+                        name,
+                    },
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `"10.0.0.1:7000"` or `"[2001:db8::1]:7000"`.

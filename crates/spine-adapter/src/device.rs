@@ -253,9 +253,10 @@ pub fn open(
                 Some(o) => AfXdpPort::open_shared(cfg, cache, o)?,
             })
         }
-        PortKind::Tap { interface, up } => {
+        PortKind::Tap { interface, up, twin } => {
             let tap = TapPort::open(interface, port_id)?;
-            if *up {
+            // A twin comes up once it has its port's MAC (see `AdapterBuilder::set_twin`).
+            if *up && twin.is_none() {
                 tap.set_up(true)?;
             }
             Device::Tap(tap)

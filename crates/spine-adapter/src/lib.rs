@@ -37,7 +37,7 @@ pub use adapter::{
     Adapter, AdapterBuilder, AdapterError, AdapterOptions, Id, Report, Running,
     VIRTUAL_IFINDEX_BASE,
 };
-pub use config::{Assign, Config, ConfigError, Problem};
+pub use config::{Assign, Config, ConfigError, Problem, TwinConfig};
 pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
 pub use device::{mem_packets, Device, PcapPort};
 pub use flow::flow_hash;

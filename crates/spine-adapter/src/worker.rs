@@ -129,6 +129,11 @@ pub(crate) enum Action {
     Redirect(u16),
     /// To another worker, which delivers it as `XDP_PASS` (a cpumap entry).
     Cpu(usize),
+    /// Out of the port of every entry of this devmap of the extension (`BPF_F_BROADCAST`).
+    Broadcast {
+        map: u32,
+        exclude_ingress: bool,
+    },
     Drop(DropWhy),
 }
 
@@ -168,6 +173,9 @@ pub(crate) fn decide(
             },
             Some(Redirect::Cpu { cpu }) if (cpu as usize) < w.workers => Action::Cpu(cpu as usize),
             Some(Redirect::Cpu { .. }) => Action::Drop(DropWhy::BadCpu),
+            Some(Redirect::Broadcast { map, exclude_ingress }) => {
+                Action::Broadcast { map, exclude_ingress }
+            }
         },
         _ => Action::Drop(DropWhy::Invalid),
     }
@@ -653,6 +661,9 @@ impl Worker {
                 }
                 self.transmit(buf, q, p, seq)
             }
+            Action::Broadcast { map, exclude_ingress } => {
+                self.broadcast(buf, p, e, map, exclude_ingress, seq)
+            }
             Action::Cpu(w) if w == self.index => self.pass(buf, p, seq),
             Action::Cpu(w) => {
                 self.handoff(w, Msg { buf, kind: MsgKind::Pass, port: p, packet: seq }, p)
@@ -669,6 +680,54 @@ impl Worker {
                 };
                 self.drop(buf, p, why, seq)
             }
+        }
+    }
+
+    /// `BPF_F_BROADCAST` for a packet of port `p` from extension `e`: out of the port of
+    /// every entry of the extension's devmap `map` that its domain may use (as the
+    /// kernel's `dev_map_enqueue_multi`, entries naming no port are skipped, and so is
+    /// the ingress port with `exclude_ingress`). The buffer is shared, not copied (the
+    /// last port gets `buf` itself); with no port at all it is dropped as having no
+    /// target. Redirects without the flag never come here: the map walk is this path's
+    /// own cost.
+    fn broadcast(&mut self, buf: Buf, p: u16, e: usize, map: u32, exclude_ingress: bool, seq: u32) {
+        let maps = self.runners[e].extension().maps().clone();
+        let Some(m) = maps.data(map as usize) else {
+            return self.drop(buf, p, Why::NoTarget, seq);
+        };
+        let ingress = self.wiring.ports[p as usize].ifindex;
+        let value_size = m.user_value_size();
+        let (mut key, mut next, mut value) = ([0u8; 4], [0u8; 4], [0u8; 8]);
+        if m.def().key_size != 4 || !(4..=8).contains(&value_size) {
+            return self.drop(buf, p, Why::NoTarget, seq);
+        }
+        let mut prev: Option<u16> = None;
+        let mut first = true;
+        while m.next_key((!first).then_some(&key[..]), &mut next).is_ok() {
+            first = false;
+            key = next;
+            if m.lookup_user(&key, &mut value[..value_size]).is_err() {
+                continue;
+            }
+            let ifindex = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
+            if exclude_ingress && ifindex == ingress {
+                continue;
+            }
+            let Some(q) = self.wiring.port_of_ifindex(ifindex) else { continue };
+            if !self.wiring.may_use[e][q as usize] {
+                continue;
+            }
+            if let Some(pq) = prev {
+                match self.pool.share(&buf) {
+                    Ok(copy) => self.transmit(copy, pq, p, seq),
+                    Err(_) => self.counters.ports[pq as usize].drops.tx_full += 1,
+                }
+            }
+            prev = Some(q);
+        }
+        match prev {
+            Some(q) => self.transmit(buf, q, p, seq),
+            None => self.drop(buf, p, Why::NoTarget, seq),
         }
     }
 

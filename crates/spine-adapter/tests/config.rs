@@ -148,3 +148,12 @@ fn one_program_of_a_mixed_object_loads_alone() {
     let e = build_err(&cfg("type = \"xdp\""), dir.path());
     assert!(e.contains("needs a section"), "{e}");
 }
+
+#[test]
+fn the_shipped_router_example_parses_with_its_twins_as_host_paths() {
+    let cfg = Config::load(&repo().join("examples/router.toml")).unwrap();
+    assert_eq!(cfg.ports.len(), 4);
+    assert_eq!(cfg.ports[0].host_path.as_deref(), Some("eth1-host"));
+    assert_eq!(cfg.ports[1].host_path.as_deref(), Some("eth2-host"));
+    assert!(cfg.fib.as_ref().is_some_and(|f| f.mirror));
+}

@@ -86,6 +86,79 @@ fn redirects_through_a_devmap_reach_the_port_of_the_entrys_ifindex() {
 }
 
 #[test]
+fn broadcast_redirects_reach_every_port_of_the_devmap_except_ingress_when_asked() {
+    let mut b = AdapterBuilder::new(opts(1)).unwrap();
+    // Code 0: broadcast; code 1: broadcast excluding the ingress port.
+    let sent = frames(&[0, 1, 0, 0, 1], 300);
+    let wire = b.add_port("wire", mem("wire", &sent, Some(sent.len() as u64)), Some(10)).unwrap();
+    b.add_port("a", sink("a"), Some(20)).unwrap();
+    b.add_port("b", sink("b"), Some(30)).unwrap();
+    b.add_port("c", sink("c"), Some(40)).unwrap();
+    let e = b.load_extension("bc", maps_object(), Some("broadcast"), "default", "test").unwrap();
+    b.attach(e, wire).unwrap();
+    // Entries for a, b and the ingress port itself; c is in no entry; slot 3 is empty.
+    for (k, ifindex) in [(0u32, 20u32), (1, 30), (2, 10)] {
+        b.update_map(e, "tx_ports", &k.to_le_bytes(), &ifindex.to_le_bytes()).unwrap();
+    }
+    let mut a = b.build().unwrap();
+    a.run_to_completion(10_000);
+    let t = finish(a);
+    let w = t.port("wire").unwrap();
+    let (all, excluding) = (count(&sent, 0), count(&sent, 1));
+    assert_eq!((w.rx_packets, w.verdicts.redirect, w.drops.total()), (300, 300, 0));
+    assert_eq!(t.port("a").unwrap().tx_packets, all + excluding);
+    assert_eq!(t.port("b").unwrap().tx_packets, all + excluding);
+    assert_eq!(t.port("a").unwrap().tx_bytes, 60 * (all + excluding));
+    assert_eq!(w.tx_packets, all, "the ingress port only without BPF_F_EXCLUDE_INGRESS");
+    assert_eq!(t.port("c").unwrap().tx_packets, 0);
+}
+
+#[test]
+fn redirects_into_an_xskmap_entry_reach_the_port_bound_there() {
+    for bound in [true, false] {
+        let mut b = AdapterBuilder::new(opts(1)).unwrap();
+        let sent = frames(&[0, 1], 100);
+        let wire = b.add_port("wire", mem("wire", &sent, Some(sent.len() as u64)), None).unwrap();
+        b.add_port("sock", sink("sock"), Some(20)).unwrap();
+        b.add_port("host", sink("host"), None).unwrap();
+        let e = b.load_extension("xsk", maps_object(), Some("to_xsk"), "default", "test").unwrap();
+        b.attach(e, wire).unwrap();
+        if bound {
+            // Queue 0's entry: the port standing for its socket.
+            b.update_map(e, "xsks", &0u32.to_le_bytes(), &20u32.to_le_bytes()).unwrap();
+        }
+        let mut a = b.build().unwrap();
+        a.run_to_completion(10_000);
+        let t = finish(a);
+        let w = t.port("wire").unwrap();
+        if bound {
+            assert_eq!((w.verdicts.redirect, w.drops.total()), (100, 0));
+            assert_eq!(t.port("sock").unwrap().tx_packets, 100);
+        } else {
+            // No socket on the queue: the flags' XDP_PASS.
+            assert_eq!((w.verdicts.redirect, w.verdicts.pass), (0, 100));
+            assert_eq!(t.port("sock").unwrap().tx_packets, 0);
+        }
+    }
+}
+
+#[test]
+fn a_broadcast_through_an_empty_devmap_is_a_drop_without_target() {
+    let mut b = AdapterBuilder::new(opts(1)).unwrap();
+    let sent = frames(&[0, 1], 100);
+    let wire = b.add_port("wire", mem("wire", &sent, Some(sent.len() as u64)), Some(10)).unwrap();
+    b.add_port("a", sink("a"), Some(20)).unwrap();
+    let e = b.load_extension("bc", maps_object(), Some("broadcast"), "default", "test").unwrap();
+    b.attach(e, wire).unwrap();
+    let mut a = b.build().unwrap();
+    a.run_to_completion(10_000);
+    let t = finish(a);
+    let w = t.port("wire").unwrap();
+    assert_eq!((w.verdicts.redirect, w.drops.redirect_no_target), (100, 100));
+    assert_eq!(t.port("a").unwrap().tx_packets, 0);
+}
+
+#[test]
 fn redirects_through_a_devmap_hash_filled_from_the_configuration() {
     let dir = TempDir::new("devmap-hash");
     std::fs::write(dir.join("maps.o"), maps_object()).unwrap();

@@ -183,7 +183,12 @@ impl Pair {
         let maps = (0..ext.maps().len())
             .filter_map(|i| ext.maps().data(i).map(|_| i))
             .filter_map(|i| match ext.maps().get(i) {
-                Some(spine_runtime::RtMap::Data(m)) => Some((i, m.clone())),
+                // The kernel does not let user space read an XSKMAP entry back.
+                Some(spine_runtime::RtMap::Data(m))
+                    if m.def().map_type != spine_abi::map_type::XSKMAP =>
+                {
+                    Some((i, m.clone()))
+                }
                 _ => None,
             })
             .collect();
@@ -289,8 +294,15 @@ pub fn spine_entries(m: &Map) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, spine_maps::
             Err(e) => return Err(e),
         }
         let mut value = vec![0u8; m.user_value_size()];
-        m.lookup_user(&next, &mut value)?;
-        out.insert(next.clone(), value);
+        // An empty slot (a devmap's or cpumap's) is listed but has no value: skipped, as
+        // the kernel side skips it.
+        match m.lookup_user(&next, &mut value) {
+            Ok(()) => {
+                out.insert(next.clone(), value);
+            }
+            Err(spine_maps::MapError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
         key = Some(next.clone());
     }
     Ok(out)

@@ -7,7 +7,7 @@
 //! touched by Rust alone.
 
 use spine_isa::MAX_CALL_FRAMES;
-use spine_vm::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Memory};
+use spine_vm::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Iteration, Memory, Step};
 use std::any::Any;
 use std::ffi::c_void;
 use std::mem::{offset_of, MaybeUninit};
@@ -20,6 +20,15 @@ pub(crate) const FRAME_WORDS: usize = 6;
 pub(crate) const FAULT_CALL_DEPTH: u64 = 1;
 pub(crate) const FAULT_MISALIGNED_ATOMIC: u64 = 2;
 pub(crate) const FAULT_BAD_RETURN: u64 = 3;
+/// r2 of a callback helper names no callback; the helper id is `code >> 8`.
+pub(crate) const FAULT_NOT_A_CALLBACK: u64 = 4;
+
+/// What [`callback_start`] and [`callback_next`] return: the helper call is over (r0 in
+/// `cb_ret`), the callback runs with r1..r5 from `cb_args`, or the run stops (the
+/// outcome recorded, `aborted` set).
+pub(crate) const CB_DONE: u64 = 0;
+pub(crate) const CB_CALL: u64 = 1;
+pub(crate) const CB_ABORT: u64 = 2;
 
 /// `budget_expired` return value meaning "stop": no countdown is ever this large.
 pub(crate) const BUDGET_ABORT: u64 = u64::MAX;
@@ -42,6 +51,13 @@ pub(crate) struct RunCtx {
     pub budget_fn: usize,
     /// Non-zero once a helper call ended the invocation (`outcome` or `panic` is set).
     pub aborted: u64,
+    /// `callback_start::<E>` and `callback_next::<E>`.
+    pub cb_start_fn: usize,
+    pub cb_next_fn: usize,
+    /// A callback helper's answer: r0 when done, r1..r5 for the next callback (written
+    /// by `callback_start`/`callback_next` before the generated code reads them).
+    pub cb_ret: MaybeUninit<u64>,
+    pub cb_args: MaybeUninit<[u64; 5]>,
     /// Saved state of the bpf-to-bpf frames, indexed by call depth. Generated code
     /// writes a frame before it reads it, so it starts uninitialised (no per-run memset).
     pub frames: MaybeUninit<[[u64; FRAME_WORDS]; MAX_CALL_FRAMES]>,
@@ -53,6 +69,9 @@ pub(crate) struct RunCtx {
     /// How the invocation ended when it did not reach `exit` normally.
     pub outcome: Option<Result<u64, Fault>>,
     pub panic: Option<Box<dyn Any + Send>>,
+    /// The state of the callback helper call made at each frame depth, written by
+    /// `callback_start` before `callback_next` reads it (no per-run initialisation).
+    pub cb_iters: MaybeUninit<[Iteration; MAX_CALL_FRAMES]>,
 }
 
 pub(crate) const OFF_STACK_BASE: i32 = offset_of!(RunCtx, stack_base) as i32;
@@ -63,6 +82,10 @@ pub(crate) const OFF_HELPER_FN: i32 = offset_of!(RunCtx, helper_fn) as i32;
 pub(crate) const OFF_BUDGET_FN: i32 = offset_of!(RunCtx, budget_fn) as i32;
 pub(crate) const OFF_ABORTED: i32 = offset_of!(RunCtx, aborted) as i32;
 pub(crate) const OFF_FRAMES: i32 = offset_of!(RunCtx, frames) as i32;
+pub(crate) const OFF_CB_START_FN: i32 = offset_of!(RunCtx, cb_start_fn) as i32;
+pub(crate) const OFF_CB_NEXT_FN: i32 = offset_of!(RunCtx, cb_next_fn) as i32;
+pub(crate) const OFF_CB_RET: i32 = offset_of!(RunCtx, cb_ret) as i32;
+pub(crate) const OFF_CB_ARGS: i32 = offset_of!(RunCtx, cb_args) as i32;
 
 /// Signature of the entry point: `(ctx, r1..r5) -> r0`.
 pub(crate) type EntryFn = unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, u64) -> u64;
@@ -91,16 +114,106 @@ pub(crate) unsafe extern "C" fn helper_call<E: Env>(
     // for the whole invocation and does not use while generated code runs.
     let (env, mem) = unsafe { (&mut *ctx.env.cast::<E>(), &mut *ctx.mem) };
     match catch_unwind(AssertUnwindSafe(|| env.call(id, [r1, r2, r3, r4, r5], mem))) {
-        Ok(Ok(v)) => return v,
-        Ok(Err(CallAbort::Exit(v))) => ctx.outcome = Some(Ok(v)),
-        Ok(Err(CallAbort::Unknown)) => ctx.outcome = Some(Err(Fault::UnknownHelper { pc, id })),
-        Ok(Err(CallAbort::Fault(reason))) => {
-            ctx.outcome = Some(Err(Fault::Helper { pc, id, reason }))
+        Ok(Ok(v)) => v,
+        Ok(Err(a)) => {
+            record_abort(ctx, pc, id, Ok(a));
+            0
         }
+        Err(payload) => {
+            record_abort(ctx, pc, id, Err(payload));
+            0
+        }
+    }
+}
+
+/// Records a `CallAbort` (or a panic) of helper `id` at `pc`; the run stops.
+fn record_abort(ctx: &mut RunCtx, pc: usize, id: u32, r: std::thread::Result<CallAbort>) {
+    match r {
+        Ok(CallAbort::Exit(v)) => ctx.outcome = Some(Ok(v)),
+        Ok(CallAbort::Unknown) => ctx.outcome = Some(Err(Fault::UnknownHelper { pc, id })),
+        Ok(CallAbort::Fault(reason)) => ctx.outcome = Some(Err(Fault::Helper { pc, id, reason })),
         Err(payload) => ctx.panic = Some(payload),
     }
     ctx.aborted = 1;
-    0
+}
+
+fn callback_step(
+    ctx: &mut RunCtx,
+    pc: usize,
+    id: u32,
+    r: std::thread::Result<Result<Step, CallAbort>>,
+) -> u64 {
+    match r {
+        Ok(Ok(Step::Done(v))) => {
+            ctx.cb_ret.write(v);
+            CB_DONE
+        }
+        Ok(Ok(Step::Call(a))) => {
+            ctx.cb_args.write(a);
+            CB_CALL
+        }
+        Ok(Err(a)) => {
+            record_abort(ctx, pc, id, Ok(a));
+            CB_ABORT
+        }
+        Err(payload) => {
+            record_abort(ctx, pc, id, Err(payload));
+            CB_ABORT
+        }
+    }
+}
+
+/// A static call of callback helper `id_pc as u32` at instruction `id_pc >> 32`, made
+/// at frame `depth`: [`Env::callback_start`], its answer as a `CB_*` code.
+///
+/// # Safety
+/// As for [`helper_call`]; `depth` is below `MAX_CALL_FRAMES`.
+pub(crate) unsafe extern "C" fn callback_start<E: Env>(
+    ctx: *mut RunCtx,
+    id_pc: u64,
+    depth: u64,
+    r1: u64,
+    r2: u64,
+    r3: u64,
+    r4: u64,
+    r5: u64,
+) -> u64 {
+    // SAFETY: as in `helper_call`.
+    let ctx = unsafe { &mut *ctx };
+    let (id, pc, depth) = (id_pc as u32, (id_pc >> 32) as usize, depth as usize);
+    // SAFETY: as in `helper_call`.
+    let (env, mem) = unsafe { (&mut *ctx.env.cast::<E>(), &mut *ctx.mem) };
+    // SAFETY: `depth < MAX_CALL_FRAMES` (the caller's contract); the slot is written
+    // whole here before `callback_next` reads it.
+    let it = unsafe { &mut (*ctx.cb_iters.as_mut_ptr())[depth] };
+    *it = Iteration::default();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        env.callback_start(pc, id, [r1, r2, r3, r4, r5], it, depth, mem)
+    }));
+    callback_step(ctx, pc, id, r)
+}
+
+/// The callback of the callback helper call at frame `depth` returned `r0`:
+/// [`Env::callback_next`], its answer as a `CB_*` code.
+///
+/// # Safety
+/// As for [`helper_call`]; [`callback_start`] ran for this `depth` and answered
+/// `CB_CALL`.
+pub(crate) unsafe extern "C" fn callback_next<E: Env>(
+    ctx: *mut RunCtx,
+    id_pc: u64,
+    depth: u64,
+    r0: u64,
+) -> u64 {
+    // SAFETY: as in `helper_call`.
+    let ctx = unsafe { &mut *ctx };
+    let (id, pc, depth) = (id_pc as u32, (id_pc >> 32) as usize, depth as usize);
+    // SAFETY: as in `helper_call`.
+    let (env, mem) = unsafe { (&mut *ctx.env.cast::<E>(), &mut *ctx.mem) };
+    // SAFETY: `callback_start` initialised this slot (the caller's contract).
+    let it = unsafe { &mut (*ctx.cb_iters.as_mut_ptr())[depth] };
+    let r = catch_unwind(AssertUnwindSafe(|| env.callback_next(id, it, r0, depth, mem)));
+    callback_step(ctx, pc, id, r)
 }
 
 /// The countdown reached zero at a progress point of instruction `pc`: asks the
@@ -162,6 +275,9 @@ pub(crate) unsafe extern "C" fn jit_fault(ctx: *mut RunCtx, code: u64, pc: u64) 
     ctx.outcome = Some(Err(match code {
         FAULT_CALL_DEPTH => Fault::CallDepth { pc, max: MAX_CALL_FRAMES },
         FAULT_MISALIGNED_ATOMIC => Fault::Helper { pc, id: 0, reason: "misaligned atomic" },
+        c if c & 0xff == FAULT_NOT_A_CALLBACK => {
+            Fault::Helper { pc, id: (c >> 8) as u32, reason: spine_vm::NOT_A_CALLBACK }
+        }
         _ => Fault::PcOutOfRange { pc },
     }));
 }

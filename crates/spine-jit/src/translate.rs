@@ -14,8 +14,10 @@
 //! code jumps to one shared abort block that returns, the outcome already recorded.
 
 use crate::runtime::{
-    self, FAULT_BAD_RETURN, FAULT_CALL_DEPTH, FAULT_MISALIGNED_ATOMIC, FRAME_WORDS, OFF_ABORTED,
-    OFF_BUDGET_FN, OFF_FRAMES, OFF_HELPER_FN, OFF_POINTS, OFF_RT, OFF_STACK_BASE, OFF_STACK_TOP,
+    self, CB_ABORT, CB_DONE, FAULT_BAD_RETURN, FAULT_CALL_DEPTH, FAULT_MISALIGNED_ATOMIC,
+    FAULT_NOT_A_CALLBACK, FRAME_WORDS, OFF_ABORTED, OFF_BUDGET_FN, OFF_CB_ARGS, OFF_CB_NEXT_FN,
+    OFF_CB_RET, OFF_CB_START_FN, OFF_FRAMES, OFF_HELPER_FN, OFF_POINTS, OFF_RT, OFF_STACK_BASE,
+    OFF_STACK_TOP,
 };
 use crate::{InlineArrayLookup, JitOptions, NativeHelper};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -27,7 +29,7 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig, TargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use spine_isa::{op, Insn, FP, MAX_CALL_FRAMES, NUM_REGS, STACK_SIZE};
-use spine_vm::{AccessKind, Stack};
+use spine_vm::{is_callback_helper, AccessKind, Stack, FUNC_BASE};
 
 /// Instruction-level facts the translation needs before it starts.
 struct Shape {
@@ -49,12 +51,25 @@ fn shape(insns: &[Insn]) -> Shape {
     leader[0] = true;
     let mut has_local_calls = false;
     let mut r10_written = false;
+    // Callbacks are entered from their helper's call site, before or after them.
+    for e in spine_vm::callback_entries(insns) {
+        leader[e] = true;
+        late[e] = true;
+    }
     let mut pc = 0;
     while pc < n {
         let i = insns[pc];
         if i.is_lddw() {
             pc += 2;
             continue;
+        }
+        if i.is_helper_call() && is_callback_helper(i.imm as u32) {
+            // Runs its callback like a local call: the code after it is a new block,
+            // reached once the helper is done.
+            has_local_calls = true;
+            if pc + 1 < n {
+                leader[pc + 1] = true;
+            }
         }
         if let Some(t) = i.branch_target(pc) {
             // Validated: inside the program.
@@ -85,6 +100,8 @@ struct Sigs {
     fault: SigRef,
     budget: SigRef,
     native: SigRef,
+    cb_start: SigRef,
+    cb_next: SigRef,
 }
 
 fn sig(call_conv: CallConv, params: usize, ret: bool) -> Signature {
@@ -136,6 +153,8 @@ pub(crate) fn build(
         fault: b.import_signature(sig(call_conv, 3, false)),
         budget: b.import_signature(sig(call_conv, 2, true)),
         native: b.import_signature(sig(call_conv, 6, true)),
+        cb_start: b.import_signature(sig(call_conv, 8, true)),
+        cb_next: b.import_signature(sig(call_conv, 4, true)),
     };
     let reg: [Variable; NUM_REGS] = std::array::from_fn(|_| b.declare_var(I64));
     let depth = b.declare_var(I64);
@@ -181,6 +200,7 @@ pub(crate) fn build(
         late: shape.late,
         return_sites: Vec::new(),
         call_points: spine_vm::counted_calls(insns),
+        callbacks: spine_vm::callback_entries(insns),
         fp_exact: !shape.r10_written,
         known: [None; NUM_REGS],
         sigs,
@@ -205,10 +225,13 @@ struct Translator<'a> {
     dispatch: Option<Block>,
     /// See [`Shape::late`].
     late: Vec<bool>,
-    /// Continuation pc of each local call site, indexed by return-site number.
-    return_sites: Vec<usize>,
+    /// Where each local call returns to (the block of the pc after it, or a callback
+    /// helper's continuation), indexed by return-site number.
+    return_sites: Vec<Block>,
     /// Which bpf-to-bpf calls are progress points (the interpreter's analysis).
     call_points: Vec<bool>,
+    /// The callback entries (`lddw PSEUDO_FUNC` targets), sorted.
+    callbacks: Vec<usize>,
     /// r10 is always `stack top - 512 * depth` (only calls and returns change it).
     fp_exact: bool,
     /// Registers holding a compile-time constant since the start of the current block
@@ -274,14 +297,8 @@ impl Translator<'_> {
             }
             let bad = self.b.create_block();
             self.b.set_cold_block(bad);
-            let targets: Vec<_> = self
-                .return_sites
-                .iter()
-                .map(|&pc| {
-                    let blk = self.blocks[pc].expect("return site is a leader");
-                    self.b.func.dfg.block_call(blk, &[])
-                })
-                .collect();
+            let targets: Vec<_> =
+                self.return_sites.iter().map(|&blk| self.b.func.dfg.block_call(blk, &[])).collect();
             let def = self.b.func.dfg.block_call(bad, &[]);
             let jt = self.b.create_jump_table(JumpTableData::new(def, &targets));
             let idx32 = self.b.ins().ireduce(I32, idx);
@@ -418,9 +435,14 @@ impl Translator<'_> {
             op::ALU => self.alu32(i),
             op::JMP | op::JMP32 => self.jmp(pc, i),
             op::LD => {
-                // `Interpreter::new` admitted only plain lddw.
-                let hi = self.insns.get(pc + 1).map_or(0, |n| n.imm as u32 as u64);
-                self.set_const(i.dst, (i.imm as u32 as u64) | (hi << 32));
+                // `Interpreter::new` admitted only plain lddw and function addresses.
+                let v = if i.src == op::PSEUDO_FUNC {
+                    FUNC_BASE + (pc as i64 + 1 + i64::from(i.imm)) as u64
+                } else {
+                    let hi = self.insns.get(pc + 1).map_or(0, |n| n.imm as u32 as u64);
+                    (i.imm as u32 as u64) | (hi << 32)
+                };
+                self.set_const(i.dst, v);
             }
             op::LDX => self.ldx(pc, i),
             op::ST => {
@@ -636,6 +658,8 @@ impl Translator<'_> {
                     self.local_call(pc, i);
                 } else if i.code & op::X != 0 {
                     self.helper_call(pc, None, i.dst);
+                } else if is_callback_helper(i.imm as u32) {
+                    self.callback_call(pc, i.imm as u32);
                 } else {
                     self.helper_call(pc, Some(i.imm as u32), 0);
                 }
@@ -714,7 +738,8 @@ impl Translator<'_> {
         self.enter(ok);
         self.filled = false;
         let site = self.return_sites.len();
-        self.return_sites.push(pc + 1);
+        let ret = self.block(pc + 1);
+        self.return_sites.push(ret);
         let fa = self.frame_addr(depth);
         let idx = self.b.ins().iconst(I64, site as i64);
         self.b.ins().store(ctx_flags(), idx, fa, OFF_FRAMES);
@@ -731,6 +756,113 @@ impl Translator<'_> {
         let blk = self.block(t);
         self.b.ins().jump(blk, &[]);
         self.filled = true;
+    }
+
+    /// A static call of a callback helper (`bpf_loop`, `bpf_for_each_map_elem`): the
+    /// interpreter's protocol. `callback_start` answers; on `CB_CALL` the callback r2
+    /// names is entered as a local call (a progress point of `pc`, the depth limit)
+    /// whose return site asks `callback_next`, which answers the same way. Ends the
+    /// block; the helper's result reaches the block of `pc + 1` in r0.
+    fn callback_call(&mut self, pc: usize, id: u32) {
+        let id_pc = self.b.ins().iconst(I64, (u64::from(id) | (pc as u64) << 32) as i64);
+        let func = self.get(2);
+        let depth = self.b.use_var(self.depth);
+        let mut args = vec![self.ctx, id_pc, depth];
+        for r in 1..=5 {
+            args.push(self.get(r));
+        }
+        let f = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_CB_START_FN);
+        let call = self.b.ins().call_indirect(self.sigs.cb_start, f, &args);
+        let status = self.b.inst_results(call)[0];
+        let select = self.b.create_block();
+        self.answer(pc, status, select);
+        // Which callback: one of the program's, or a fault.
+        self.enter(select);
+        let entries = self.callbacks.clone();
+        let mut calls = Vec::with_capacity(entries.len());
+        for &e in &entries {
+            let call_blk = self.b.create_block();
+            let next = self.b.create_block();
+            let is = self.b.ins().icmp_imm_u(IntCC::Equal, func, (FUNC_BASE + e as u64) as i64);
+            self.b.ins().brif(is, call_blk, &[], next, &[]);
+            self.enter(next);
+            calls.push((e, call_blk));
+        }
+        self.fault(FAULT_NOT_A_CALLBACK | u64::from(id) << 8, pc);
+        for (e, call_blk) in calls {
+            // Entered from the selection and from the return site below: sealed at the end.
+            self.b.switch_to_block(call_blk);
+            self.filled = false;
+            self.progress(pc);
+            let depth = self.b.use_var(self.depth);
+            let ok = self.b.create_block();
+            let deep = self.b.create_block();
+            self.b.set_cold_block(deep);
+            let fits = self.b.ins().icmp_imm_u(
+                IntCC::UnsignedLessThan,
+                depth,
+                (MAX_CALL_FRAMES - 1) as i64,
+            );
+            self.b.ins().brif(fits, ok, &[], deep, &[]);
+            self.enter(deep);
+            self.fault(FAULT_CALL_DEPTH, pc);
+            self.enter(ok);
+            let ret = self.b.create_block();
+            let site = self.return_sites.len();
+            self.return_sites.push(ret);
+            let fa = self.frame_addr(depth);
+            let idx = self.b.ins().iconst(I64, site as i64);
+            self.b.ins().store(ctx_flags(), idx, fa, OFF_FRAMES);
+            for (k, r) in [6u8, 7, 8, 9, 10].into_iter().enumerate() {
+                let v = self.get(r);
+                self.b.ins().store(ctx_flags(), v, fa, OFF_FRAMES + 8 * (k as i32 + 1));
+            }
+            let d1 = self.b.ins().iadd_imm_s(depth, 1);
+            self.b.def_var(self.depth, d1);
+            for r in 1..=5u8 {
+                let v = self.b.ins().load(
+                    I64,
+                    ctx_flags(),
+                    self.ctx,
+                    OFF_CB_ARGS + 8 * (i32::from(r) - 1),
+                );
+                self.set(r, v);
+            }
+            let fp = self.get(10);
+            let fp = self.b.ins().iadd_imm_s(fp, -(STACK_SIZE as i64));
+            self.set(10, fp);
+            let entry = self.block(e);
+            self.b.ins().jump(entry, &[]);
+            // The return site: the dispatch popped the frame (depth, r6-r10 restored).
+            self.b.switch_to_block(ret);
+            let depth = self.b.use_var(self.depth);
+            let r0 = self.get(0);
+            // Reached through the dispatch, which the call site does not dominate.
+            let id_pc = self.b.ins().iconst(I64, (u64::from(id) | (pc as u64) << 32) as i64);
+            let f = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_CB_NEXT_FN);
+            let call =
+                self.b.ins().call_indirect(self.sigs.cb_next, f, &[self.ctx, id_pc, depth, r0]);
+            let status = self.b.inst_results(call)[0];
+            self.answer(pc, status, call_blk);
+        }
+        self.filled = true;
+    }
+
+    /// Acts on a `CB_*` answer: done (r0 from the run context, on to `pc + 1`), abort,
+    /// or on to `call` (a callback to run). Ends the current block.
+    fn answer(&mut self, pc: usize, status: Value, call: Block) {
+        let done = self.b.create_block();
+        let not_done = self.b.create_block();
+        let is_done = self.b.ins().icmp_imm_u(IntCC::Equal, status, CB_DONE as i64);
+        self.b.ins().brif(is_done, done, &[], not_done, &[]);
+        self.enter(done);
+        let r0 = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_CB_RET);
+        self.set(0, r0);
+        let cont = self.block(pc + 1);
+        self.b.ins().jump(cont, &[]);
+        self.enter(not_done);
+        let stop = self.b.ins().icmp_imm_u(IntCC::Equal, status, CB_ABORT as i64);
+        self.b.ins().brif(stop, self.abort, &[], call, &[]);
     }
 
     /// A helper call, by static id or (callx) by the id in register `id_reg`.

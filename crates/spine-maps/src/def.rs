@@ -131,6 +131,7 @@ pub(crate) enum Plan {
         hash: bool,
     },
     CpuMap,
+    XskMap,
     RingBuf,
     /// `ARRAY_OF_MAPS` or `HASH_OF_MAPS`.
     Outer {
@@ -216,6 +217,18 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
                 return Err(MapError::TooManyEntries { map, max_entries, max });
             }
             Plan::CpuMap
+        }
+        mt::XSKMAP => {
+            // `xsk_map_alloc`: key and value 4 bytes, one combined EINVAL.
+            check_entry_map(def, mf::NUMA_NODE | mf::RDONLY | mf::WRONLY)?;
+            if def.value_size != 4 {
+                let value_size = def.value_size;
+                return Err(MapError::ValueSize { map, value_size, min: 4, max: 4 });
+            }
+            // Programs only look entries up and redirect (the kernel's verifier refuses
+            // their updates).
+            out.flags |= mf::RDONLY_PROG;
+            Plan::XskMap
         }
         mt::RINGBUF => {
             if flags & !mf::NUMA_NODE != 0 {
@@ -559,6 +572,15 @@ mod tests {
             ("cpumap NUMA", CPUMAP, 4, 4, 4, mf::NUMA_NODE, 0),
             ("cpumap ks8 me257", CPUMAP, 8, 4, 257, 0, -22),
             ("cpumap me257 RDONLY", CPUMAP, 4, 4, 257, mf::RDONLY, -22),
+            ("xskmap ok", XSKMAP, 4, 4, 4, 0, 0),
+            ("xskmap vs8", XSKMAP, 4, 8, 4, 0, -22),
+            ("xskmap ks8", XSKMAP, 8, 4, 4, 0, -22),
+            ("xskmap me0", XSKMAP, 4, 4, 0, 0, -22),
+            ("xskmap RDONLY", XSKMAP, 4, 4, 4, mf::RDONLY, 0),
+            ("xskmap WRONLY", XSKMAP, 4, 4, 4, mf::WRONLY, 0),
+            ("xskmap RDONLY|WRONLY", XSKMAP, 4, 4, 4, mf::RDONLY | mf::WRONLY, -22),
+            ("xskmap RDONLY_PROG", XSKMAP, 4, 4, 4, mf::RDONLY_PROG, -22),
+            ("xskmap NUMA", XSKMAP, 4, 4, 4, mf::NUMA_NODE, 0),
             ("ringbuf 4096", RINGBUF, 0, 0, 4096, 0, 0),
             ("ringbuf 8192", RINGBUF, 0, 0, 8192, 0, 0),
             ("ringbuf 2048", RINGBUF, 0, 0, 2048, 0, -22),

@@ -661,6 +661,33 @@ impl HashTab {
         Err(MapError::NotFound { map: self.name.clone() })
     }
 
+    /// One step of a program's walk (`bpf_for_each_hash_elem`): `cursor` is the bucket
+    /// and one plus the element last returned (0 at the bucket's head); the next element
+    /// has its key copied to `key` and the address of its value for `cpu` returned.
+    /// Lock-free like a lookup and, like the kernel's walk under RCU, it follows the
+    /// link of the element last returned even if the callback deleted it (an unlinked
+    /// element keeps its link until it is reused). An element inserted meanwhile may be
+    /// seen or not.
+    pub(crate) fn walk_next(
+        &self,
+        cursor: &mut [u64; 2],
+        key: &mut [u8],
+        cpu: usize,
+    ) -> Option<NonNull<u8>> {
+        let mut cur = match cursor[1] {
+            0 => self.buckets.get(usize::try_from(cursor[0]).ok()?)?.head.load(Acquire),
+            last => self.next.get(usize::try_from(last - 1).ok()?)?.load(Acquire),
+        };
+        while is_nulls(cur) {
+            cursor[0] += 1;
+            cur = self.buckets.get(usize::try_from(cursor[0]).ok()?)?.head.load(Acquire);
+        }
+        cursor[1] = u64::from(cur) + 1;
+        self.read_key(cur, key);
+        let cpu = if self.percpu { cpu } else { 0 };
+        Some(self.values.ptr_at(self.value_off(cur, cpu)))
+    }
+
     /// Number of elements, by walking every bucket (slow path; exact when quiescent).
     pub(crate) fn len(&self) -> usize {
         let mut n = 0;

@@ -46,6 +46,7 @@ mod outer;
 pub mod ringbuf;
 mod spinlock;
 mod storage;
+mod xskmap;
 
 pub use def::{MapDef, MapOptions, LPM_INDEX_AT};
 pub use error::{

@@ -18,6 +18,7 @@ use crate::lpm::LpmTrie;
 use crate::outer::{InnerRef, OuterMap};
 use crate::ringbuf::RingBuf;
 use crate::storage::Arena;
+use crate::xskmap::XskMap;
 use crate::MapError;
 
 /// Source of [`Map::id`]s.
@@ -61,6 +62,7 @@ enum Inner {
     DevMap(DevMap),
     DevMapHash(DevMapHash),
     CpuMap(CpuMap),
+    XskMap(XskMap),
     RingBuf(RingBuf),
     Outer(OuterMap),
 }
@@ -144,6 +146,10 @@ impl Map {
                 let bytes = budget(DevMapHash::bytes(&def, ncpus).ok_or_else(overflow)?)?;
                 (Inner::DevMapHash(DevMapHash::new(&def, ncpus)?), bytes)
             }
+            Plan::XskMap => {
+                let bytes = budget(XskMap::bytes(&def))?;
+                (Inner::XskMap(XskMap::new(&def)?), bytes)
+            }
             Plan::CpuMap => {
                 let bytes = budget(CpuMap::bytes(&def))?;
                 (Inner::CpuMap(CpuMap::new(&def, ncpus)?), bytes)
@@ -175,6 +181,7 @@ impl Map {
             // Programs never get a cpumap value from the kernel; the runtime's redirect
             // reads it, so it is covered, read-only.
             Inner::CpuMap(c) => Box::new([span(c.entries().values(), false)]),
+            Inner::XskMap(c) => Box::new([span(c.entries().values(), false)]),
             Inner::RingBuf(r) => Box::new([span(r.data(), true)]),
             // Inner-map handles are opaque to programs, as kernel map pointers are.
             Inner::Outer(_) => Box::new([]),
@@ -272,6 +279,7 @@ impl Map {
             Inner::DevMap(d) => d.entries().lookup(key),
             Inner::DevMapHash(d) => d.lookup(key),
             Inner::CpuMap(c) => c.entries().lookup(key),
+            Inner::XskMap(c) => c.entries().lookup(key),
             Inner::RingBuf(_) => None,
             Inner::Outer(o) => o.lookup(key),
         }
@@ -366,6 +374,7 @@ impl Map {
             Inner::DevMap(d) => d.entries().lookup_user(key, out),
             Inner::DevMapHash(d) => d.lookup_user(key, out),
             Inner::CpuMap(c) => c.entries().lookup_user(key, out),
+            Inner::XskMap(c) => c.entries().lookup_user(key, out),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
             Inner::Outer(o) => o.lookup_user(key, out),
         }
@@ -390,6 +399,7 @@ impl Map {
             Inner::DevMap(d) => d.update_user(key, value, flags),
             Inner::DevMapHash(d) => d.update_user(key, value, flags),
             Inner::CpuMap(c) => c.update_user(key, value, flags),
+            Inner::XskMap(c) => c.update_user(key, value, flags),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
             Inner::Outer(_) => Err(MapError::InnerByFd { map: self.name() }),
         }
@@ -408,6 +418,7 @@ impl Map {
             Inner::DevMap(d) => d.delete(key),
             Inner::DevMapHash(d) => d.delete(key),
             Inner::CpuMap(c) => c.delete(key),
+            Inner::XskMap(c) => c.delete(key),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
             Inner::Outer(o) => o.delete(key),
         }
@@ -432,8 +443,39 @@ impl Map {
             Inner::DevMap(d) => d.entries().next_key(key, out),
             Inner::DevMapHash(d) => d.next_key(key, out),
             Inner::CpuMap(c) => c.entries().next_key(key, out),
+            Inner::XskMap(c) => c.entries().next_key(key, out),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
             Inner::Outer(o) => o.next_key(key, out),
+        }
+    }
+
+    /// One step of `bpf_for_each_map_elem`'s walk, from a program on worker `cpu`: the
+    /// next element from `cursor` on (`[0, 0]` to start), its key written to `key`
+    /// (`key_size` bytes) and the address of its value (this CPU's for per-CPU maps)
+    /// returned, or `None` after the last. Arrays walk every index, as the kernel's
+    /// `bpf_for_each_array_elem`; hash maps (every flavour) by bucket, as
+    /// `bpf_for_each_hash_elem`, without touching LRU state. Other types (which the
+    /// kernel cannot walk) have no elements.
+    pub fn walk_next(
+        &self,
+        cursor: &mut [u64; 2],
+        key: &mut [u8],
+        cpu: usize,
+    ) -> Option<NonNull<u8>> {
+        if cpu >= self.ncpus || key.len() < self.def.key_size as usize {
+            return None;
+        }
+        match &self.inner {
+            Inner::Array(a) => {
+                let i = u32::try_from(cursor[0]).ok()?;
+                let k = i.to_le_bytes();
+                let v = a.lookup(&k, cpu)?;
+                cursor[0] += 1;
+                key[..4].copy_from_slice(&k);
+                Some(v)
+            }
+            Inner::Hash(h) => h.walk_next(cursor, key, cpu),
+            _ => None,
         }
     }
 
@@ -588,6 +630,7 @@ impl Map {
             Inner::DevMap(d) => d.entries().len(),
             Inner::DevMapHash(d) => d.len(),
             Inner::CpuMap(c) => c.entries().len(),
+            Inner::XskMap(c) => c.entries().len(),
             Inner::RingBuf(_) => 0,
             Inner::Outer(o) => o.len(),
         }
@@ -611,6 +654,7 @@ impl Map {
             Inner::DevMap(d) => d.entries().values(),
             Inner::DevMapHash(d) => d.values(),
             Inner::CpuMap(c) => c.entries().values(),
+            Inner::XskMap(c) => c.entries().values(),
             Inner::RingBuf(r) => r.data(),
             Inner::Outer(_) => unreachable!("a map-in-map has no value spans"),
         };

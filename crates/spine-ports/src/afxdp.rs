@@ -232,8 +232,10 @@ impl AfXdpPort {
             stats: PortStats::default(),
             cfg,
         };
-        me.attach()?;
+        // Buffers in the fill ring before the program redirects the first frame: a frame
+        // that found the ring empty would be dropped by the kernel.
         me.refill(cache);
+        me.attach()?;
         Ok(me)
     }
 

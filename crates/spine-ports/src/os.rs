@@ -99,6 +99,36 @@ pub(crate) fn if_mac(port: &str, ifname: &str) -> Result<[u8; 6], PortError> {
     Ok(std::array::from_fn(|i| data[i] as u8))
 }
 
+/// `SIOCSIFHWADDR`: gives the interface the Ethernet address `mac`.
+pub(crate) fn set_if_mac(port: &str, ifname: &str, mac: [u8; 6]) -> Result<(), PortError> {
+    let sock = ioctl_socket(port)?;
+    let mut req = ifreq(port, ifname)?;
+    // SAFETY: writes the hwaddr member of the union of a zeroed ifreq we own.
+    unsafe {
+        req.ifr_ifru.ifru_hwaddr.sa_family = libc::ARPHRD_ETHER;
+        for (d, b) in req.ifr_ifru.ifru_hwaddr.sa_data.iter_mut().zip(mac) {
+            *d = b as libc::c_char;
+        }
+    }
+    // SAFETY: SIOCSIFHWADDR reads the name and hwaddr of `req`.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFHWADDR, &req) } < 0 {
+        return Err(PortError::os(port, "SIOCSIFHWADDR", errno()));
+    }
+    Ok(())
+}
+
+/// `SIOCSIFMTU`: sets the interface's MTU.
+pub(crate) fn set_if_mtu(port: &str, ifname: &str, mtu: u32) -> Result<(), PortError> {
+    let sock = ioctl_socket(port)?;
+    let mut req = ifreq(port, ifname)?;
+    req.ifr_ifru.ifru_mtu = i32::try_from(mtu).unwrap_or(i32::MAX);
+    // SAFETY: SIOCSIFMTU reads the name and mtu of `req`.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFMTU, &req) } < 0 {
+        return Err(PortError::os(port, "SIOCSIFMTU", errno()));
+    }
+    Ok(())
+}
+
 /// Fails with [`PortErrorKind::LinkDown`] unless `ifname` is administratively up.
 pub(crate) fn require_up(port: &str, ifname: &str) -> Result<(), PortError> {
     if if_flags(port, ifname)? & libc::IFF_UP as u32 == 0 {

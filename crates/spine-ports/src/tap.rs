@@ -68,6 +68,16 @@ impl TapPort {
         os::set_if_up(&self.name, &self.name, up)
     }
 
+    /// Gives the device the Ethernet address `mac` (a twin takes its port's).
+    pub fn set_mac(&self, mac: [u8; 6]) -> Result<(), PortError> {
+        os::set_if_mac(&self.name, &self.name, mac)
+    }
+
+    /// Sets the device's MTU (a twin takes its port's).
+    pub fn set_mtu(&self, mtu: u32) -> Result<(), PortError> {
+        os::set_if_mtu(&self.name, &self.name, mtu)
+    }
+
     /// The device's MAC address.
     pub fn mac(&self) -> Result<[u8; 6], PortError> {
         os::if_mac(&self.name, &self.name)

@@ -14,6 +14,7 @@
 //! out, or `None` for what the FIB does not hold (cached clones, source-specific or TOS
 //! routes, multicast and anycast types, routes through nexthop objects, other families).
 
+mod addrs;
 mod links;
 mod translate;
 
@@ -34,8 +35,9 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use spine_fib::{FibOp, FibWriter};
 
+pub use addrs::{add_address, address_message, enable_ipv6};
 pub use links::{links, multipath_seed, Link};
-pub use translate::{neigh_op, route_op};
+pub use translate::{alias, neigh_op, route_op};
 
 /// What went wrong talking to the kernel.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +50,8 @@ pub enum RtnlError {
     },
     #[error("rtnetlink: the kernel refused the {what} dump: errno {errno}")]
     Refused { what: &'static str, errno: i32 },
+    #[error("rtnetlink: the kernel refused address {ip}/{prefix_len} on interface {ifindex}: errno {errno}")]
+    AddressRefused { ifindex: u32, ip: std::net::IpAddr, prefix_len: u8, errno: i32 },
     #[error("rtnetlink: undecodable message: {0}")]
     Decode(String),
 }
@@ -82,6 +86,8 @@ pub struct RtnlSocket {
     /// A link went down or away: the kernel removed the IPv4 routes through it without
     /// a notification for each, so the tables must be dumped again.
     resync: bool,
+    /// Interface indexes the FIB knows by another (a TAP twin's, its port's): see [`alias`].
+    aliases: Vec<(u32, u32)>,
 }
 
 const GROUPS: [u32; 4] =
@@ -99,7 +105,21 @@ impl RtnlSocket {
             sock.add_membership(g).map_err(io("join group"))?;
         }
         set_timeout(&sock, Duration::from_millis(100))?;
-        Ok(RtnlSocket { sock, seq: 0, buf: vec![0; 1 << 16], up: HashSet::new(), resync: false })
+        Ok(RtnlSocket {
+            sock,
+            seq: 0,
+            buf: vec![0; 1 << 16],
+            up: HashSet::new(),
+            resync: false,
+            aliases: Vec::new(),
+        })
+    }
+
+    /// Routes and neighbours on interface `from` are mirrored as if on `to`, for each
+    /// `(from, to)` pair (a router port's TAP twin and the port: see [`alias`]).
+    pub fn with_aliases(mut self, aliases: Vec<(u32, u32)>) -> Self {
+        self.aliases = aliases;
+        self
     }
 
     /// Dumps every route and neighbour into `fib` (not yet published); events that
@@ -202,7 +222,7 @@ impl RtnlSocket {
                 NetlinkPayload::InnerMessage(inner) => {
                     count += 1;
                     if let Some(op) = self.translate(&inner) {
-                        apply(fib, stats, op);
+                        apply(fib, stats, op.map(|op| alias(op, &self.aliases)));
                     }
                 }
                 _ => {}

@@ -142,6 +142,28 @@ pub fn neigh_op(m: &NeighbourMessage, new: bool) -> Option<FibOp> {
     Some(FibOp::SetNeigh { ifindex, ip, neigh: Neigh { mac, state } })
 }
 
+/// `op` with every interface index found in `aliases` (`(from, to)` pairs) replaced:
+/// routes and neighbours the kernel keeps on a router port's TAP twin belong, in the
+/// FIB, to the port itself, so lookups answer with the port and forwarding leaves by it.
+pub fn alias(op: FibOp, aliases: &[(u32, u32)]) -> FibOp {
+    let map = |i: u32| aliases.iter().find(|a| a.0 == i).map_or(i, |a| a.1);
+    match op {
+        FibOp::Add(mut r) => {
+            r.nexthops.iter_mut().for_each(|nh| nh.ifindex = map(nh.ifindex));
+            FibOp::Add(r)
+        }
+        FibOp::Replace(mut r) => {
+            r.nexthops.iter_mut().for_each(|nh| nh.ifindex = map(nh.ifindex));
+            FibOp::Replace(r)
+        }
+        FibOp::SetNeigh { ifindex, ip, neigh } => {
+            FibOp::SetNeigh { ifindex: map(ifindex), ip, neigh }
+        }
+        FibOp::DelNeigh { ifindex, ip } => FibOp::DelNeigh { ifindex: map(ifindex), ip },
+        op => op,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
@@ -192,6 +214,35 @@ mod tests {
         let bh = v4_route(Rtn::BlackHole, 0, vec![]);
         let Some(FibOp::Replace(r)) = route_op(&bh, true) else { panic!("a default blackhole") };
         assert!(r.prefix.is_default() && r.nexthops.is_empty());
+    }
+
+    #[test]
+    fn a_twins_routes_and_neighbours_belong_to_its_port() {
+        let m = v4_route(
+            Rtn::Unicast,
+            24,
+            vec![
+                dst([192, 0, 2, 0]),
+                RouteAttribute::Gateway(RouteAddress::Inet(Ipv4Addr::new(10, 0, 0, 2))),
+                RouteAttribute::Oif(30),
+            ],
+        );
+        let aliases = [(30, 3), (40, 4)];
+        let Some(FibOp::Replace(r)) = route_op(&m, true).map(|op| alias(op, &aliases)) else {
+            panic!("a route")
+        };
+        assert_eq!(r.nexthops[0].ifindex, 3);
+        let other = v4_route(Rtn::Unicast, 24, vec![dst([192, 0, 2, 0]), RouteAttribute::Oif(5)]);
+        let Some(FibOp::Replace(r)) = route_op(&other, true).map(|op| alias(op, &aliases)) else {
+            panic!("a route")
+        };
+        assert_eq!(r.nexthops[0].ifindex, 5, "other interfaces keep their index");
+        let ip: IpAddr = "10.0.0.2".parse().unwrap();
+        let neigh = Neigh { mac: [2, 0, 0, 0, 0, 2], state: NudState::REACHABLE };
+        let op = alias(FibOp::SetNeigh { ifindex: 40, ip, neigh }, &aliases);
+        assert_eq!(op, FibOp::SetNeigh { ifindex: 4, ip, neigh });
+        let op = alias(FibOp::DelNeigh { ifindex: 30, ip }, &aliases);
+        assert_eq!(op, FibOp::DelNeigh { ifindex: 3, ip });
     }
 
     #[test]

@@ -128,3 +128,49 @@ fn the_fib_follows_ip_route_and_ip_neigh() {
     assert_eq!(stats.resyncs.load(std::sync::atomic::Ordering::Relaxed), 1, "one link went down");
     mirror.stop().expect("the mirror ran without error");
 }
+
+/// Addresses given with `add_address` are the kernel's (connected and local routes
+/// appear), and with an alias the routes and neighbours of one interface are mirrored
+/// as another's: a TAP twin's become its router port's.
+#[test]
+fn addresses_are_added_and_an_aliased_interface_is_mirrored_as_its_port() {
+    let Some(ns) = NetNs::new() else { return };
+    ns.veth("al0a", "al0b");
+    ns.veth("al1a", "al1b");
+    let (twin, port) = ns.enter(|| (ifindex("al0a"), ifindex("al1a")));
+    ns.enter(|| {
+        spine_rtnl::add_address(twin, ip("10.3.0.1"), 24).unwrap();
+        spine_rtnl::enable_ipv6("al0a").unwrap();
+        spine_rtnl::add_address(twin, ip("2001:db8:3::1"), 64).unwrap();
+        // Adding it again replaces it.
+        spine_rtnl::add_address(twin, ip("10.3.0.1"), 24).unwrap();
+        let e = spine_rtnl::add_address(9999, ip("10.4.0.1"), 24).unwrap_err();
+        assert!(e.to_string().contains("10.4.0.1/24 on interface 9999"), "{e}");
+    });
+    let shown = ns.ip("addr show dev al0a");
+    assert!(shown.contains("10.3.0.1/24") && shown.contains("2001:db8:3::1/64"), "{shown}");
+    let line = shown.lines().find(|l| l.contains("2001:db8:3::1")).unwrap();
+    assert!(!line.contains("tentative"), "no duplicate address detection: {line}");
+    ns.ip("neigh add 10.3.0.2 lladdr 02:00:00:00:03:02 dev al0a nud permanent");
+    let (fib, reader) = FibWriter::new();
+    let mirror = ns
+        .enter(|| {
+            let sock = RtnlSocket::open().expect("rtnetlink").with_aliases(vec![(twin, port)]);
+            Mirror::start(sock, fib)
+        })
+        .unwrap();
+    let st = reader.load();
+    let connected = st.lookup(table_id::MAIN, ip("10.3.0.9"), 0).unwrap();
+    assert_eq!(connected.nexthop.map(|n| n.ifindex), Some(port));
+    let v6 = st.lookup(table_id::MAIN, ip("2001:db8:3::9"), 0).unwrap();
+    assert_eq!(v6.nexthop.map(|n| n.ifindex), Some(port));
+    assert!(st.neigh(port, ip("10.3.0.2")).is_some() && st.neigh(twin, ip("10.3.0.2")).is_none());
+    drop(st);
+    ns.ip("route add 192.0.2.0/24 via 10.3.0.2");
+    eventually(&reader, "a route through the twin, as the port's", |s| {
+        s.lookup(table_id::MAIN, ip("192.0.2.1"), 0)
+            .and_then(|r| r.nexthop.map(|n| (n.gateway, n.ifindex)))
+            .is_some_and(|h| h == (Some(ip("10.3.0.2")), port))
+    });
+    mirror.stop().expect("the mirror ran without error");
+}

@@ -46,6 +46,8 @@ pub const XDP_HELPERS: &[u32] = {
         RINGBUF_SUBMIT,
         RINGBUF_DISCARD,
         RINGBUF_QUERY,
+        FOR_EACH_MAP_ELEM,
+        LOOP,
     ]
 };
 

@@ -130,6 +130,9 @@ pub struct Extension {
     stats: VerifyStats,
     pub(crate) engine: Engine,
     health: Health,
+    /// The `bpf_loop` calls the kernel would inline (see
+    /// `spine_verifier::Verified::inlined_loops`), whose edge cases differ.
+    pub(crate) inlined_loops: Vec<usize>,
 }
 
 impl std::fmt::Debug for Extension {
@@ -407,6 +410,7 @@ fn load_program(
         },
         engine,
         health: Health::default(),
+        inlined_loops: verified.inlined_loops,
     })
 }
 
@@ -520,11 +524,13 @@ fn link(program: &str, insns: &mut [Insn], maps: &MapTable) -> Result<(), LoadEr
                 let base = map.lookup(&0u32.to_le_bytes(), 0).ok_or_else(bad)?;
                 Some(base.as_ptr() as u64 + offset as u64)
             }
+            // A callback's address: the engines resolve it (`spine_vm::FUNC_BASE`).
+            op::PSEUDO_FUNC => None,
             _ => {
                 return Err(LoadError::Unsupported {
                     program: program.to_string(),
                     pc,
-                    what: "a function address (callback)",
+                    what: "an unknown lddw pseudo source",
                 })
             }
         };

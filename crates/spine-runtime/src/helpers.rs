@@ -18,7 +18,7 @@ use std::sync::Arc;
 use spine_abi::{errno, helper};
 use spine_jit::NativeHelper;
 use spine_maps::{Map, RingBuf};
-use spine_vm::{BudgetVerdict, CallAbort, Env, Memory, Region};
+use spine_vm::{BudgetVerdict, CallAbort, Env, Iteration, Memory, Region, Step};
 
 use crate::csum;
 use crate::ctx::XdpCtx;
@@ -31,6 +31,13 @@ use crate::Host;
 const MAX_META: u64 = spine_abi::xdp_frame::MAX_META as u64;
 /// Tail calls one invocation may make (the kernel's `MAX_TAIL_CALL_CNT`).
 pub const MAX_TAIL_CALLS: u32 = 33;
+/// Most iterations one `bpf_loop` call may ask for (the kernel's `BPF_MAX_LOOPS`).
+pub const MAX_LOOPS: u32 = 1 << 23;
+/// Largest key a `bpf_for_each_map_elem` callback is lent (the kernel's key size limit
+/// for the maps it walks is the stack size).
+pub(crate) const CB_KEY_MAX: usize = 512;
+/// Bytes of callback key memory a runner keeps: one key per frame depth.
+pub(crate) const CB_KEYS_BYTES: usize = CB_KEY_MAX * spine_isa::MAX_CALL_FRAMES;
 
 /// Where an `XDP_REDIRECT` verdict sends its packet; the adapter resolves the target (and
 /// checks the extension's domain may use it).
@@ -40,6 +47,10 @@ pub enum Redirect {
     Port { ifindex: u32 },
     /// To the worker of this CPU (a cpumap entry).
     Cpu { cpu: u32 },
+    /// `BPF_F_BROADCAST`: to the port of every entry of the devmap or devmap_hash at
+    /// `map` in the extension's map table (as the kernel, the entries when the adapter
+    /// acts on the verdict), except the ingress port with `BPF_F_EXCLUDE_INGRESS`.
+    Broadcast { map: u32, exclude_ingress: bool },
 }
 
 /// `bpf_redirect_map` flags: the low bits are the verdict when the key is missing.
@@ -78,6 +89,13 @@ pub(crate) struct XdpEnv<'a> {
     /// Inner maps and ring-buffer records the invocation holds (the runner's, empty
     /// between invocations); released on drop.
     pub held: &'a mut Held,
+    /// [`CB_KEYS_BYTES`] of read-only (to the program) memory where
+    /// `bpf_for_each_map_elem` puts the key it lends its callback, one slot per frame
+    /// depth; null when the runner registered none (the program does not walk maps).
+    pub cb_keys: *mut u8,
+    /// The program now running (the entry or a tail-call target), for its
+    /// `inlined_loops`; set by the runner before each engine run.
+    pub running: *const Extension,
 }
 
 impl Drop for XdpEnv<'_> {
@@ -243,33 +261,74 @@ impl<'a> XdpEnv<'a> {
         (len > 0 && end <= plen).then(|| (c.data + offset, len as usize))
     }
 
-    /// `bpf_redirect_map`, as the kernel's `__bpf_xdp_redirect_map`: a missing key returns
-    /// the low bits of `flags` as the verdict. Broadcast is not supported (`XDP_ABORTED`).
+    /// `bpf_redirect_map`, as the kernel's `__bpf_xdp_redirect_map`: flags other than the
+    /// low bits (and, for devmaps, `BPF_F_BROADCAST`/`BPF_F_EXCLUDE_INGRESS`) are
+    /// `XDP_ABORTED`; a missing key returns the low bits of `flags` as the verdict,
+    /// unless broadcasting, which ignores the key and always redirects.
     fn redirect_map(&mut self, handle: u64, key: u64, flags: u64) -> Result<u64, CallAbort> {
         use spine_abi::{map_type as mt, xdp_action as act};
-        if flags & !(REDIRECT_ACTION_MASK | BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS) != 0
-            || flags & BPF_F_BROADCAST != 0
-        {
+        let map = self.map(handle)?;
+        let devmap = matches!(map.def().map_type, mt::DEVMAP | mt::DEVMAP_HASH);
+        let flag_mask = if devmap { BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS } else { 0 };
+        if flags & !(REDIRECT_ACTION_MASK | flag_mask) != 0 {
             return Ok(u64::from(act::ABORTED));
         }
-        let map = self.map(handle)?;
+        if flags & BPF_F_BROADCAST != 0 {
+            let Some(index) = map_index(handle) else {
+                return Err(CallAbort::Fault("broadcast through an inner map"));
+            };
+            self.redirect = Some(Redirect::Broadcast {
+                map: index as u32,
+                exclude_ingress: flags & BPF_F_EXCLUDE_INGRESS != 0,
+            });
+            return Ok(u64::from(act::REDIRECT));
+        }
         let key = key as u32;
         let Some(value) = map.lookup(&key.to_le_bytes(), self.cpu) else {
             self.redirect = None;
             return Ok(flags & REDIRECT_ACTION_MASK);
         };
         self.redirect = match map.def().map_type {
-            mt::DEVMAP | mt::DEVMAP_HASH => {
+            mt::DEVMAP | mt::DEVMAP_HASH | mt::XSKMAP => {
+                // An XSKMAP entry holds the ifindex of the port bound for the socket.
                 // SAFETY: devmap values are at least 4 bytes (the ifindex first), 8-aligned.
                 let ifindex = unsafe { value.as_ptr().cast::<u32>().read() };
                 Some(Redirect::Port { ifindex })
             }
             mt::CPUMAP => Some(Redirect::Cpu { cpu: key }),
             _ => {
-                return Err(CallAbort::Fault("redirect through a map that is no devmap or cpumap"))
+                return Err(CallAbort::Fault(
+                    "redirect through a map that is no devmap, cpumap or xskmap",
+                ))
             }
         };
         Ok(u64::from(act::REDIRECT))
+    }
+
+    /// The next element of a `bpf_for_each_map_elem` walk: `it` holds the map handle,
+    /// the map's cursor, the callback context and the elements visited.
+    fn walk_step(&mut self, it: &mut Iteration, depth: usize) -> Result<Step, CallAbort> {
+        let [handle, c0, c1, cb_ctx, count, _] = it.words;
+        let map = self.map(handle)?;
+        let key_size = map.def().key_size as usize;
+        if self.cb_keys.is_null() || key_size > CB_KEY_MAX || depth >= spine_isa::MAX_CALL_FRAMES {
+            return Err(CallAbort::Fault("no key memory for bpf_for_each_map_elem"));
+        }
+        // SAFETY: `cb_keys` points at `CB_KEYS_BYTES` the runner owns for as long as this
+        // environment lives; slot `depth` is this walk's alone (walks active at once run
+        // at distinct depths), and programs only read it (its region is read-only).
+        let key = unsafe {
+            std::slice::from_raw_parts_mut(self.cb_keys.add(depth * CB_KEY_MAX), key_size)
+        };
+        let mut cursor = [c0, c1];
+        match map.walk_next(&mut cursor, key, self.cpu) {
+            None => Ok(Step::Done(count)),
+            Some(value) => {
+                let key_addr = key.as_ptr() as u64;
+                it.words = [handle, cursor[0], cursor[1], cb_ctx, count + 1, 0];
+                Ok(Step::Call([handle, key_addr, value.as_ptr() as u64, cb_ctx, 0]))
+            }
+        }
     }
 
     fn tail_call(&mut self, map: u64, index: u64) -> Result<u64, CallAbort> {
@@ -424,6 +483,91 @@ impl Env for XdpEnv<'_> {
             helper::RINGBUF_QUERY => self.ringbuf(a[0])?.query(a[1]),
             _ => return Err(CallAbort::Unknown),
         })
+    }
+
+    /// `bpf_loop` and `bpf_for_each_map_elem` as the kernel's: non-zero flags are
+    /// `-EINVAL`; more than [`MAX_LOOPS`] iterations `-E2BIG`; any non-zero callback
+    /// return stops the walk; the result is the number of callbacks run.
+    fn callback_start(
+        &mut self,
+        pc: usize,
+        id: u32,
+        a: [u64; 5],
+        it: &mut Iteration,
+        depth: usize,
+        _mem: &mut Memory,
+    ) -> Result<Step, CallAbort> {
+        match id {
+            helper::LOOP => {
+                // `bpf_loop(u32 nr_loops, callback, ctx, u64 flags)`; where the kernel
+                // inlines it, the count is checked whole and -E2BIG is a 32-bit move.
+                // SAFETY: `running` is the extension the runner is running now, which
+                // it keeps alive for the run (its own or a tail-call target's `Arc`).
+                let inlined = unsafe { &*self.running }.inlined_loops.binary_search(&pc).is_ok();
+                let nr = if inlined { a[0] } else { u64::from(a[0] as u32) };
+                if a[3] != 0 {
+                    return Ok(Step::Done(neg(errno::EINVAL)));
+                }
+                if nr > u64::from(MAX_LOOPS) {
+                    let e2big = neg(errno::E2BIG);
+                    return Ok(Step::Done(if inlined { u64::from(e2big as u32) } else { e2big }));
+                }
+                if nr == 0 {
+                    return Ok(Step::Done(0));
+                }
+                it.words = [nr, 0, a[2], 0, 0, 0];
+                Ok(Step::Call([0, a[2], 0, 0, 0]))
+            }
+            helper::FOR_EACH_MAP_ELEM => {
+                use spine_abi::map_type as mt;
+                if a[3] != 0 {
+                    return Ok(Step::Done(neg(errno::EINVAL)));
+                }
+                let walkable = matches!(
+                    self.map(a[0])?.def().map_type,
+                    mt::ARRAY
+                        | mt::PERCPU_ARRAY
+                        | mt::HASH
+                        | mt::PERCPU_HASH
+                        | mt::LRU_HASH
+                        | mt::LRU_PERCPU_HASH
+                );
+                if !walkable {
+                    return Err(CallAbort::Fault("bpf_for_each_map_elem on a map it cannot walk"));
+                }
+                it.words = [a[0], 0, 0, a[2], 0, 0];
+                self.walk_step(it, depth)
+            }
+            _ => Err(CallAbort::Unknown),
+        }
+    }
+
+    fn callback_next(
+        &mut self,
+        id: u32,
+        it: &mut Iteration,
+        ret: u64,
+        depth: usize,
+        _mem: &mut Memory,
+    ) -> Result<Step, CallAbort> {
+        match id {
+            helper::LOOP => {
+                let [nr, i, cb_ctx, ..] = it.words;
+                let i = i + 1;
+                if ret != 0 || i >= nr {
+                    return Ok(Step::Done(i));
+                }
+                it.words[1] = i;
+                Ok(Step::Call([i, cb_ctx, 0, 0, 0]))
+            }
+            helper::FOR_EACH_MAP_ELEM => {
+                if ret != 0 {
+                    return Ok(Step::Done(it.words[4]));
+                }
+                self.walk_step(it, depth)
+            }
+            _ => Err(CallAbort::Unknown),
+        }
     }
 
     fn budget_expired(&mut self) -> BudgetVerdict {

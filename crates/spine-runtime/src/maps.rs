@@ -195,6 +195,11 @@ impl MapTable {
         })
     }
 
+    /// Whether any map of the table is a program array (tail calls are possible).
+    pub fn has_prog_arrays(&self) -> bool {
+        self.maps.iter().any(|m| matches!(m, RtMap::Progs(_)))
+    }
+
     /// The data map at `index`.
     pub fn data(&self, index: usize) -> Option<&Map> {
         match self.maps.get(index)? {

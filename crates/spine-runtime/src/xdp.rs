@@ -9,7 +9,7 @@ use spine_vm::{Fault, Memory, Region, RunLimits, Stack, MAX_REGIONS};
 use crate::ctx::{XdpCtx, XDP_CTX_SIZE};
 use crate::ext::{Engine, Extension};
 use crate::frame::{Bounds, Frame, Geometry};
-use crate::helpers::{Redirect, XdpEnv};
+use crate::helpers::{Redirect, XdpEnv, CB_KEYS_BYTES};
 use crate::host::Event;
 use crate::maps::Held;
 use crate::watchdog::FaultOutcome;
@@ -74,6 +74,9 @@ pub struct XdpRunner {
     redirect: Option<Redirect>,
     /// What an invocation holds until it ends (lent to its `XdpEnv`, which empties it).
     held: Held,
+    /// Where `bpf_for_each_map_elem` lends its callbacks their keys (registered as a
+    /// read-only region); only for extensions that may walk maps.
+    cb_keys: Option<Box<[u64]>>,
 }
 
 /// Regions besides the map values: context, packet, the stack, and the stack the
@@ -88,8 +91,10 @@ impl XdpRunner {
             return Err(RunnerError::Cpu { cpu, ncpus: m.ncpus() });
         }
         let spans: usize = maps.data_maps().map(|m| m.value_spans().len()).sum();
-        if spans + PER_RUN_REGIONS > MAX_REGIONS {
-            return Err(RunnerError::TooManyRegions { needed: spans + PER_RUN_REGIONS });
+        let walks = walks_maps(&ext);
+        let needed = spans + PER_RUN_REGIONS + usize::from(walks);
+        if needed > MAX_REGIONS {
+            return Err(RunnerError::TooManyRegions { needed });
         }
         let mut mem = Memory::new();
         for span in maps.data_maps().flat_map(|m| m.value_spans()) {
@@ -119,6 +124,17 @@ impl XdpRunner {
         // SAFETY: the stack's words are boxed, owned by this runner next to `mem`, so the
         // address stays valid as long as `mem`; engines borrow it mutably while they run.
         unsafe { mem.push(stack_region) }.expect("room counted above");
+        let mut cb_keys = walks.then(|| vec![0u64; CB_KEYS_BYTES / 8].into_boxed_slice());
+        if let Some(keys) = &mut cb_keys {
+            let r = Region {
+                start: keys.as_mut_ptr() as u64,
+                len: CB_KEYS_BYTES as u64,
+                writable: false,
+            };
+            // SAFETY: the box is owned by this runner next to `mem` and never replaced, so
+            // the address stays valid as long as `mem`; programs only read it.
+            unsafe { mem.push(r) }.expect("room counted above");
+        }
         let budget = ext.domain().spec().budget;
         Ok(XdpRunner {
             ext,
@@ -130,6 +146,7 @@ impl XdpRunner {
             budget,
             redirect: None,
             held: Held::new(),
+            cb_keys,
         })
     }
 
@@ -220,6 +237,11 @@ impl XdpRunner {
                 budget: self.budget,
                 deadline: None,
                 held: &mut self.held,
+                cb_keys: self
+                    .cb_keys
+                    .as_mut()
+                    .map_or(std::ptr::null_mut(), |k| k.as_mut_ptr().cast::<u8>()),
+                running: std::ptr::null(),
             },
             ext: &self.ext,
             cpu: self.cpu,
@@ -349,6 +371,7 @@ impl XdpBurst<'_> {
             if ext.stats().zeroed_stack > 0 {
                 self.stack.zero_top(ext.stats().zeroed_stack);
             }
+            env.running = ext;
             let r = match &ext.engine {
                 Engine::Interp(vm) => vm.run(args, self.mem, self.stack, env, self.limits),
                 // SAFETY: the JIT registered `helpers::native_helpers`, which take the
@@ -402,6 +425,16 @@ impl XdpBurst<'_> {
         };
         result
     }
+}
+
+/// Whether an invocation of `ext` may call `bpf_for_each_map_elem`: the program does,
+/// or it may tail-call into programs that do (it has a program array).
+fn walks_maps(ext: &Extension) -> bool {
+    let calls = ext
+        .insns()
+        .iter()
+        .any(|i| i.is_helper_call() && i.imm as u32 == spine_abi::helper::FOR_EACH_MAP_ELEM);
+    calls || ext.maps().has_prog_arrays()
 }
 
 fn record_fault(ext: &Extension, cpu: usize, fault: &Fault, host: &mut dyn Host) {

@@ -69,6 +69,32 @@ fn runaway_loops_stop_at_the_budget_identically_on_both_engines() {
 }
 
 #[test]
+fn callback_loops_are_bounded_by_the_budget_identically_on_both_engines() {
+    let obj = compile("runaway_cb");
+    for prog in ["nested_loops", "long_walk"] {
+        let mut faults = Vec::new();
+        for engine in ENGINES {
+            let loaded = load(&obj, engine, &Domain::default_domain()).unwrap();
+            let ext = loaded.program(Some(prog)).unwrap().clone();
+            let mut runner = XdpRunner::new(ext.clone(), 0).unwrap();
+            let mut host = FixedHost::new(7);
+            let r = runner.run(&mut packet(0, 64), RxInfo::default(), &mut host);
+            let Err(fault) = r.map_err(|f| *f) else { panic!("{prog} on {engine:?}: finished") };
+            assert!(matches!(fault, Fault::Budget { .. }), "{prog} on {engine:?}: {fault}");
+            faults.push(fault);
+        }
+        assert_eq!(faults[0], faults[1], "{prog}: both engines stop at the same place");
+    }
+    for engine in ENGINES {
+        let loaded = load(&obj, engine, &Domain::default_domain()).unwrap();
+        let ext = loaded.program(Some("short_loop")).unwrap().clone();
+        let mut runner = XdpRunner::new(ext, 0).unwrap();
+        let r = runner.run(&mut packet(0, 64), RxInfo::default(), &mut FixedHost::new(7));
+        assert_eq!(r.map_err(|f| *f), Ok(xdp_action::TX), "short_loop on {engine:?}");
+    }
+}
+
+#[test]
 fn a_long_loop_within_budget_finishes_and_beyond_it_is_stopped() {
     let obj = compile("runaway");
     for engine in ENGINES {

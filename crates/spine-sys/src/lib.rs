@@ -23,6 +23,8 @@
 mod btf;
 mod cpus;
 mod error;
+#[expect(unsafe_code, reason = "BPF_BTF_LOAD reads the BTF blob")]
+mod func_info;
 #[expect(unsafe_code, reason = "BPF_LINK_CREATE and BPF_PROG_GET_FD_BY_ID return new fds")]
 mod link;
 #[expect(unsafe_code, reason = "element commands: the kernel reads and writes key/value buffers")]

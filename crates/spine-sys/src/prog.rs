@@ -86,10 +86,27 @@ impl ProgLoad<'_> {
         let insn_cnt = sys::len_u32(Cmd::ProgLoad, self.insns.len())?;
         let license_bytes = self.license.split('\0').next().unwrap_or_default();
         let license = CString::new(license_bytes).expect("cut at the first NUL");
+        // Functions whose address the program takes must be described by BTF.
+        let funcs = match crate::func_info::func_info(self.insns) {
+            Some(fi) => Some((crate::func_info::load_btf(&fi.btf)?, fi)),
+            None => None,
+        };
         // One BPF_PROG_LOAD; on failure also the log size the kernel needed (6.4+, else 0).
         let attempt = |log_level: u32, log: &mut [u8]| -> Result<OwnedFd, (SysError, usize)> {
             let mut attr = BpfAttr::zeroed();
+            let (btf_fd, func_info, func_info_cnt) = match &funcs {
+                Some((fd, fi)) => (
+                    fd.as_raw_fd() as u32,
+                    fi.records.as_ptr() as u64,
+                    sys::len_u32(Cmd::ProgLoad, fi.records.len()).map_err(|e| (e, 0))?,
+                ),
+                None => (0, 0, 0),
+            };
             attr.prog_load = ProgLoadAttr {
+                prog_btf_fd: btf_fd,
+                func_info_rec_size: if func_info_cnt > 0 { 8 } else { 0 },
+                func_info,
+                func_info_cnt,
                 prog_type: self.prog_type,
                 insn_cnt,
                 insns: sys::uptr(&code),

@@ -27,6 +27,7 @@ pub(crate) enum Cmd {
     ProgTestRun = 10,
     ProgGetFdById = 13,
     ObjGetInfoByFd = 15,
+    BtfLoad = 18,
     MapFreeze = 22,
     LinkCreate = 28,
 }
@@ -46,6 +47,7 @@ impl Cmd {
             Cmd::ObjGetInfoByFd => "BPF_OBJ_GET_INFO_BY_FD",
             Cmd::LinkCreate => "BPF_LINK_CREATE",
             Cmd::MapFreeze => "BPF_MAP_FREEZE",
+            Cmd::BtfLoad => "BPF_BTF_LOAD",
         }
     }
 }
@@ -137,6 +139,18 @@ pub(crate) struct TestRunAttr {
     pub _pad: u32,
 }
 
+/// `BPF_BTF_LOAD`, up to `btf_log_true_size`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BtfLoadAttr {
+    pub btf: u64,
+    pub btf_log_buf: u64,
+    pub btf_size: u32,
+    pub btf_log_size: u32,
+    pub btf_log_level: u32,
+    pub btf_log_true_size: u32,
+}
+
 /// `BPF_OBJ_GET_INFO_BY_FD`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -190,6 +204,7 @@ pub(crate) union BpfAttr {
     pub info: InfoAttr,
     pub get_fd_by_id: GetFdByIdAttr,
     pub link_create: LinkCreateAttr,
+    pub btf_load: BtfLoadAttr,
 }
 
 const _: () = assert!(size_of::<BpfAttr>() == ATTR_WORDS * 8);

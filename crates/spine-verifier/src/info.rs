@@ -77,6 +77,10 @@ pub struct Verified {
     /// stack when the frame is entered, so no bytes of an earlier invocation or call
     /// can reach a map.
     pub stack_zeroing: bool,
+    /// The `bpf_loop` call sites the kernel inlines (`inline_bpf_loop`): flags a known 0
+    /// and one callback on every path. There the kernel checks the 64-bit count and
+    /// `-E2BIG` is a 32-bit value (r0 = 0xffff_fff9), unlike the helper's. Sorted.
+    pub inlined_loops: Vec<usize>,
     pub insns_processed: u64,
     /// Most abstract states held at once (pruning cache and loop heads).
     pub peak_states: usize,

@@ -2,8 +2,12 @@
 //! instruction, every memory access checked against [`Memory`]. It allocates nothing
 //! per run: the caller owns the [`Stack`] and the regions.
 
+use crate::callback::{callback_entries, callback_pc, is_callback_helper, FUNC_BASE};
 use crate::points::counted_calls;
-use crate::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Memory, Region};
+use crate::{
+    AccessKind, BudgetVerdict, CallAbort, Env, Fault, Iteration, Memory, Region, Step,
+    NOT_A_CALLBACK,
+};
 use spine_isa::{op, validate, Insn, IsaError, MAX_CALL_FRAMES, STACK_SIZE};
 
 /// Why a program cannot be prepared for the interpreter.
@@ -83,12 +87,32 @@ struct Frame {
     fp: u64,
 }
 
+/// A callback helper call in progress: where it was called, what it calls, its state.
+#[derive(Clone, Copy)]
+struct CallbackFrame {
+    site: usize,
+    id: u32,
+    entry: usize,
+    it: Iteration,
+}
+
+/// How a helper's `CallAbort` ends the run: `Ok(r0)` for `Exit`, else the fault.
+fn abort(pc: usize, id: u32, a: CallAbort) -> Result<u64, Fault> {
+    match a {
+        CallAbort::Exit(v) => Ok(v),
+        CallAbort::Unknown => Err(Fault::UnknownHelper { pc, id }),
+        CallAbort::Fault(reason) => Err(Fault::Helper { pc, id, reason }),
+    }
+}
+
 /// A validated program, ready to run any number of times (shared between threads).
 #[derive(Debug, Clone)]
 pub struct Interpreter {
     insns: Vec<Insn>,
     /// Which bpf-to-bpf calls are progress points ([`counted_calls`]).
     call_points: Vec<bool>,
+    /// The functions `lddw PSEUDO_FUNC` names, sorted ([`callback_entries`]).
+    callbacks: Vec<usize>,
 }
 
 impl Interpreter {
@@ -98,7 +122,7 @@ impl Interpreter {
         while pc < insns.len() {
             let i = insns[pc];
             if i.is_lddw() {
-                if i.src != op::PSEUDO_NONE {
+                if i.src != op::PSEUDO_NONE && i.src != op::PSEUDO_FUNC {
                     return Err(LoadError::UnresolvedMapRef { pc, src: i.src });
                 }
                 pc += 2;
@@ -110,7 +134,8 @@ impl Interpreter {
             pc += 1;
         }
         let call_points = counted_calls(&insns);
-        Ok(Interpreter { insns, call_points })
+        let callbacks = callback_entries(&insns);
+        Ok(Interpreter { insns, call_points, callbacks })
     }
 
     pub fn insns(&self) -> &[Insn] {
@@ -155,6 +180,9 @@ impl Interpreter {
         reg[1..6].copy_from_slice(&args);
         reg[10] = stack_top;
         let mut frames = [Frame::default(); MAX_CALL_FRAMES];
+        // Set where the frame above runs a callback of a callback helper (apart from
+        // `frames`, so a run without callbacks does not initialise their state).
+        let mut cbs: [Option<CallbackFrame>; MAX_CALL_FRAMES] = [None; MAX_CALL_FRAMES];
         let mut depth = 0usize;
         let mut pc = 0usize;
         // `grant` is the size of the current countdown, `points` what is left of it and
@@ -214,6 +242,20 @@ impl Interpreter {
                         reg[6..10].copy_from_slice(&f.saved);
                         reg[10] = f.fp;
                         pc = f.ret_pc;
+                        if let Some(mut cb) = cbs[depth] {
+                            match env.callback_next(cb.id, &mut cb.it, reg[0], depth, mem) {
+                                Ok(Step::Done(v)) => reg[0] = v,
+                                Ok(Step::Call(a)) => {
+                                    progress!(cb.site);
+                                    cbs[depth] = Some(cb);
+                                    depth += 1;
+                                    reg[1..6].copy_from_slice(&a);
+                                    reg[10] = f.fp.wrapping_sub(STACK_SIZE as u64);
+                                    pc = cb.entry;
+                                }
+                                Err(a) => return abort(cb.site, cb.id, a),
+                            }
+                        }
                     }
                     op::CALL if class == op::JMP => {
                         if i.code & op::X == 0 && i.src == op::PSEUDO_CALL {
@@ -228,22 +270,51 @@ impl Interpreter {
                                 saved: [reg[6], reg[7], reg[8], reg[9]],
                                 fp: reg[10],
                             };
+                            cbs[depth] = None;
                             depth += 1;
                             reg[10] = reg[10].wrapping_sub(STACK_SIZE as u64);
                             pc = (pc as i64 + i.imm as i64) as usize;
+                        } else if i.code & op::X == 0 && is_callback_helper(i.imm as u32) {
+                            let id = i.imm as u32;
+                            let args = [reg[1], reg[2], reg[3], reg[4], reg[5]];
+                            let mut it = Iteration::default();
+                            match env.callback_start(cur, id, args, &mut it, depth, mem) {
+                                Ok(Step::Done(v)) => reg[0] = v,
+                                Ok(Step::Call(a)) => {
+                                    let Some(entry) = callback_pc(args[1], &self.callbacks) else {
+                                        return Err(Fault::Helper {
+                                            pc: cur,
+                                            id,
+                                            reason: NOT_A_CALLBACK,
+                                        });
+                                    };
+                                    progress!(cur);
+                                    if depth + 1 >= MAX_CALL_FRAMES {
+                                        return Err(Fault::CallDepth {
+                                            pc: cur,
+                                            max: MAX_CALL_FRAMES,
+                                        });
+                                    }
+                                    frames[depth] = Frame {
+                                        ret_pc: pc,
+                                        saved: [reg[6], reg[7], reg[8], reg[9]],
+                                        fp: reg[10],
+                                    };
+                                    cbs[depth] = Some(CallbackFrame { site: cur, id, entry, it });
+                                    depth += 1;
+                                    reg[1..6].copy_from_slice(&a);
+                                    reg[10] = reg[10].wrapping_sub(STACK_SIZE as u64);
+                                    pc = entry;
+                                }
+                                Err(a) => return abort(cur, id, a),
+                            }
                         } else {
                             let id =
                                 if i.code & op::X != 0 { reg[dst] as u32 } else { i.imm as u32 };
                             let args = [reg[1], reg[2], reg[3], reg[4], reg[5]];
                             match env.call(id, args, mem) {
                                 Ok(v) => reg[0] = v,
-                                Err(CallAbort::Exit(v)) => return Ok(v),
-                                Err(CallAbort::Unknown) => {
-                                    return Err(Fault::UnknownHelper { pc: cur, id })
-                                }
-                                Err(CallAbort::Fault(reason)) => {
-                                    return Err(Fault::Helper { pc: cur, id, reason })
-                                }
+                                Err(a) => return abort(cur, id, a),
                             }
                         }
                     }
@@ -267,9 +338,13 @@ impl Interpreter {
                     }
                 },
                 op::LD => {
-                    // Validated in `new`: only plain lddw reaches here.
-                    let hi = insns.get(pc).map_or(0, |n| n.imm as u32 as u64);
-                    reg[dst] = (i.imm as u32 as u64) | (hi << 32);
+                    // Validated in `new`: only plain lddw and function addresses.
+                    reg[dst] = if i.src == op::PSEUDO_FUNC {
+                        FUNC_BASE + (pc as i64 + i64::from(i.imm)) as u64
+                    } else {
+                        let hi = insns.get(pc).map_or(0, |n| n.imm as u32 as u64);
+                        (i.imm as u32 as u64) | (hi << 32)
+                    };
                     pc += 1;
                 }
                 op::LDX => {

@@ -4,10 +4,14 @@
 //!
 //! No I/O, no threads, no clock: helpers that need the world get it through [`Env`].
 
+mod callback;
 mod interp;
 mod memory;
 mod points;
 
+pub use callback::{
+    callback_entries, callback_pc, is_callback_helper, Iteration, Step, FUNC_BASE, NOT_A_CALLBACK,
+};
 pub use interp::{Interpreter, LoadError, RunLimits, Stack};
 pub use memory::{Memory, Region, MAX_REGIONS};
 pub use points::counted_calls;
@@ -70,6 +74,38 @@ pub trait Env {
     /// environment without a clock bounds every run by its points alone.
     fn budget_expired(&mut self) -> BudgetVerdict {
         BudgetVerdict::Abort
+    }
+
+    /// A static call of a callback helper ([`is_callback_helper`]) at instruction `pc`
+    /// with r1..r5 = `args`:
+    /// fill `it` with whatever [`Env::callback_next`] needs and say what comes first.
+    /// `depth` is the caller's frame depth (below `MAX_CALL_FRAMES`): callback helpers
+    /// active at once have distinct depths, so memory the environment lends a callback
+    /// (a map key) can be kept per depth. The engine checks r2 names a callback before
+    /// the first [`Step::Call`]. The default knows no callback helper.
+    fn callback_start(
+        &mut self,
+        _pc: usize,
+        _id: u32,
+        _args: [u64; 5],
+        _it: &mut Iteration,
+        _depth: usize,
+        _mem: &mut Memory,
+    ) -> Result<Step, CallAbort> {
+        Err(CallAbort::Unknown)
+    }
+
+    /// The callback returned `ret`: the next step of the iteration `it` (started by
+    /// [`Env::callback_start`] at the same `depth`).
+    fn callback_next(
+        &mut self,
+        _id: u32,
+        _it: &mut Iteration,
+        _ret: u64,
+        _depth: usize,
+        _mem: &mut Memory,
+    ) -> Result<Step, CallAbort> {
+        Err(CallAbort::Unknown)
     }
 }
 

@@ -12,8 +12,10 @@ pub fn counted_calls(insns: &[Insn]) -> Vec<bool> {
     let is_local_call =
         |i: &Insn| i.class() == op::JMP && i.code & 0xf0 == op::CALL && i.src == op::PSEUDO_CALL;
     let target = |pc: usize, i: &Insn| i.branch_target(pc).map(|t| t as usize);
-    // Subprograms start at 0 and at every call target; each runs to the next start.
+    // Subprograms start at 0, at every call target and at every callback; each runs to
+    // the next start.
     let mut starts: Vec<usize> = std::iter::once(0)
+        .chain(crate::callback_entries(insns))
         .chain(
             insns
                 .iter()

@@ -55,6 +55,25 @@ fn ip(t: &Table<'_>, key: &'static str, s: &str) -> Result<IpAddr, ConfigError> 
     s.parse().map_err(|_| t.err(key, Problem::Invalid("not an IP address")))
 }
 
+/// The optional `addresses` list of a table: `"192.0.2.7/24"`, `"2001:db8::7/64"` (no
+/// length: a host address).
+pub(super) fn addresses(t: &mut Table<'_>) -> Result<Vec<(IpAddr, u8)>, ConfigError> {
+    let mut out = Vec::new();
+    for a in t.opt_strs("addresses")?.unwrap_or_default() {
+        let (addr, len) = a.split_once('/').unwrap_or((a.as_str(), ""));
+        let addr = ip(t, "addresses", addr)?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            "" => max,
+            l => l.parse::<u8>().ok().filter(|&l| l <= max).ok_or_else(|| {
+                t.err("addresses", Problem::Invalid("a prefix length past the address"))
+            })?,
+        };
+        out.push((addr, len));
+    }
+    Ok(out)
+}
+
 pub(super) fn parse_fib(mut t: Table<'_>, base: &Path) -> Result<FibConfig, ConfigError> {
     let multipath_seed =
         t.opt_int("multipath_seed", 0, i64::from(u32::MAX))?.map_or(0, |v| v as u32);
@@ -86,19 +105,7 @@ pub(super) fn parse_fib(mut t: Table<'_>, base: &Path) -> Result<FibConfig, Conf
         let port = it.req_str("port")?.to_string();
         let m = it.req_str("mac")?;
         let mac = mac(&it, "mac", m)?;
-        let mut addresses = Vec::new();
-        for a in it.opt_strs("addresses")?.unwrap_or_default() {
-            let (addr, len) = a.split_once('/').unwrap_or((a.as_str(), ""));
-            let addr = ip(&it, "addresses", addr)?;
-            let max = if addr.is_ipv4() { 32 } else { 128 };
-            let len = match len {
-                "" => max,
-                l => l.parse::<u8>().ok().filter(|&l| l <= max).ok_or_else(|| {
-                    it.err("addresses", Problem::Invalid("a prefix length past the address"))
-                })?,
-            };
-            addresses.push((addr, len));
-        }
+        let addresses = addresses(&mut it)?;
         let mtu = it.opt_int("mtu", 68, 65535)?.map_or(1500, |v| v as u32);
         let forwarding = it.opt_bool("forwarding")?.unwrap_or(true);
         it.finish()?;

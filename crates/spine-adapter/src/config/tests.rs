@@ -186,6 +186,36 @@ fn errors_name_the_key() {
         ),
         ("[[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"a/b\"\n", "port[0].interface", "not an interface name"),
         ("[[port]\nname=1", "", "not valid TOML"),
+        (
+            "[[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"t0\"\ntwin=\"w\"\n",
+            "port[0].twin",
+            "no port named 'w'",
+        ),
+        (
+            "[[port]]\nname=\"m\"\nkind=\"mem\"\n[[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"t0\"\ntwin=\"m\"\n",
+            "port[1].twin",
+            "a twin stands for an afpacket or afxdp port: 'm'",
+        ),
+        (
+            "[[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"t0\"\naddresses=[\"10.0.0.1/24\"]\n",
+            "port[0].addresses",
+            "only a twin takes addresses",
+        ),
+        (
+            "[[port]]\nname=\"w\"\nkind=\"afpacket\"\ninterface=\"v0\"\n[[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"t0\"\ntwin=\"w\"\naddresses=[\"10.0.0.1/33\"]\n",
+            "port[1].addresses",
+            "a prefix length past the address",
+        ),
+        (
+            "[[port]]\nname=\"w\"\nkind=\"afpacket\"\ninterface=\"v0\"\nhost_path=\"h\"\n[[port]]\nname=\"h\"\nkind=\"mem\"\n[[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"t0\"\ntwin=\"w\"\n",
+            "port[2].twin",
+            "the port has another host path (or another twin)",
+        ),
+        (
+            "[[port]]\nname=\"w\"\nkind=\"afpacket\"\ninterface=\"v0\"\n[[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"t0\"\ntwin=\"w\"\nup=false\n",
+            "port[1].up",
+            "a twin is always up",
+        ),
     ];
     for (text, path, msg) in cases {
         let (p, m) = error(text);
@@ -208,4 +238,32 @@ fn hex_and_integers_encode_as_documented() {
     assert_eq!(Bytes::Int(0x010203).to_size(2), None, "does not fit");
     assert_eq!(Bytes::Int(1).to_size(12), Some([vec![1], vec![0; 11]].concat()));
     assert_eq!(Bytes::Hex(vec![1, 2]).to_size(3), None, "hex must be exact");
+}
+
+#[test]
+fn a_tap_twin_is_its_ports_host_path_and_carries_addresses() {
+    let c = parse(
+        "[[port]]\nname=\"w\"\nkind=\"afxdp\"\ninterface=\"v0\"\n\
+         [[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"t0\"\ntwin=\"w\"\n\
+         addresses=[\"10.0.0.1/24\", \"2001:db8::1/64\", \"10.9.9.9\"]\n",
+    )
+    .unwrap();
+    assert_eq!(c.ports[0].host_path.as_deref(), Some("t"), "the twin is the host path");
+    let PortKind::Tap { twin: Some(t), up: true, .. } = &c.ports[1].kind else {
+        panic!("a twin: {:?}", c.ports[1].kind)
+    };
+    assert_eq!(t.port, "w");
+    let want: Vec<(std::net::IpAddr, u8)> = vec![
+        ("10.0.0.1".parse().unwrap(), 24),
+        ("2001:db8::1".parse().unwrap(), 64),
+        ("10.9.9.9".parse().unwrap(), 32),
+    ];
+    assert_eq!(t.addresses, want);
+    // Naming the twin as the host path as well is the same wiring.
+    let c = parse(
+        "[[port]]\nname=\"w\"\nkind=\"afpacket\"\ninterface=\"v0\"\nhost_path=\"t\"\n\
+         [[port]]\nname=\"t\"\nkind=\"tap\"\ninterface=\"t0\"\ntwin=\"w\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.ports[0].host_path.as_deref(), Some("t"));
 }

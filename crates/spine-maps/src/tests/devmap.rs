@@ -273,3 +273,29 @@ fn entries_are_never_torn() {
         }
     }
 }
+
+/// XSKMAP: the kernel's update checks (flags, range, NOEXIST/EXIST) with spine's value,
+/// the ifindex of the port bound for the socket; programs look entries up and never
+/// write them.
+#[test]
+fn xskmap_entries_bind_ports_with_the_kernels_update_checks() {
+    use spine_abi::map_type::XSKMAP;
+    let m = map(XSKMAP, 4, 4, 4, 0, 1);
+    assert_eq!(m.def().flags & mf::RDONLY_PROG, mf::RDONLY_PROG);
+    let up = |k: u32, v: u32, f: u64| errno(m.update_user(&k32(k), &v.to_ne_bytes(), f));
+    assert_eq!(m.lookup(&k32(0), 0), None, "an empty queue has no socket");
+    assert_eq!(up(0, 7, 3), -22, "flags above BPF_EXIST");
+    assert_eq!(up(4, 7, 0), -7, "index out of range: E2BIG");
+    assert_eq!(up(0, 0, 0), -22, "no port");
+    assert_eq!(up(0, 7, 2), -2, "BPF_EXIST on an empty slot");
+    assert_eq!(up(0, 7, 1), 0);
+    assert_eq!(up(0, 8, 1), -17, "BPF_NOEXIST on a bound slot");
+    assert_eq!(up(0, 9, 2), 0);
+    assert_eq!(get(&m, &k32(0)), Ok(9u32.to_ne_bytes().to_vec()));
+    assert!(m.lookup(&k32(0), 0).is_some(), "bound");
+    assert!(m.update(&k32(1), &7u32.to_ne_bytes(), 0, 0).is_err(), "programs do not write");
+    assert_eq!(errno(m.delete_user(&k32(4))), -22);
+    assert_eq!(errno(m.delete_user(&k32(0))), 0);
+    assert_eq!(m.lookup(&k32(0), 0), None);
+    assert_eq!(keys(&m).len(), 4, "every index is listed, as an array's");
+}

@@ -83,3 +83,22 @@ fn tap_errors_are_clear() {
         assert_eq!(port.stats().tx_drops.device, 1);
     });
 }
+
+#[test]
+fn a_tap_takes_the_mac_and_mtu_it_is_given() {
+    let Some(ns) = NetNs::new() else { return };
+    ns.enter(|| {
+        let port = TapPort::open("sptap2", 0).unwrap();
+        port.set_mac([0x02, 0x5e, 0, 0, 0x12, 0x34]).unwrap();
+        port.set_mtu(1400).unwrap();
+        port.set_up(true).unwrap();
+        assert_eq!(port.mac().unwrap(), [0x02, 0x5e, 0, 0, 0x12, 0x34]);
+        // The address may change while the device is up (a TAP allows live changes).
+        port.set_mac([0x02, 0x5e, 0, 0, 0x12, 0x35]).unwrap();
+        assert_eq!(port.mac().unwrap(), [0x02, 0x5e, 0, 0, 0x12, 0x35]);
+        let shown = ns.ip("link show dev sptap2");
+        assert!(shown.contains("mtu 1400"), "{shown}");
+        let e = port.set_mtu(10).unwrap_err();
+        assert!(e.to_string().contains("SIOCSIFMTU"), "{e}");
+    });
+}

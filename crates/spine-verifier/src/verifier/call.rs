@@ -183,6 +183,14 @@ impl Verifier<'_> {
         let Some(func) = meta.func else {
             return Err(K::HelperArgType { helper: 0, reg: 2, expected: "func", found: "none" });
         };
+        if kind == CallbackKind::Loop {
+            let zero = st.cur().regs[4].is_null();
+            let site = self.loop_sites.entry(pc).or_insert((true, Some(func)));
+            site.0 &= zero;
+            if site.1 != Some(func) {
+                site.1 = None;
+            }
+        }
         let snapshot = st.clone();
         let Some(p) = self.head(pc, snapshot, true).map_err(|f| f.kind)? else {
             return Ok(Flow::Done);

@@ -89,6 +89,9 @@ pub(crate) struct Verifier<'a> {
     sub_tail_call: Vec<bool>,
     /// (caller function, callee function, call site)
     call_edges: Vec<(usize, usize, usize)>,
+    /// Per `bpf_loop` call site: whether every visit had flags a known 0, and the
+    /// callback (`None` once two visits named different ones).
+    loop_sites: std::collections::BTreeMap<usize, (bool, Option<usize>)>,
 }
 
 /// An error with where it happened, before the state is printed.
@@ -145,6 +148,7 @@ pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, Verify
         sub_depth: vec![0; nsub],
         sub_tail_call: vec![false; nsub],
         call_edges: Vec::new(),
+        loop_sites: std::collections::BTreeMap::new(),
     };
     match v.run() {
         Ok(()) => {}
@@ -186,6 +190,12 @@ pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, Verify
         loop_heads: (0..n).filter(|&p| v.cfg.loop_head[p]).collect(),
         subprogs,
         stack_zeroing: v.stack_zeroing,
+        inlined_loops: v
+            .loop_sites
+            .iter()
+            .filter(|(_, &(zero, func))| zero && func.is_some())
+            .map(|(&pc, _)| pc)
+            .collect(),
         insns_processed: v.processed,
         peak_states: v.peak_states,
         log: v.log,

@@ -1,0 +1,79 @@
+//! `BPF_MAP_TYPE_XSKMAP` (`net/xdp/xskmap.c`): where `bpf_redirect_map` sends packets to
+//! AF_XDP sockets, keyed by index (usually the receive queue). In the kernel a value is
+//! a socket's fd; spine has no kernel sockets behind a map, so an entry holds the
+//! **ifindex of the spine port that stands for the socket** (an AF_XDP port, an endpoint
+//! port, any port): a redirect into entry `k` goes out of that port, as a devmap entry's
+//! does. The creation checks, the update flags and their errors, and the program side
+//! (a missing entry gives `bpf_redirect_map` the verdict in its flags' low bits) are the
+//! kernel's.
+//!
+//! Differences from the kernel:
+//! - The value is an ifindex, never a socket fd (0 is refused with `EINVAL`, as an fd
+//!   that is no socket is refused).
+//! - User space may read an entry back (the kernel answers `EOPNOTSUPP`).
+//! - A program's lookup returns a pointer to the 4-byte entry, read-only (the kernel's
+//!   verifier types it as `struct xdp_sock *`; programs in the wild only test it for
+//!   NULL).
+
+use spine_abi::update_flags::{EXIST, NOEXIST};
+
+use crate::def::MapDef;
+use crate::entry_array::EntryArray;
+use crate::MapError;
+
+#[derive(Debug)]
+pub(crate) struct XskMap {
+    entries: EntryArray,
+}
+
+impl XskMap {
+    pub(crate) fn bytes(def: &MapDef) -> u128 {
+        EntryArray::bytes(def)
+    }
+
+    pub(crate) fn new(def: &MapDef) -> Result<XskMap, MapError> {
+        Ok(XskMap { entries: EntryArray::new(def)? })
+    }
+
+    pub(crate) fn entries(&self) -> &EntryArray {
+        &self.entries
+    }
+
+    /// `xsk_map_update_elem`, the checks in the kernel's order.
+    pub(crate) fn update_user(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        let e = &self.entries;
+        let i = EntryArray::index(key);
+        let ifindex = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
+        if flags > EXIST {
+            return Err(MapError::InvalidFlags { map: e.name(), flags });
+        }
+        if i >= e.max_entries() {
+            let max_entries = e.max_entries();
+            return Err(MapError::IndexOutOfRange { map: e.name(), index: i, max_entries });
+        }
+        if ifindex == 0 {
+            return Err(MapError::InvalidFlags { map: e.name(), flags: 0 });
+        }
+        let present = e.lookup(key).is_some();
+        if present && flags == NOEXIST {
+            return Err(MapError::Exists { map: e.name() });
+        }
+        if !present && flags == EXIST {
+            return Err(MapError::NotFound { map: e.name() });
+        }
+        e.set(i, ifindex);
+        Ok(())
+    }
+
+    /// `xsk_map_delete_elem`: `EINVAL` out of range, success on an empty slot.
+    pub(crate) fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        let e = &self.entries;
+        let i = EntryArray::index(key);
+        if i >= e.max_entries() {
+            let max_entries = e.max_entries();
+            return Err(MapError::DeleteOutOfRange { map: e.name(), index: i, max_entries });
+        }
+        e.clear(i);
+        Ok(())
+    }
+}
