@@ -662,7 +662,7 @@ impl Worker {
                 self.transmit(buf, q, p, seq)
             }
             Action::Broadcast { map, exclude_ingress } => {
-                self.broadcast(buf, p, e, map, exclude_ingress, seq)
+                self.broadcast(buf, p, map, exclude_ingress, seq)
             }
             Action::Cpu(w) if w == self.index => self.pass(buf, p, seq),
             Action::Cpu(w) => {
@@ -683,15 +683,21 @@ impl Worker {
         }
     }
 
-    /// `BPF_F_BROADCAST` for a packet of port `p` from extension `e`: out of the port of
-    /// every entry of the extension's devmap `map` that its domain may use (as the
+    /// `BPF_F_BROADCAST` for a packet of port `p`: out of the port of
+    /// every entry of its program's devmap `map` that its domain may use (as the
     /// kernel's `dev_map_enqueue_multi`, entries naming no port are skipped, and so is
     /// the ingress port with `exclude_ingress`). The buffer is shared, not copied (the
     /// last port gets `buf` itself); with no port at all it is dropped as having no
     /// target. Redirects without the flag never come here: the map walk is this path's
     /// own cost.
-    fn broadcast(&mut self, buf: Buf, p: u16, e: usize, map: u32, exclude_ingress: bool, seq: u32) {
-        let maps = self.runners[e].extension().maps().clone();
+    fn broadcast(&mut self, buf: Buf, p: u16, map: u32, exclude_ingress: bool, seq: u32) {
+        // The program this packet ran under is the port's (the slot is only refreshed
+        // between rounds, so it is still the one that decided the broadcast).
+        let Some(maps) =
+            self.progs[usize::from(p)].runner.as_ref().map(|r| r.extension().maps().clone())
+        else {
+            return self.drop(buf, p, Why::NoTarget, seq);
+        };
         let Some(m) = maps.data(map as usize) else {
             return self.drop(buf, p, Why::NoTarget, seq);
         };
@@ -714,7 +720,7 @@ impl Worker {
                 continue;
             }
             let Some(q) = self.wiring.port_of_ifindex(ifindex) else { continue };
-            if !self.wiring.may_use[e][q as usize] {
+            if !self.progs[usize::from(p)].may_use().get(usize::from(q)).copied().unwrap_or(false) {
                 continue;
             }
             if let Some(pq) = prev {

@@ -177,7 +177,8 @@ impl Topology {
         ["ra", "rb"]
             .iter()
             .map(|e| {
-                let m = self.running().extension(e).unwrap().map("router_stats").unwrap();
+                let ext = self.running().extension(e).unwrap();
+                let m = ext.map("router_stats").unwrap();
                 let mut v = vec![0u8; m.user_value_size()];
                 m.lookup_user(&stat.to_le_bytes(), &mut v).unwrap();
                 v.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).sum::<u64>()
