@@ -2,12 +2,13 @@
 //! fds the adapter hands out (the region, and optionally the eventfd it signals after
 //! delivering); sends write in place into the endpoint's frames and receives read in
 //! place. [`Endpoint::recv`] polls; [`Endpoint::recv_blocking`] sleeps on the eventfd
-//! when nothing is ready.
+//! when nothing is ready. Messages of [`INLINE_BYTES`] or less travel inline in the
+//! ring entry itself and use no frame.
 #![deny(unsafe_code)]
 
 use std::os::fd::OwnedFd;
 
-pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout};
+pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout, INLINE_BYTES};
 
 /// An open endpoint.
 #[derive(Debug)]

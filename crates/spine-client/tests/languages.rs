@@ -108,4 +108,8 @@ fn echo_through(mut app: Command, dir: &Path, n: usize) {
     }
     let s = end.stats();
     assert_eq!((s.bad_desc, s.bad_index), (0, 0));
+    // Messages of 64 bytes or less went inline both ways, the rest in frames.
+    let small = msgs.iter().filter(|m| m.len() <= spine_client::INLINE_BYTES).count() as u64;
+    assert!(small > 0);
+    assert_eq!((s.rx_inline, s.tx_inline), (small, small));
 }

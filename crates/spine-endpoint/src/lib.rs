@@ -8,6 +8,13 @@
 //! addresses. The client produces transmit and fill and consumes receive and
 //! completion; the adapter the reverse.
 //!
+//! Small messages travel inline: each descriptor-ring entry has a 64-byte slot
+//! ([`INLINE_BYTES`]) in an array after the ring's entries, at the same index. A
+//! descriptor with [`Desc::INLINE`] has its payload there (`addr` 0, `len` ≤ 64) and
+//! uses no frame: an inline transmit posts nothing on the completion ring, an inline
+//! receive takes nothing from the fill ring. Both sides send any message of 64 bytes
+//! or less inline.
+//!
 //! The adapter side ([`AdapterEnd`]) trusts nothing in shared memory: it keeps its own
 //! copy of every index it owns, reads each index and descriptor the client writes
 //! exactly once, and checks it before use. Frames are copied between the adapter's
@@ -34,5 +41,5 @@ pub use client::ClientEnd;
 pub use desc::Desc;
 pub use error::EndpointError;
 pub use fdpass::{recv_fds, send_fds, MAX_FDS};
-pub use layout::Layout;
+pub use layout::{Layout, Payload, INLINE_BYTES};
 pub use shm::{EventFd, Shm};
