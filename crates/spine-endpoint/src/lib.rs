@@ -22,7 +22,13 @@
 //! that writes garbage, stalls or dies cannot lose one. The client side
 //! ([`ClientEnd`]) writes in place into its frames (zero copies on its side).
 //!
-//! [`Shm`] is the one place that talks to the OS (memfd, mmap, eventfd).
+//! A client that dies is noticed through the connection its endpoint was handed over
+//! ([`ClientWatch`]: the kernel reports `POLLHUP` on the adapter's end once every holder
+//! of the client's end is gone); the watch sets a [`Liveness`] flag that the endpoint's
+//! port reads to stop serving it and release it.
+//!
+//! [`Shm`] is the one place that talks to the OS for the region (memfd, mmap, eventfd);
+//! `watch` polls the connections.
 #![deny(unsafe_code)]
 
 mod adapter;
@@ -35,6 +41,8 @@ mod layout;
 mod ring;
 #[expect(unsafe_code, reason = "memfd, mmap and eventfd; frame copies in shared memory")]
 mod shm;
+#[expect(unsafe_code, reason = "poll(2) on the clients' connections")]
+mod watch;
 
 pub use adapter::{AdapterEnd, AdapterStats};
 pub use client::ClientEnd;
@@ -43,3 +51,4 @@ pub use error::EndpointError;
 pub use fdpass::{recv_fds, send_fds, MAX_FDS};
 pub use layout::{Layout, Payload, INLINE_BYTES};
 pub use shm::{EventFd, Shm};
+pub use watch::{ClientWatch, Liveness};
