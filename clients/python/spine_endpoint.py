@@ -95,6 +95,8 @@ class Endpoint:
         self.comp = _Ring(self.mem, rb + 3 * ring_bytes, entries, 8, False)
         self.free = [f * frame_size for f in range(frames)]
         self.wake_fd = wake_fd
+        # The connection the fds came over, when ``connect`` opened it.
+        self.conn = None
         for _ in range(max(frames // 2, 1)):
             self._refill_one()
 
@@ -174,6 +176,9 @@ class Endpoint:
 
     def close(self):
         self.mem.close()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def recv_fds(sock, max_fds=4):
@@ -185,8 +190,16 @@ def recv_fds(sock, max_fds=4):
 
 
 def connect(path):
-    """Opens the endpoint whose fds the adapter sends on the Unix socket at ``path``."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+    """Opens the endpoint whose fds the adapter sends on the Unix socket at ``path``. The
+    endpoint keeps the connection open until ``close``: the adapter reclaims an endpoint
+    once its connection is closed (the process exited or was killed)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
         s.connect(path)
         fds = recv_fds(s)
-    return Endpoint(fds[0], fds[1] if len(fds) > 1 else None)
+    except BaseException:
+        s.close()
+        raise
+    ep = Endpoint(fds[0], fds[1] if len(fds) > 1 else None)
+    ep.conn = s
+    return ep

@@ -288,6 +288,8 @@ mod hostile {
             echoed += port.rx_burst(&mut cache, &mut burst).unwrap();
             cache.free_burst(&mut burst).unwrap();
         }
+        assert!(!watch.check().unwrap(), "alive while it holds its connection");
+        assert!(!port.is_reclaimed());
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(ClientWatch::check_all(std::slice::from_ref(&watch), 5000).unwrap(), 1);
