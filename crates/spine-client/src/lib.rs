@@ -39,8 +39,8 @@ impl Endpoint {
     /// Connects to the Unix socket at `path`, receives the endpoint's fds, and keeps the
     /// connection for as long as the endpoint lives (closing it gives the endpoint up).
     pub fn connect(path: impl AsRef<Path>) -> Result<Self, EndpointError> {
-        let sock = UnixStream::connect(path)
-            .map_err(|err| EndpointError::Os { call: "connect", err })?;
+        let sock =
+            UnixStream::connect(path).map_err(|err| EndpointError::Os { call: "connect", err })?;
         let mut ep = Self::from_socket(&sock)?;
         ep.conn = Some(sock);
         Ok(ep)

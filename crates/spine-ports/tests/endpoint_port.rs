@@ -101,7 +101,10 @@ fn receive_lands_in_the_pool_buffer_byte_for_byte() {
     assert_eq!(pool.data(&buf).unwrap(), &[2; 100]);
     cache.free(buf).unwrap();
     let s = port.stats();
-    assert_eq!((s.rx_packets, s.rx_drops.too_big, s.rx_drops.bad_desc), (lens.len() as u64 + 1, 1, 0));
+    assert_eq!(
+        (s.rx_packets, s.rx_drops.too_big, s.rx_drops.bad_desc),
+        (lens.len() as u64 + 1, 1, 0)
+    );
     assert_eq!(port.endpoint_stats().tx_inline, 65, "0..=64 went inline");
     // Every frame came back: the client can have all its frames in flight again.
     let sent = (0..64).filter(|_| client.send(&[3; 1000])).count();
@@ -271,14 +274,15 @@ mod hostile {
         let pool = Pool::new(PoolConfig::new(256)).unwrap();
         let mut cache = pool.cache();
         let mut burst = Burst::with_capacity(32);
-        let send = |port: &mut EndpointPort, cache: &mut spine_ports::PoolCache, burst: &mut Burst| {
-            for i in 0..8u8 {
-                let mut b = cache.alloc().unwrap();
-                pool.write(&mut b, &[i; 300]).unwrap();
-                burst.push(b).unwrap();
-            }
-            port.tx_burst(cache, burst).unwrap();
-        };
+        let send =
+            |port: &mut EndpointPort, cache: &mut spine_ports::PoolCache, burst: &mut Burst| {
+                for i in 0..8u8 {
+                    let mut b = cache.alloc().unwrap();
+                    pool.write(&mut b, &[i; 300]).unwrap();
+                    burst.push(b).unwrap();
+                }
+                port.tx_burst(cache, burst).unwrap();
+            };
         // Traffic until the client has echoed some, so it is mid-transfer when killed.
         let mut echoed = 0;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
