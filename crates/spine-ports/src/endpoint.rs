@@ -9,7 +9,7 @@
 //!
 //! A client that goes away is reclaimed: once the endpoint's [`Liveness`] says so (set by
 //! a [`spine_endpoint::ClientWatch`] on the control thread, or by the adapter's own
-//! policy), the next burst drops the endpoint (unmapping its region and closing its fds:
+//! policy such as [`EndpointPort::with_garbage_limit`]), the next burst drops the endpoint (unmapping its region and closing its fds:
 //! a one-time slow path), and from then on receive yields nothing and transmit frees
 //! every buffer it is given, counted as `tx_drops.device`.
 
@@ -33,6 +33,9 @@ pub struct EndpointPort {
     last: AdapterStats,
     /// Frames sent to the endpoint after its client was gone.
     dead_drops: u64,
+    /// Failed checks (bad descriptors and indices) after which the client is declared
+    /// dead; `u64::MAX`: never.
+    garbage_limit: u64,
 }
 
 impl EndpointPort {
@@ -47,7 +50,17 @@ impl EndpointPort {
             stats: PortStats::default(),
             last: AdapterStats::default(),
             dead_drops: 0,
+            garbage_limit: u64::MAX,
         }
+    }
+
+    /// Declares the client dead, and reclaims its endpoint, once `limit` of the words it
+    /// wrote have failed their checks. An honest client never fails one; an index left
+    /// impossible fails once per burst, so a client whose rings stay broken is
+    /// reclaimed after `limit` bursts.
+    pub fn with_garbage_limit(mut self, limit: u64) -> Self {
+        self.garbage_limit = limit;
+        self
     }
 
     /// Uses `live` (from the client's [`spine_endpoint::ClientWatch`]) as this
@@ -86,6 +99,12 @@ impl EndpointPort {
     /// Reclaims the endpoint if its client is gone: one relaxed load per burst, and
     /// the release itself (munmap, close) once.
     fn reap(&mut self) {
+        if let Some(end) = &self.end {
+            let s = end.stats();
+            if s.bad_desc.saturating_add(s.bad_index) >= self.garbage_limit {
+                self.live.mark_dead();
+            }
+        }
         if self.end.is_some() && self.live.is_dead() {
             if let Some(end) = self.end.take() {
                 self.last = end.stats();

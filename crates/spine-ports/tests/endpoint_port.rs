@@ -113,6 +113,39 @@ fn receive_lands_in_the_pool_buffer_byte_for_byte() {
     assert_eq!(pool.shared_free(), pool.capacity(), "every pool buffer back");
 }
 
+/// With a garbage limit, a client whose transmit index stays impossible is declared dead
+/// after that many failed checks and its endpoint released; without one it is only
+/// counted, burst after burst.
+#[test]
+fn a_client_that_keeps_writing_garbage_can_be_reclaimed_by_policy() {
+    let pool = Pool::new(PoolConfig::new(64)).unwrap();
+    let mut cache = pool.cache();
+    let mut burst = Burst::with_capacity(8);
+    let (port, client) = open();
+    let mut port = port.with_garbage_limit(10);
+    let (mut lenient, lenient_client) = open();
+    for c in [&client, &lenient_client] {
+        c.poke_u32(4096, 0x7fff_ffff);
+    }
+    for _ in 0..9 {
+        assert_eq!(port.rx_burst(&mut cache, &mut burst).unwrap(), 0);
+        assert_eq!(lenient.rx_burst(&mut cache, &mut burst).unwrap(), 0);
+    }
+    assert!(!port.is_reclaimed(), "nine failed checks, limit ten");
+    port.rx_burst(&mut cache, &mut burst).unwrap();
+    port.rx_burst(&mut cache, &mut burst).unwrap();
+    assert!(port.is_reclaimed());
+    assert!(port.liveness().is_dead());
+    assert_eq!(port.endpoint_stats().bad_index, 10, "frozen at reclaim");
+    for _ in 0..20 {
+        lenient.rx_burst(&mut cache, &mut burst).unwrap();
+    }
+    assert!(!lenient.is_reclaimed());
+    assert_eq!(lenient.endpoint_stats().bad_index, 29);
+    cache.flush();
+    assert_eq!(pool.shared_free(), pool.capacity());
+}
+
 mod hostile {
     use proptest::prelude::*;
     use spine_endpoint::{AdapterEnd, ClientEnd, ClientWatch, Layout};
