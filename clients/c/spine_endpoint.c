@@ -1,8 +1,8 @@
 /* The client side of a spine endpoint; see spine_endpoint.h. The layout follows
- * crates/spine-endpoint/src/layout.rs: a 4096-byte header (magic "SPEP", version 1,
+ * crates/spine-endpoint/src/layout.rs: a 4096-byte header (magic "SPEP", version 2,
  * ring entries, frame size, frames), then the transmit, receive, fill and completion
- * rings (each 128 bytes of indices and `entries` 16-byte slots, 64-byte aligned), then the
- * page-aligned buffer area. */
+ * rings (each 128 bytes of indices, `entries` 16-byte slots, then from the next 64-byte
+ * boundary `entries` 64-byte inline slots), then the page-aligned buffer area. */
 #include "spine_endpoint.h"
 
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #define SPINE_EP_MAGIC 0x50455053u
-#define SPINE_EP_VERSION 1u
+#define SPINE_EP_VERSION 2u
 #define HEADER_BYTES 4096u
 #define CONSUMER_OFF 64u
 #define ENTRIES_OFF 128u
@@ -59,6 +59,11 @@ static uint8_t *ring_slot(const struct spine_ep_ring *r)
 	return r->base + ENTRIES_OFF + (size_t)(r->local & (r->entries - 1)) * r->entry_bytes;
 }
 
+static uint8_t *ring_inline(const struct spine_ep_ring *r)
+{
+	return r->inline_slots + (size_t)(r->local & (r->entries - 1)) * SPINE_EP_INLINE_BYTES;
+}
+
 static void ring_advance(struct spine_ep_ring *r)
 {
 	r->local++;
@@ -69,6 +74,7 @@ static void ring_init(struct spine_ep_ring *r, uint8_t *base, uint32_t entries,
 		      uint32_t entry_bytes, int producer)
 {
 	r->base = base;
+	r->inline_slots = base + round_up(ENTRIES_OFF + (size_t)entries * 16, 64);
 	r->entries = entries;
 	r->entry_bytes = entry_bytes;
 	r->local = 0;
@@ -104,7 +110,8 @@ int spine_ep_open(struct spine_ep *ep, int memfd)
 		return -errno;
 	for (int i = 0; i < 5; i++)
 		h[i] = load_acquire(region + 4 * i);
-	ring_bytes = round_up(ENTRIES_OFF + (size_t)h[2] * 16, 64);
+	ring_bytes = round_up(ENTRIES_OFF + (size_t)h[2] * 16, 64) +
+		     (size_t)h[2] * SPINE_EP_INLINE_BYTES;
 	area_off = round_up(HEADER_BYTES + 4 * ring_bytes, 4096);
 	if (h[0] != SPINE_EP_MAGIC || h[1] != SPINE_EP_VERSION || !pow2_in(h[2], 2, 1u << 16) ||
 	    !pow2_in(h[3], 64, 1u << 16) || h[4] == 0 ||
@@ -160,13 +167,21 @@ int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len)
 	if (len > ep->frame_size)
 		return -EMSGSIZE;
 	reclaim(ep);
-	if (ep->nfree == 0 || ring_ready(&ep->tx) <= 0)
+	if (ring_ready(&ep->tx) <= 0)
 		return 0;
-	addr = ep->free_frames[--ep->nfree];
-	memcpy(ep->area + addr, data, len);
+	if (len <= SPINE_EP_INLINE_BYTES) {
+		addr = 0;
+		len64 |= (uint64_t)SPINE_EP_DESC_INLINE << 32;
+		memcpy(ring_inline(&ep->tx), data, len);
+	} else {
+		if (ep->nfree == 0)
+			return 0;
+		addr = ep->free_frames[--ep->nfree];
+		memcpy(ep->area + addr, data, len);
+	}
 	slot = ring_slot(&ep->tx);
 	memcpy(slot, &addr, 8);
-	memcpy(slot + 8, &len64, 8); /* len, then options = 0 */
+	memcpy(slot + 8, &len64, 8); /* len, then options */
 	ring_advance(&ep->tx);
 	return 1;
 }
@@ -174,7 +189,7 @@ int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len)
 int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap)
 {
 	uint64_t addr, frame;
-	uint32_t len;
+	uint32_t len, options;
 	uint8_t *slot;
 	int ret;
 
@@ -183,10 +198,24 @@ int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap)
 	slot = ring_slot(&ep->rx);
 	memcpy(&addr, slot, 8);
 	memcpy(&len, slot + 8, 4);
+	memcpy(&options, slot + 12, 4);
+	if (options == SPINE_EP_DESC_INLINE) {
+		/* The slot is the adapter's again once the index moves: copy first. */
+		if (addr != 0 || len > SPINE_EP_INLINE_BYTES)
+			ret = -EBADMSG;
+		else if (len > cap)
+			ret = -EMSGSIZE;
+		else
+			ret = (int)len;
+		if (ret >= 0)
+			memcpy(buf, ring_inline(&ep->rx), len);
+		ring_advance(&ep->rx);
+		return ret;
+	}
 	ring_advance(&ep->rx);
 	frame = addr - addr % ep->frame_size;
 	/* Within the area and within one frame, or it is not used at all. */
-	if (addr >= (uint64_t)ep->frames * ep->frame_size || len > ep->frame_size ||
+	if (options != 0 || addr >= (uint64_t)ep->frames * ep->frame_size || len > ep->frame_size ||
 	    (len && (addr + len - 1) / ep->frame_size != addr / ep->frame_size))
 		return -EBADMSG;
 	if (len > cap) {

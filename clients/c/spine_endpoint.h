@@ -18,8 +18,16 @@
 extern "C" {
 #endif
 
+/* Messages of this many bytes or fewer travel inline: each transmit/receive ring entry
+ * has a 64-byte slot of its own (after the entries, same index), and a descriptor with
+ * option SPINE_EP_DESC_INLINE (addr 0) carries its payload there instead of in a frame.
+ * spine_ep_send and spine_ep_recv choose and read inline transparently. */
+#define SPINE_EP_INLINE_BYTES 64u
+#define SPINE_EP_DESC_INLINE 1u
+
 struct spine_ep_ring {
 	uint8_t *base;		/* producer index at +0, consumer at +64, entries at +128 */
+	uint8_t *inline_slots;	/* descriptor rings: one 64-byte slot per entry */
 	uint32_t entries;	/* a power of two */
 	uint32_t entry_bytes;	/* 16: descriptors (transmit, receive); 8: addresses */
 	uint32_t local;		/* this side's index, never read back from shared memory */
@@ -40,8 +48,9 @@ struct spine_ep {
  * size and gives half of the frames to the adapter for receive. 0, or -errno. */
 int spine_ep_open(struct spine_ep *ep, int memfd);
 
-/* Sends a copy of `len` bytes. 1: sent; 0: no frame or transmit slot free now (try again
- * after the adapter has run); -EMSGSIZE: longer than a frame. */
+/* Sends a copy of `len` bytes (inline when len <= SPINE_EP_INLINE_BYTES). 1: sent; 0: no
+ * frame or transmit slot free now (try again after the adapter has run); -EMSGSIZE:
+ * longer than a frame. */
 int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len);
 
 /* Receives one message into `buf` (`cap` bytes). Its length; 0: none ready; -EMSGSIZE:

@@ -15,10 +15,15 @@ import socket
 import struct
 
 MAGIC = 0x50455053
-VERSION = 1
+VERSION = 2
 HEADER_BYTES = 4096
 CONSUMER_OFF = 64
 ENTRIES_OFF = 128
+# Messages this long or shorter travel inline: each transmit/receive ring entry has its own
+# 64-byte slot (after the entries, at the same index); a descriptor with option
+# DESC_INLINE (addr 0) carries its payload there instead of in a frame.
+INLINE_BYTES = 64
+DESC_INLINE = 1
 
 
 def _round_up(v, to):
@@ -33,6 +38,7 @@ class _Ring:
     def __init__(self, mem, base, entries, entry_bytes, producer):
         self.mem, self.base, self.entries = mem, base, entries
         self.entry_bytes, self.producer, self.local = entry_bytes, producer, 0
+        self.inline_base = base + _round_up(ENTRIES_OFF + entries * 16, 64)
 
     def ready(self):
         """Producer: free slots; consumer: entries ready; None if the other side's index
@@ -48,6 +54,9 @@ class _Ring:
     def slot(self):
         idx = self.local & (self.entries - 1)
         return self.base + ENTRIES_OFF + idx * self.entry_bytes
+
+    def inline_slot(self):
+        return self.inline_base + (self.local & (self.entries - 1)) * INLINE_BYTES
 
     def advance(self):
         self.local = (self.local + 1) & 0xFFFFFFFF
@@ -65,7 +74,7 @@ class Endpoint:
             raise ValueError("not an endpoint region: too small")
         self.mem = mmap.mmap(memfd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         magic, version, entries, frame_size, frames = struct.unpack_from("<5I", self.mem, 0)
-        ring_bytes = _round_up(ENTRIES_OFF + entries * 16, 64)
+        ring_bytes = _round_up(ENTRIES_OFF + entries * 16, 64) + entries * INLINE_BYTES
         area = _round_up(HEADER_BYTES + 4 * ring_bytes, 4096)
         if (
             magic != MAGIC
@@ -86,6 +95,8 @@ class Endpoint:
         self.comp = _Ring(self.mem, rb + 3 * ring_bytes, entries, 8, False)
         self.free = [f * frame_size for f in range(frames)]
         self.wake_fd = wake_fd
+        # The connection the fds came over, when ``connect`` opened it.
+        self.conn = None
         for _ in range(max(frames // 2, 1)):
             self._refill_one()
 
@@ -109,12 +120,17 @@ class Endpoint:
         if len(data) > self.frame_size:
             raise ValueError("message longer than a frame")
         self._reclaim()
-        if not self.free or not self.tx.ready():
+        if not self.tx.ready():
             return False
-        addr = self.free.pop()
-        at = self.area + addr
+        if len(data) <= INLINE_BYTES:
+            addr, options, at = 0, DESC_INLINE, self.tx.inline_slot()
+        else:
+            if not self.free:
+                return False
+            addr = self.free.pop()
+            options, at = 0, self.area + addr
         self.mem[at : at + len(data)] = data
-        struct.pack_into("<QQ", self.mem, self.tx.slot(), addr, len(data))
+        struct.pack_into("<QII", self.mem, self.tx.slot(), addr, len(data), options)
         self.tx.advance()
         return True
 
@@ -123,11 +139,20 @@ class Endpoint:
         adapter wrote outside the area or across frames raises ValueError (skipped)."""
         if not self.rx.ready():
             return None
-        addr, length = struct.unpack_from("<QI", self.mem, self.rx.slot())
+        addr, length, options = struct.unpack_from("<QII", self.mem, self.rx.slot())
+        if options == DESC_INLINE:
+            # The slot is the adapter's again once the index moves: copy first.
+            at = self.rx.inline_slot()
+            msg = bytes(self.mem[at : at + min(length, INLINE_BYTES)])
+            self.rx.advance()
+            if addr != 0 or length > INLINE_BYTES:
+                raise ValueError("impossible inline descriptor from the adapter")
+            return msg
         self.rx.advance()
         fs = self.frame_size
         if (
-            addr >= self.frames * fs
+            options != 0
+            or addr >= self.frames * fs
             or length > fs
             or (length and (addr + length - 1) // fs != addr // fs)
         ):
@@ -151,6 +176,9 @@ class Endpoint:
 
     def close(self):
         self.mem.close()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def recv_fds(sock, max_fds=4):
@@ -162,8 +190,16 @@ def recv_fds(sock, max_fds=4):
 
 
 def connect(path):
-    """Opens the endpoint whose fds the adapter sends on the Unix socket at ``path``."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+    """Opens the endpoint whose fds the adapter sends on the Unix socket at ``path``. The
+    endpoint keeps the connection open until ``close``: the adapter reclaims an endpoint
+    once its connection is closed (the process exited or was killed)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
         s.connect(path)
         fds = recv_fds(s)
-    return Endpoint(fds[0], fds[1] if len(fds) > 1 else None)
+    except BaseException:
+        s.close()
+        raise
+    ep = Endpoint(fds[0], fds[1] if len(fds) > 1 else None)
+    ep.conn = s
+    return ep

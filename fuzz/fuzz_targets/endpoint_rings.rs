@@ -1,5 +1,5 @@
 //! A hostile endpoint client: the input is a script of raw writes over the rings
-//! (indices and descriptors alike) interleaved with the adapter's receive and transmit
+//! (indices, descriptors and inline slots alike) interleaved with the adapter's receive and transmit
 //! calls. The adapter side must never panic, never return a message longer than the
 //! buffer it was given, and a second, honest endpoint must keep working throughout.
 #![no_main]
@@ -40,9 +40,12 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
-        assert!(good_c.send(&[7; 40]));
-        assert_eq!(good_a.take(&mut buf), Some(40));
-        assert!(good_a.deliver(&[8; 40]));
-        assert_eq!(good_c.recv(8, |m| assert_eq!(m, &[8; 40])), 1);
+        // Inline (40 bytes) and in a frame (100 bytes).
+        for len in [40, 100] {
+            assert!(good_c.send(&[7; 100][..len]));
+            assert_eq!(good_a.take(&mut buf), Some(len));
+            assert!(good_a.deliver(&[8; 100][..len]));
+            assert_eq!(good_c.recv(8, |m| assert_eq!(m, &[8; 100][..len])), 1);
+        }
     }
 });

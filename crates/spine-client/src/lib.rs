@@ -2,31 +2,48 @@
 //! fds the adapter hands out (the region, and optionally the eventfd it signals after
 //! delivering); sends write in place into the endpoint's frames and receives read in
 //! place. [`Endpoint::recv`] polls; [`Endpoint::recv_blocking`] sleeps on the eventfd
-//! when nothing is ready.
+//! when nothing is ready. Messages of [`INLINE_BYTES`] or less travel inline in the
+//! ring entry itself and use no frame.
 #![deny(unsafe_code)]
 
 use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 
-pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout};
+pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout, INLINE_BYTES};
 
 /// An open endpoint.
 #[derive(Debug)]
 pub struct Endpoint {
     end: ClientEnd,
     wake: Option<EventFd>,
+    /// The connection the fds came over, held so the adapter sees the endpoint in use.
+    conn: Option<UnixStream>,
 }
 
 impl Endpoint {
     /// Opens the region `fd`; `wake` is the eventfd the adapter signals (blocking mode).
     pub fn open(fd: OwnedFd, wake: Option<OwnedFd>) -> Result<Self, EndpointError> {
-        Ok(Endpoint { end: ClientEnd::open(fd)?, wake: wake.map(EventFd::from_fd) })
+        Ok(Endpoint { end: ClientEnd::open(fd)?, wake: wake.map(EventFd::from_fd), conn: None })
     }
 
     /// Opens the endpoint whose fds arrive on `sock` (region first, eventfd second).
-    pub fn from_socket(sock: &std::os::unix::net::UnixStream) -> Result<Self, EndpointError> {
+    /// Keep `sock` open while using the endpoint: an adapter that watches the connection
+    /// reclaims the endpoint once it closes. [`Endpoint::connect`] keeps it for you.
+    pub fn from_socket(sock: &UnixStream) -> Result<Self, EndpointError> {
         let mut fds = recv_fds(sock)?.into_iter();
         let region = fds.next().ok_or(EndpointError::Layout("no region fd"))?;
         Self::open(region, fds.next())
+    }
+
+    /// Connects to the Unix socket at `path`, receives the endpoint's fds, and keeps the
+    /// connection for as long as the endpoint lives (closing it gives the endpoint up).
+    pub fn connect(path: impl AsRef<Path>) -> Result<Self, EndpointError> {
+        let sock =
+            UnixStream::connect(path).map_err(|err| EndpointError::Os { call: "connect", err })?;
+        let mut ep = Self::from_socket(&sock)?;
+        ep.conn = Some(sock);
+        Ok(ep)
     }
 
     pub fn layout(&self) -> Layout {

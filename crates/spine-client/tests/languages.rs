@@ -83,8 +83,10 @@ fn echo_through(mut app: Command, dir: &Path, n: usize) {
     let wake = EventFd::new().unwrap();
     send_fds(&sock, &[end.shm().fd(), wake.fd()]).unwrap();
 
+    // Every length from 1 to 70 first (inline up to 64, in frames from 65), then many.
+    let len = |i: usize| if i < 70 { 1 + i } else { 1 + (i * 13) % 2000 };
     let msgs: Vec<Vec<u8>> =
-        (0..n).map(|i| (0..1 + (i * 13) % 2000).map(|b| (b * 7 + i) as u8).collect()).collect();
+        (0..n).map(|i| (0..len(i)).map(|b| (b * 7 + i) as u8).collect()).collect();
     let mut back = Vec::new();
     let mut buf = vec![0u8; 2048];
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -108,4 +110,8 @@ fn echo_through(mut app: Command, dir: &Path, n: usize) {
     }
     let s = end.stats();
     assert_eq!((s.bad_desc, s.bad_index), (0, 0));
+    // Messages of 64 bytes or less went inline both ways, the rest in frames.
+    let small = msgs.iter().filter(|m| m.len() <= spine_client::INLINE_BYTES).count() as u64;
+    assert!(small > 0);
+    assert_eq!((s.rx_inline, s.tx_inline), (small, small));
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use crate::layout::RingId;
 use crate::ring::Ring;
-use crate::{Desc, EndpointError, Layout, Shm};
+use crate::{Desc, EndpointError, Layout, Payload, Shm, INLINE_BYTES};
 
 /// Counters of one endpoint, adapter side.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,6 +22,12 @@ pub struct AdapterStats {
     pub bad_desc: u64,
     /// Times a client index claimed more entries than its ring holds.
     pub bad_index: u64,
+    /// Of `rx_delivered` and `tx_taken`: those that travelled inline in the ring.
+    pub rx_inline: u64,
+    pub tx_inline: u64,
+    /// Valid transmit descriptors longer than the caller's buffer: dropped, the frame
+    /// returned to the client.
+    pub tx_too_big: u64,
 }
 
 /// The adapter's handle on one endpoint.
@@ -80,12 +86,20 @@ impl AdapterEnd {
         }
     }
 
-    /// Delivers one frame to the client: takes a fill frame, copies `frame` into it and
-    /// posts a receive descriptor. Returns false (and counts why) when it could not.
+    /// Delivers one frame to the client: inline in the receive ring when it fits
+    /// ([`INLINE_BYTES`]), else into a frame taken from the fill ring, then posts a
+    /// receive descriptor. Returns false (and counts why) when it could not.
     pub fn deliver(&mut self, frame: &[u8]) -> bool {
         if self.ready(RingId::Rx) == 0 {
             self.stats.rx_no_room += 1;
             return false;
+        }
+        if frame.len() <= INLINE_BYTES {
+            self.shm.write(self.rx.inline_slot(self.layout.inline_off(), 0), frame);
+            self.post_rx(Desc { addr: 0, len: frame.len() as u32, options: Desc::INLINE });
+            self.stats.rx_delivered += 1;
+            self.stats.rx_inline += 1;
+            return true;
         }
         // Skip bad fill entries, at most the ring's worth so a hostile client cannot
         // keep the adapter here.
@@ -115,38 +129,72 @@ impl AdapterEnd {
     fn post_rx(&mut self, d: Desc) {
         let slot = self.rx.slot(0);
         self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
-        self.shm
-            .u64_at(slot + 8)
-            .store(u64::from(d.len) | u64::from(d.options) << 32, Ordering::Relaxed);
+        self.shm.u64_at(slot + 8).store(d.word(), Ordering::Relaxed);
         self.rx.advance(&self.shm, 1);
     }
 
+    /// Whether the client has posted anything on its transmit ring (one shared load):
+    /// lets a caller skip preparing a destination for [`AdapterEnd::take`].
+    pub fn tx_pending(&mut self) -> bool {
+        self.ready(RingId::Tx) > 0
+    }
+
     /// Takes one message the client transmitted, copying it into `out`; returns its
-    /// length, or `None` when there is nothing (valid) to take. The frame goes back to
-    /// the client on the completion ring. A message longer than `out` is dropped and
-    /// counted as a bad descriptor.
+    /// length, or `None` when there is nothing (valid) to take. A frame goes back to the
+    /// client on the completion ring; an inline message needs no completion. A valid
+    /// message longer than `out` is dropped and counted (`tx_too_big`); an invalid
+    /// descriptor is skipped and counted (`bad_desc`).
     pub fn take(&mut self, out: &mut [u8]) -> Option<usize> {
         let avail = self.ready(RingId::Tx);
         for _ in 0..avail {
+            let slot = self.tx.slot(0);
+            let d = Desc::from_words(
+                self.shm.u64_at(slot).load(Ordering::Relaxed),
+                self.shm.u64_at(slot + 8).load(Ordering::Relaxed),
+            );
+            let len = d.len as usize;
+            let off = match self.layout.check_payload(d) {
+                None => {
+                    self.tx.advance(&self.shm, 1);
+                    self.stats.bad_desc += 1;
+                    continue;
+                }
+                Some(Payload::Inline) => {
+                    // The slot is the client's again once the index moves: copy first.
+                    let fits = len <= out.len();
+                    if fits {
+                        let at = self.tx.inline_slot(self.layout.inline_off(), 0);
+                        self.shm.read(at, &mut out[..len]);
+                    }
+                    self.tx.advance(&self.shm, 1);
+                    if !fits {
+                        self.stats.tx_too_big += 1;
+                        continue;
+                    }
+                    self.stats.tx_taken += 1;
+                    self.stats.tx_inline += 1;
+                    return Some(len);
+                }
+                Some(Payload::Frame(off)) => off,
+            };
+            // The frame must be able to go back: leave the entry until there is room.
             if self.ready(RingId::Completion) == 0 {
                 return None;
             }
-            let slot = self.tx.slot(0);
-            let addr = self.shm.u64_at(slot).load(Ordering::Relaxed);
-            let word = self.shm.u64_at(slot + 8).load(Ordering::Relaxed);
             self.tx.advance(&self.shm, 1);
-            let (len, options) = (word as u32, (word >> 32) as u32);
-            let checked = self.layout.check_desc(addr, len).filter(|_| options == 0);
-            let Some(off) = checked.filter(|_| len as usize <= out.len()) else {
-                self.stats.bad_desc += 1;
-                continue;
-            };
-            self.shm.read(self.layout.area_offset() + off, &mut out[..len as usize]);
+            let fits = len <= out.len();
+            if fits {
+                self.shm.read(self.layout.area_offset() + off, &mut out[..len]);
+            }
             let cslot = self.comp.slot(0);
-            self.shm.u64_at(cslot).store(addr, Ordering::Relaxed);
+            self.shm.u64_at(cslot).store(d.addr, Ordering::Relaxed);
             self.comp.advance(&self.shm, 1);
+            if !fits {
+                self.stats.tx_too_big += 1;
+                continue;
+            }
             self.stats.tx_taken += 1;
-            return Some(len as usize);
+            return Some(len);
         }
         None
     }

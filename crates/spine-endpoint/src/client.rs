@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use crate::layout::RingId;
 use crate::ring::Ring;
-use crate::{EndpointError, Layout, Shm};
+use crate::{Desc, EndpointError, Layout, Payload, Shm, INLINE_BYTES};
 
 /// An open endpoint, client side.
 #[derive(Debug)]
@@ -66,19 +66,28 @@ impl ClientEnd {
         }
     }
 
-    /// Sends one message of `len` bytes written in place by `write`. Returns false when
-    /// no frame or transmit slot is free (try again after the adapter has run).
+    /// Sends one message of `len` bytes written in place by `write`: inline in the
+    /// transmit ring when it fits ([`INLINE_BYTES`]), else in a free frame. Returns
+    /// false when no frame or transmit slot is free (try again after the adapter has
+    /// run).
     pub fn send_with(&mut self, len: usize, write: impl FnOnce(&mut [u8])) -> bool {
         self.reclaim();
         if len > self.layout.frame_size as usize || self.tx.ready(&self.shm).unwrap_or(0) == 0 {
             return false;
         }
-        let Some(addr) = self.free.pop() else { return false };
-        let off = self.layout.area_offset() + addr as usize;
-        write(self.shm.bytes_mut(off, len));
+        let d = if len <= INLINE_BYTES {
+            let at = self.tx.inline_slot(self.layout.inline_off(), 0);
+            write(self.shm.bytes_mut(at, len));
+            Desc { addr: 0, len: len as u32, options: Desc::INLINE }
+        } else {
+            let Some(addr) = self.free.pop() else { return false };
+            let off = self.layout.area_offset() + addr as usize;
+            write(self.shm.bytes_mut(off, len));
+            Desc { addr, len: len as u32, options: 0 }
+        };
         let slot = self.tx.slot(0);
-        self.shm.u64_at(slot).store(addr, Ordering::Relaxed);
-        self.shm.u64_at(slot + 8).store(len as u64, Ordering::Relaxed);
+        self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
+        self.shm.u64_at(slot + 8).store(d.word(), Ordering::Relaxed);
         self.tx.advance(&self.shm, 1);
         true
     }
@@ -89,20 +98,30 @@ impl ClientEnd {
     }
 
     /// Hands up to `max` received messages to `f` in place, returns their frames to the
-    /// adapter, and returns how many.
+    /// adapter, and returns how many entries it consumed (a descriptor that fails its
+    /// checks is skipped, not handed on).
     pub fn recv(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> usize {
         let n = (self.rx.ready(&self.shm).unwrap_or(0) as usize).min(max);
         for _ in 0..n {
             let slot = self.rx.slot(0);
-            let addr = self.shm.u64_at(slot).load(Ordering::Relaxed);
-            let len = self.shm.u64_at(slot + 8).load(Ordering::Relaxed) as u32;
-            self.rx.advance(&self.shm, 1);
-            if let Some(off) = self.layout.check_desc(addr, len) {
-                f(self.shm.bytes_mut(self.layout.area_offset() + off, len as usize));
-                let frame = addr - addr % u64::from(self.layout.frame_size);
-                self.free.push(frame);
-                self.refill_one();
+            let d = Desc::from_words(
+                self.shm.u64_at(slot).load(Ordering::Relaxed),
+                self.shm.u64_at(slot + 8).load(Ordering::Relaxed),
+            );
+            match self.layout.check_payload(d) {
+                Some(Payload::Inline) => {
+                    let at = self.rx.inline_slot(self.layout.inline_off(), 0);
+                    f(self.shm.bytes_mut(at, d.len as usize));
+                }
+                Some(Payload::Frame(off)) => {
+                    f(self.shm.bytes_mut(self.layout.area_offset() + off, d.len as usize));
+                    let frame = d.addr - d.addr % u64::from(self.layout.frame_size);
+                    self.free.push(frame);
+                    self.refill_one();
+                }
+                None => {}
             }
+            self.rx.advance(&self.shm, 1);
         }
         n
     }

@@ -2,11 +2,21 @@
 //! [`Layout`] and never reads it back from shared memory; the client reads the header
 //! once at open and checks it against the region's size.
 
-use crate::EndpointError;
+use crate::{Desc, EndpointError};
+
+/// Where a checked descriptor's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// In the buffer area, from this byte offset of the area.
+    Frame(usize),
+    /// In the inline slot of the descriptor's ring entry.
+    Inline,
+}
 
 /// "SPEP" little-endian: the first word of every endpoint region.
 pub(crate) const MAGIC: u32 = 0x5045_5053;
-pub(crate) const VERSION: u32 = 1;
+/// 2: descriptor rings carry an inline slot per entry (small messages in the ring).
+pub(crate) const VERSION: u32 = 2;
 /// Header words: magic, version, ring entries, frame size, frames.
 pub(crate) const HEADER_BYTES: usize = 4096;
 /// Producer at 0, consumer at 64: each index on its own cache line, as AF_XDP.
@@ -17,6 +27,11 @@ pub(crate) const ENTRIES_OFF: usize = 128;
 /// completion) 8-byte ones. All four get a descriptor ring's space, so ring offsets
 /// depend only on the entry count.
 pub(crate) const ENTRY_BYTES: usize = 16;
+/// Bytes of payload a descriptor can carry inline: each entry of a descriptor ring has
+/// its own 64-byte slot (one cache line), in an array after the entries (64-byte
+/// aligned), at the same index as its entry. A descriptor with [`crate::Desc::INLINE`]
+/// set has its `len` bytes there, `addr` 0, and uses no frame.
+pub const INLINE_BYTES: usize = 64;
 
 /// The four rings, in region order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,8 +69,13 @@ impl Layout {
         Ok(Layout { ring_entries, frame_size, frames })
     }
 
-    pub(crate) fn ring_bytes(&self) -> usize {
+    /// Offset of the inline slots within a ring.
+    pub(crate) fn inline_off(&self) -> usize {
         (ENTRIES_OFF + self.ring_entries as usize * ENTRY_BYTES).next_multiple_of(64)
+    }
+
+    pub(crate) fn ring_bytes(&self) -> usize {
+        self.inline_off() + self.ring_entries as usize * INLINE_BYTES
     }
 
     pub(crate) fn ring_offset(&self, ring: RingId) -> usize {
@@ -107,6 +127,17 @@ impl Layout {
         Some(start as usize)
     }
 
+    /// Checks a whole descriptor the client wrote: either inline (`options` exactly
+    /// [`Desc::INLINE`], `addr` 0, `len` at most [`INLINE_BYTES`]) or in a frame
+    /// (`options` 0, and [`Layout::check_desc`]). Any other option bit is refused.
+    pub fn check_payload(&self, d: Desc) -> Option<Payload> {
+        match d.options {
+            0 => self.check_desc(d.addr, d.len).map(Payload::Frame),
+            Desc::INLINE if d.addr == 0 && d.len as usize <= INLINE_BYTES => Some(Payload::Inline),
+            _ => None,
+        }
+    }
+
     /// Checks a frame address from the fill ring: in the area, any offset within the
     /// frame (the client picks its headroom). Returns (frame index, room in the frame).
     pub fn check_frame(&self, addr: u64) -> Option<(u32, usize)> {
@@ -143,5 +174,24 @@ mod tests {
         assert!(Layout::from_header([MAGIC, VERSION, 3, 2048, 1], 1 << 20).is_err());
         assert!(Layout::from_header([0, VERSION, 8, 2048, 1], 1 << 20).is_err());
         assert!(Layout::new(8, 100, 1).is_err());
+    }
+
+    #[test]
+    fn inline_descriptors_need_the_flag_alone_addr_zero_and_64_bytes_at_most() {
+        let l = Layout::new(8, 2048, 4).unwrap();
+        let d = |addr, len, options| Desc { addr, len, options };
+        assert_eq!(l.check_payload(d(0, 64, Desc::INLINE)), Some(Payload::Inline));
+        assert_eq!(l.check_payload(d(0, 0, Desc::INLINE)), Some(Payload::Inline));
+        assert_eq!(l.check_payload(d(0, 65, Desc::INLINE)), None, "longer than a slot");
+        assert_eq!(l.check_payload(d(8, 4, Desc::INLINE)), None, "inline with an address");
+        assert_eq!(l.check_payload(d(0, 4, Desc::INLINE | 2)), None, "unknown option bit");
+        assert_eq!(l.check_payload(d(0, 4, 2)), None, "unknown option bit");
+        assert_eq!(l.check_payload(d(2048, 100, 0)), Some(Payload::Frame(2048)));
+        // Inline slots: 64-byte aligned, after the entries, inside the ring.
+        assert_eq!(l.inline_off() % 64, 0);
+        assert!(l.inline_off() >= ENTRIES_OFF + 8 * ENTRY_BYTES);
+        assert_eq!(l.ring_bytes(), l.inline_off() + 8 * INLINE_BYTES);
+        let tiny = Layout::new(2, 64, 1).unwrap();
+        assert_eq!((tiny.inline_off(), tiny.ring_bytes()), (192, 320));
     }
 }

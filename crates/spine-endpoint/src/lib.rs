@@ -8,6 +8,13 @@
 //! addresses. The client produces transmit and fill and consumes receive and
 //! completion; the adapter the reverse.
 //!
+//! Small messages travel inline: each descriptor-ring entry has a 64-byte slot
+//! ([`INLINE_BYTES`]) in an array after the ring's entries, at the same index. A
+//! descriptor with [`Desc::INLINE`] has its payload there (`addr` 0, `len` ≤ 64) and
+//! uses no frame: an inline transmit posts nothing on the completion ring, an inline
+//! receive takes nothing from the fill ring. Both sides send any message of 64 bytes
+//! or less inline.
+//!
 //! The adapter side ([`AdapterEnd`]) trusts nothing in shared memory: it keeps its own
 //! copy of every index it owns, reads each index and descriptor the client writes
 //! exactly once, and checks it before use. Frames are copied between the adapter's
@@ -15,7 +22,13 @@
 //! that writes garbage, stalls or dies cannot lose one. The client side
 //! ([`ClientEnd`]) writes in place into its frames (zero copies on its side).
 //!
-//! [`Shm`] is the one place that talks to the OS (memfd, mmap, eventfd).
+//! A client that dies is noticed through the connection its endpoint was handed over
+//! ([`ClientWatch`]: the kernel reports `POLLHUP` on the adapter's end once every holder
+//! of the client's end is gone); the watch sets a [`Liveness`] flag that the endpoint's
+//! port reads to stop serving it and release it.
+//!
+//! [`Shm`] is the one place that talks to the OS for the region (memfd, mmap, eventfd);
+//! `watch` polls the connections.
 #![deny(unsafe_code)]
 
 mod adapter;
@@ -28,11 +41,14 @@ mod layout;
 mod ring;
 #[expect(unsafe_code, reason = "memfd, mmap and eventfd; frame copies in shared memory")]
 mod shm;
+#[expect(unsafe_code, reason = "poll(2) on the clients' connections")]
+mod watch;
 
 pub use adapter::{AdapterEnd, AdapterStats};
 pub use client::ClientEnd;
 pub use desc::Desc;
 pub use error::EndpointError;
 pub use fdpass::{recv_fds, send_fds, MAX_FDS};
-pub use layout::Layout;
+pub use layout::{Layout, Payload, INLINE_BYTES};
 pub use shm::{EventFd, Shm};
+pub use watch::{ClientWatch, Liveness};

@@ -44,6 +44,13 @@ impl Ring {
         }
     }
 
+    /// Byte offset of the inline slot of entry `i` past the local index (descriptor
+    /// rings only; `inline_off` from the layout).
+    pub(crate) fn inline_slot(&self, inline_off: usize, i: u32) -> usize {
+        let idx = self.local.wrapping_add(i) & (self.entries - 1);
+        self.off + inline_off + idx as usize * crate::layout::INLINE_BYTES
+    }
+
     /// Byte offset of entry `i` past the local index.
     pub(crate) fn slot(&self, i: u32) -> usize {
         let idx = self.local.wrapping_add(i) & (self.entries - 1);

@@ -30,12 +30,88 @@ fn messages_round_trip_both_ways() {
 fn a_client_that_never_returns_frames_only_stops_its_own_receive() {
     let (mut a, mut c) = pair(Layout::new(8, 2048, 8).unwrap());
     // 4 frames on the fill ring at open; the client never reads.
-    let delivered = (0..20).filter(|_| a.deliver(&[1; 60])).count();
+    let delivered = (0..20).filter(|_| a.deliver(&[1; 100])).count();
     assert_eq!(delivered, 4);
     assert_eq!(a.stats().rx_no_room, 16);
+    // Inline messages need no frame: they fill the rest of the receive ring (8 entries).
+    let inline = (0..20).filter(|_| a.deliver(&[1; 60])).count();
+    assert_eq!(inline, 4);
+    assert_eq!(a.stats().rx_no_room, 32);
     // Reading gives frames back and receive resumes.
-    assert_eq!(c.recv(64, |_| {}), 4);
-    assert!(a.deliver(&[2; 60]));
+    assert_eq!(c.recv(64, |_| {}), 8);
+    assert!(a.deliver(&[2; 100]));
+}
+
+#[test]
+fn small_messages_travel_inline_without_frames_and_large_ones_in_frames() {
+    // Two frames: one on the fill ring from open, one for the client to send from.
+    let (mut a, mut c) = pair(Layout::new(8, 2048, 2).unwrap());
+    let mut buf = [0u8; 2048];
+    for i in 0..100u8 {
+        let len = usize::from(i % 65);
+        let msg: Vec<u8> = (0..len as u8).map(|b| b ^ i).collect();
+        assert!(c.send(&msg), "inline send {i} needs no frame");
+        assert_eq!(a.take(&mut buf), Some(len));
+        assert_eq!(buf[..len], msg[..]);
+        assert!(a.deliver(&msg), "inline receive {i} needs no fill frame");
+        let mut got = None;
+        assert_eq!(c.recv(8, |m| got = Some(m.to_vec())), 1);
+        assert_eq!(got.as_deref(), Some(&msg[..]));
+    }
+    let s = a.stats();
+    assert_eq!((s.tx_inline, s.rx_inline, s.tx_taken, s.rx_delivered), (100, 100, 100, 100));
+    // 65 bytes is one too many for a slot: it goes in the client's frame, and comes back on
+    // the completion ring before the next large send can have it.
+    assert!(c.send(&[7; 65]));
+    assert!(!c.send(&[8; 65]), "the only frame is in flight");
+    assert!(c.send(&[9; 64]), "inline still goes");
+    assert_eq!(a.take(&mut buf), Some(65));
+    assert_eq!(buf[..65], [7; 65]);
+    assert_eq!(a.take(&mut buf), Some(64));
+    assert!(c.send(&[8; 65]), "the frame came back on completion");
+    assert_eq!(a.take(&mut buf), Some(65));
+    assert_eq!(buf[..65], [8; 65]);
+    // Mixed order is kept on receive too (one frame on the fill ring from open).
+    let (mut a, mut c) = pair(Layout::new(8, 2048, 2).unwrap());
+    assert!(a.deliver(&[1; 10]) && a.deliver(&[2; 1000]) && a.deliver(&[3; 64]));
+    let mut lens = Vec::new();
+    assert_eq!(c.recv(8, |m| lens.push((m[0], m.len()))), 3);
+    assert_eq!(lens, [(1, 10), (2, 1000), (3, 64)]);
+    assert_eq!(a.stats().rx_inline, 2);
+}
+
+#[test]
+fn inline_descriptors_from_a_client_are_checked_like_any_other() {
+    let layout = Layout::new(8, 2048, 4).unwrap();
+    let (mut a, c) = pair(layout);
+    let tx_entries = RING_BASE + 128;
+    let mut buf = [0u8; 2048];
+    // Each bad entry alone: inline with an address, inline too long, unknown flag bits.
+    let bad = [(8u64, 4u64 | 1 << 32), (0, 65 | 1 << 32), (0, 4 | 3 << 32), (0, 4 | 1 << 63)];
+    for (i, (addr, word)) in bad.iter().enumerate() {
+        c.poke_u64(tx_entries + i * 16, *addr);
+        c.poke_u64(tx_entries + i * 16 + 8, *word);
+    }
+    // Then a good inline entry; the producer index says five.
+    let inline = RING_BASE + layout_inline_off(8);
+    c.poke_u64(tx_entries + 4 * 16, 0);
+    c.poke_u64(tx_entries + 4 * 16 + 8, 8 | 1 << 32);
+    c.poke_u64(inline + 4 * 64, u64::from_le_bytes(*b"inline!!"));
+    c.poke_u32(RING_BASE, 5);
+    assert_eq!(a.take(&mut buf), Some(8));
+    assert_eq!(&buf[..8], b"inline!!");
+    assert_eq!(a.stats().bad_desc, 4);
+    // A valid inline message longer than the caller's buffer is dropped and counted.
+    c.poke_u64(tx_entries + 5 * 16, 0);
+    c.poke_u64(tx_entries + 5 * 16 + 8, 64 | 1 << 32);
+    c.poke_u32(RING_BASE, 6);
+    assert_eq!(a.take(&mut buf[..10]), None);
+    assert_eq!((a.stats().tx_too_big, a.stats().tx_taken), (1, 1));
+}
+
+/// Where a ring's inline slots start for `entries` entries (64-byte aligned after them).
+fn layout_inline_off(entries: usize) -> usize {
+    (128 + entries * 16).next_multiple_of(64)
 }
 
 #[test]
@@ -55,7 +131,7 @@ proptest! {
     /// or writes outside the region, and a second endpoint is untouched.
     #[test]
     fn garbage_in_the_rings_is_counted_not_trusted(
-        pokes in proptest::collection::vec((0usize..4 * 256 / 8, any::<u64>()), 1..64),
+        pokes in proptest::collection::vec((0usize..4 * 768 / 8, any::<u64>()), 1..64),
         rounds in 1usize..8,
     ) {
         let layout = Layout::new(8, 256, 8).unwrap();
@@ -64,7 +140,8 @@ proptest! {
         let mut buf = [0u8; 256];
         for _ in 0..rounds {
             for &(word, v) in &pokes {
-                // Four rings of 256 bytes each (128 header + 8 x 16 entries) after the header.
+                // Four rings of 768 bytes each (128 of indices, 8 x 16 of entries, 8 x 64
+                // inline slots) after the header.
                 bad_c.poke_u64(RING_BASE + word * 8, v);
             }
             for _ in 0..16 {
@@ -73,10 +150,12 @@ proptest! {
                     prop_assert!(n <= 256);
                 }
             }
-            prop_assert!(good_c.send(&[5; 32]));
-            prop_assert_eq!(good_a.take(&mut buf), Some(32));
-            prop_assert!(good_a.deliver(&[6; 32]));
-            prop_assert_eq!(good_c.recv(8, |m| assert_eq!(m, &[6; 32])), 1);
+            for len in [32, 200] {
+                prop_assert!(good_c.send(&vec![5; len]));
+                prop_assert_eq!(good_a.take(&mut buf), Some(len));
+                prop_assert!(good_a.deliver(&vec![6; len]));
+                prop_assert_eq!(good_c.recv(8, |m| assert_eq!(m, &vec![6; len][..])), 1);
+            }
         }
         let s = bad_a.stats();
         prop_assert!(s.rx_delivered + s.rx_no_room + s.rx_too_big >= 16 * rounds as u64);
