@@ -337,7 +337,10 @@ impl XdpBurst<'_> {
         }
     }
 
-    #[inline]
+    // Always inlined, like `XdpRunner::run_raw`: out of line, its result comes back
+    // through memory written as two narrow stores and read back as one 16-byte load
+    // (a store-forwarding stall per packet).
+    #[inline(always)]
     fn run_one(&mut self, buf: &mut [u8], bounds: &mut Bounds) -> Result<u32, Box<Fault>> {
         assert!(
             self.env.geometry.holds(bounds, buf.len()),
