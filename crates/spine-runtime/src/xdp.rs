@@ -178,6 +178,7 @@ impl XdpRunner {
     /// the program left it; it is counted against the extension that faulted (which the
     /// watchdog may then detach) and the caller treats the packet as `XDP_ABORTED`. The
     /// fault is boxed so the common result fits in registers; faults are the slow path.
+    #[inline]
     pub fn run(
         &mut self,
         frame: &mut Frame,
@@ -194,6 +195,11 @@ impl XdpRunner {
     /// # Panics
     /// If `bounds` or the buffer's length break `geometry` — a bug in the caller, which
     /// owns the buffer, never something an extension can cause.
+    // Always inlined: called out of line, its arguments (the `&mut dyn Host` above all)
+    // go on the stack as separate 8-byte stores that the callee reads back as one
+    // 16-byte load, which the store buffer cannot forward: a stall per packet that cost
+    // more than many whole programs (`spine bench exec`).
+    #[inline(always)]
     pub fn run_raw(
         &mut self,
         buf: &mut [u8],
@@ -210,6 +216,7 @@ impl XdpRunner {
     /// writes only what changes per packet (the packet pointers and its region). Every
     /// packet is still its own invocation: its own budget, fault accounting, tail-call
     /// count and redirect target.
+    #[inline]
     pub fn burst<'r>(
         &'r mut self,
         geometry: Geometry,
@@ -330,7 +337,10 @@ impl XdpBurst<'_> {
         }
     }
 
-    #[inline]
+    // Always inlined, like `XdpRunner::run_raw`: out of line, its result comes back
+    // through memory written as two narrow stores and read back as one 16-byte load
+    // (a store-forwarding stall per packet).
+    #[inline(always)]
     fn run_one(&mut self, buf: &mut [u8], bounds: &mut Bounds) -> Result<u32, Box<Fault>> {
         assert!(
             self.env.geometry.holds(bounds, buf.len()),
