@@ -62,7 +62,11 @@ impl ClientEnd {
         for _ in 0..n {
             let addr = self.shm.u64_at(self.comp.slot(0)).load(Ordering::Relaxed);
             self.comp.advance(&self.shm, 1);
-            self.free.push(addr);
+            // Shared memory can hold anything (a hostile or buggy writer in this
+            // process): only a frame of the area is taken back, by its start.
+            if self.layout.check_frame(addr).is_some() {
+                self.free.push(addr - addr % u64::from(self.layout.frame_size));
+            }
         }
     }
 
