@@ -77,13 +77,6 @@ impl CpuMap {
 
     /// `cpu_map_delete_elem`: `EINVAL` out of range, success on an empty slot.
     pub(crate) fn delete(&self, key: &[u8]) -> Result<(), MapError> {
-        let e = &self.entries;
-        let cpu = EntryArray::index(key);
-        if cpu >= e.max_entries() {
-            let max_entries = e.max_entries();
-            return Err(MapError::DeleteOutOfRange { map: e.name(), index: cpu, max_entries });
-        }
-        e.clear(cpu);
-        Ok(())
+        self.entries.delete_user(key)
     }
 }

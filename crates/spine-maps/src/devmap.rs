@@ -77,14 +77,7 @@ impl DevMap {
     /// `dev_map_delete_elem`: empties the slot (`EINVAL` out of range, success when the
     /// slot is already empty).
     pub(crate) fn delete(&self, key: &[u8]) -> Result<(), MapError> {
-        let e = &self.entries;
-        let i = EntryArray::index(key);
-        if i >= e.max_entries() {
-            let max_entries = e.max_entries();
-            return Err(MapError::DeleteOutOfRange { map: e.name(), index: i, max_entries });
-        }
-        e.clear(i);
-        Ok(())
+        self.entries.delete_user(key)
     }
 }
 

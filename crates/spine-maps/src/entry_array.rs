@@ -106,6 +106,18 @@ impl EntryArray {
         self.present[i as usize].store(false, Release);
     }
 
+    /// `BPF_MAP_DELETE_ELEM` as the devmap, cpumap and xskmap have it: `EINVAL` for an
+    /// index out of range, success on an empty slot.
+    pub(crate) fn delete_user(&self, key: &[u8]) -> Result<(), MapError> {
+        let i = Self::index(key);
+        if i >= self.max_entries {
+            let max_entries = self.max_entries;
+            return Err(MapError::DeleteOutOfRange { map: self.name(), index: i, max_entries });
+        }
+        self.clear(i);
+        Ok(())
+    }
+
     /// `BPF_MAP_LOOKUP_ELEM`: `ENOENT` for an index out of range or an absent entry.
     pub(crate) fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
         let w = self.get(Self::index(key)).ok_or(MapError::NotFound { map: self.name() })?;

@@ -67,13 +67,6 @@ impl XskMap {
 
     /// `xsk_map_delete_elem`: `EINVAL` out of range, success on an empty slot.
     pub(crate) fn delete(&self, key: &[u8]) -> Result<(), MapError> {
-        let e = &self.entries;
-        let i = EntryArray::index(key);
-        if i >= e.max_entries() {
-            let max_entries = e.max_entries();
-            return Err(MapError::DeleteOutOfRange { map: e.name(), index: i, max_entries });
-        }
-        e.clear(i);
-        Ok(())
+        self.entries.delete_user(key)
     }
 }
