@@ -22,6 +22,48 @@ pub struct Conn {
     /// Print JSON.
     #[arg(long, global = true)]
     pub json: bool,
+    /// A remote adapter's API instead of the socket: https://HOST:PORT (TLS only;
+    /// `spine run … --tls-listen`), with --token or --token-file and --cacert.
+    #[arg(long, global = true, value_name = "URL")]
+    pub remote: Option<String>,
+    /// The remote adapter's bearer token.
+    #[arg(long, global = true, value_name = "T", conflicts_with = "token_file")]
+    pub token: Option<String>,
+    /// A file holding the remote adapter's bearer token (kept off the command line).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// The certificate authorities (PEM) that the remote adapter's certificate must
+    /// chain to.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+}
+
+impl Conn {
+    /// A client of the local socket, or of the remote adapter with `--remote`.
+    pub fn client(&self) -> Result<Client> {
+        let Some(url) = &self.remote else {
+            if self.token.is_some() || self.token_file.is_some() || self.cacert.is_some() {
+                bail!("--token, --token-file and --cacert go with --remote");
+            }
+            return Ok(Client::new(&self.socket));
+        };
+        let token = match (&self.token, &self.token_file) {
+            (Some(t), _) => t.clone(),
+            (None, Some(f)) => read_token(f)?,
+            (None, None) => bail!("--remote {url} needs --token or --token-file"),
+        };
+        let Some(ca) = &self.cacert else {
+            bail!("--remote {url} needs --cacert (the authority its certificate chains to)")
+        };
+        Ok(Client::remote(url, &token, ca)?)
+    }
+}
+
+/// A bearer token from a file: its first line, without surrounding white space.
+pub fn read_token(path: &std::path::Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the token file {}", path.display()))?;
+    Ok(text.lines().next().unwrap_or("").trim().to_string())
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -77,7 +119,7 @@ pub enum MapCmd {
 }
 
 pub fn ext(cmd: ExtCmd, conn: &Conn) -> Result<()> {
-    let mut c = Client::new(&conn.socket);
+    let mut c = conn.client()?;
     match cmd {
         ExtCmd::List => {
             let exts = c.extensions()?;
@@ -176,7 +218,7 @@ fn flags(s: &str) -> Result<u64> {
 }
 
 pub fn map(cmd: MapCmd, conn: &Conn) -> Result<()> {
-    let mut c = Client::new(&conn.socket);
+    let mut c = conn.client()?;
     match cmd {
         MapCmd::List => {
             let maps = c.maps()?;
@@ -277,7 +319,7 @@ pub enum TraceCmd {
 }
 
 pub fn trace(cmd: TraceCmd, conn: &Conn) -> Result<()> {
-    let mut c = Client::new(&conn.socket);
+    let mut c = conn.client()?;
     match cmd {
         TraceCmd::Start { events } => {
             c.trace_start(Some(events))?;
@@ -317,7 +359,7 @@ pub struct LogArgs {
 
 /// `spine log [-f]`: the adapter's `bpf_trace_printk` lines and watchdog events.
 pub fn log(args: &LogArgs, conn: &Conn) -> Result<()> {
-    let mut c = Client::new(&conn.socket);
+    let mut c = conn.client()?;
     if args.follow && !spine_adapter::sys::catch_sigint() {
         eprintln!("spine: could not catch Ctrl-C");
     }
@@ -360,7 +402,7 @@ pub struct StatsArgs {
 }
 
 pub fn stats(args: &StatsArgs, conn: &Conn) -> Result<()> {
-    let mut c = Client::new(&conn.socket);
+    let mut c = conn.client()?;
     if args.prometheus {
         print!("{}", c.metrics()?);
         return Ok(());

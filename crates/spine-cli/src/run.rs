@@ -35,6 +35,20 @@ pub struct RunArgs {
     /// a PATH: /run/spine/spine.sock); `spine ext|map|stats --socket PATH` speak to it.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = spine_control::DEFAULT_SOCKET)]
     pub socket: Option<PathBuf>,
+    /// Also serve the control API remotely on this TCP address (HOST:PORT), over TLS
+    /// only, with --tls-cert, --tls-key and --token-file; needs --socket.
+    #[arg(long, value_name = "ADDR", requires_all = ["socket", "tls_cert", "tls_key", "token_file"])]
+    pub tls_listen: Option<std::net::SocketAddr>,
+    /// The remote API's certificate chain (PEM, leaf first).
+    #[arg(long, value_name = "FILE", requires = "tls_listen")]
+    pub tls_cert: Option<PathBuf>,
+    /// The remote API's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_listen")]
+    pub tls_key: Option<PathBuf>,
+    /// A file holding the bearer token remote clients must send (at least 16
+    /// printable characters).
+    #[arg(long, value_name = "FILE", requires = "tls_listen")]
+    pub token_file: Option<PathBuf>,
 }
 
 pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
@@ -56,6 +70,23 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
             spine_sys::ignore_sigpipe();
             let mut cfg = spine_control::ServerConfig::new(path);
             cfg.log = !args.quiet;
+            if let (Some(addr), Some(cert), Some(key), Some(token)) =
+                (args.tls_listen, &args.tls_cert, &args.tls_key, &args.token_file)
+            {
+                let token = match crate::control::read_token(token) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        let _ = running.stop();
+                        return Err(e);
+                    }
+                };
+                cfg.tls = Some(spine_control::TlsConfig {
+                    addr,
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    token,
+                });
+            }
             let server = match spine_control::serve(running.live(), cfg) {
                 Ok(s) => s,
                 Err(e) => {
@@ -65,6 +96,10 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
             };
             if !args.quiet {
                 eprintln!("spine: control API on {}", path.display());
+            }
+            if let Some(addr) = server.tls_addr() {
+                // Printed even with --quiet: with port 0 it is how a caller learns the port.
+                eprintln!("spine: remote control API on https://{addr}");
             }
             Some(server)
         }
@@ -419,6 +454,10 @@ char LICENSE[] SEC("license") = "GPL";
             trace: None,
             quiet: true,
             socket: None,
+            tls_listen: None,
+            tls_cert: None,
+            tls_key: None,
+            token_file: None,
         };
         let code = main(&args).unwrap();
         let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();

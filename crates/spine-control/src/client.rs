@@ -1,11 +1,16 @@
-//! A blocking client of the control API: HTTP/1.1 over a `std` Unix stream, one
-//! request at a time, the connection kept alive between requests (and opened again if
-//! the server closed it while idle). What the CLI and tests use.
+//! A blocking client of the control API: HTTP/1.1 over a `std` Unix stream (or, for a
+//! remote adapter, TLS over TCP with a bearer token), one request at a time, the
+//! connection kept alive between requests (and opened again if the server closed it
+//! while idle). What the CLI and tests use.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls_pki_types::ServerName;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -25,6 +30,9 @@ pub enum ClientError {
     Api { status: u16, error: ApiError },
     #[error("control socket {path}: malformed response: {what}")]
     Protocol { path: String, what: String },
+    /// A remote address that is not `https://HOST:PORT`, or TLS that cannot be set up.
+    #[error("remote adapter {url}: {what}")]
+    Remote { url: String, what: String },
 }
 
 impl ClientError {
@@ -45,11 +53,62 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-/// A connection to an adapter's control socket.
+/// Where the adapter is.
+#[derive(Debug, Clone)]
+enum Target {
+    Unix(PathBuf),
+    Remote(Box<Remote>),
+}
+
+#[derive(Debug, Clone)]
+struct Remote {
+    url: String,
+    /// `host:port` to connect to.
+    addr: String,
+    name: ServerName<'static>,
+    config: Arc<rustls::ClientConfig>,
+    token: String,
+}
+
+/// One open connection.
+#[derive(Debug)]
+enum Stream {
+    Unix(UnixStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// A connection to an adapter's control socket, or to a remote adapter's TLS API.
 #[derive(Debug)]
 pub struct Client {
+    /// What errors name: the socket's path or the remote URL.
     path: PathBuf,
-    conn: Option<BufReader<UnixStream>>,
+    target: Target,
+    conn: Option<BufReader<Stream>>,
     timeout: Duration,
 }
 
@@ -58,7 +117,52 @@ const MAX_HEADER: usize = 64 << 10;
 impl Client {
     /// A client of the socket at `path` (connected at the first request).
     pub fn new(path: impl AsRef<Path>) -> Client {
-        Client { path: path.as_ref().to_path_buf(), conn: None, timeout: Duration::from_secs(60) }
+        let path = path.as_ref().to_path_buf();
+        Client {
+            target: Target::Unix(path.clone()),
+            path,
+            conn: None,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// A client of a remote adapter's API at `url` (`https://HOST:PORT`; plain `http`
+    /// is refused), trusting the certificate authorities in the PEM file `ca` and
+    /// sending `token` as its bearer token.
+    pub fn remote(url: &str, token: &str, ca: &Path) -> Result<Client, ClientError> {
+        let fail = |what: String| ClientError::Remote { url: url.to_string(), what };
+        let rest = match url.split_once("://") {
+            Some(("https", rest)) => rest,
+            Some(("http", _)) => {
+                return Err(fail("remote management is over TLS only: use https://".into()))
+            }
+            _ => return Err(fail("expected https://HOST:PORT".into())),
+        };
+        let hostport = rest.strip_suffix('/').unwrap_or(rest);
+        if hostport.contains('/') || hostport.contains('@') {
+            return Err(fail("expected https://HOST:PORT (no path, no user)".into()));
+        }
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p != 0) => (h, p),
+            _ => return Err(fail("expected https://HOST:PORT with a port".into())),
+        };
+        let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let name = ServerName::try_from(bare.to_string())
+            .map_err(|e| fail(format!("host '{host}': {e}")))?;
+        crate::tls::check_token(token).map_err(|e| fail(e.to_string()))?;
+        let config = crate::tls::client_config(ca).map_err(|e| fail(e.to_string()))?;
+        Ok(Client {
+            path: PathBuf::from(url),
+            target: Target::Remote(Box::new(Remote {
+                url: url.to_string(),
+                addr: format!("{host}:{port}"),
+                name,
+                config,
+                token: token.to_string(),
+            })),
+            conn: None,
+            timeout: Duration::from_secs(60),
+        })
     }
 
     /// How long to wait for an answer (default 60 s).
@@ -75,12 +179,37 @@ impl Client {
         ClientError::Protocol { path: self.path.display().to_string(), what: what.into() }
     }
 
-    fn connect(&mut self) -> Result<&mut BufReader<UnixStream>, ClientError> {
+    fn connect(&mut self) -> Result<&mut BufReader<Stream>, ClientError> {
         if self.conn.is_none() {
-            let s = UnixStream::connect(&self.path).map_err(|e| self.io(e))?;
-            s.set_read_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
-            s.set_write_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
-            self.conn = Some(BufReader::new(s));
+            let stream = match &self.target {
+                Target::Unix(path) => {
+                    let s = UnixStream::connect(path).map_err(|e| self.io(e))?;
+                    s.set_read_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
+                    s.set_write_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
+                    Stream::Unix(s)
+                }
+                Target::Remote(r) => {
+                    let s = TcpStream::connect(&r.addr).map_err(|e| self.io(e))?;
+                    s.set_read_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
+                    s.set_write_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
+                    s.set_nodelay(true).map_err(|e| self.io(e))?;
+                    let c =
+                        rustls::ClientConnection::new(r.config.clone(), r.name.clone()).map_err(
+                            |e| ClientError::Remote { url: r.url.clone(), what: e.to_string() },
+                        )?;
+                    let mut tls = rustls::StreamOwned::new(c, s);
+                    // Handshake now, so that a refused certificate is reported as such
+                    // rather than as a failed write.
+                    while tls.conn.is_handshaking() {
+                        tls.conn.complete_io(&mut tls.sock).map_err(|e| ClientError::Remote {
+                            url: r.url.clone(),
+                            what: format!("TLS: {e}"),
+                        })?;
+                    }
+                    Stream::Tls(Box::new(tls))
+                }
+            };
+            self.conn = Some(BufReader::new(stream));
         }
         Ok(self.conn.as_mut().expect("just connected"))
     }
@@ -124,6 +253,9 @@ impl Client {
         body: Option<(&str, &[u8])>,
     ) -> Result<Response, ClientError> {
         let mut head = format!("{method} {path} HTTP/1.1\r\nhost: spine\r\n");
+        if let Target::Remote(r) = &self.target {
+            head.push_str(&format!("authorization: Bearer {}\r\n", r.token));
+        }
         if let Some((ct, b)) = body {
             head.push_str(&format!("content-type: {ct}\r\ncontent-length: {}\r\n", b.len()));
         } else if method != "GET" {
@@ -407,7 +539,7 @@ impl Client {
     }
 }
 
-fn read_line(r: &mut BufReader<UnixStream>, line: &mut String) -> std::io::Result<()> {
+fn read_line(r: &mut BufReader<Stream>, line: &mut String) -> std::io::Result<()> {
     // Bounded: a line longer than the header limit is cut there (and then refused).
     let mut limited = r.by_ref().take(MAX_HEADER as u64);
     limited.read_line(line).map(drop)

@@ -5,11 +5,14 @@
 //! - [`client`]: a small blocking client over the same socket (HTTP/1.1 on a
 //!   `std::os::unix::net::UnixStream`, connection kept alive).
 //! - [`proto`]: the request and response bodies both sides share.
+//! - [`tls`]: remote management, the same API on TCP over TLS with a bearer token.
 #![deny(unsafe_code)]
 
 pub mod client;
 pub mod proto;
 pub mod server;
+pub mod tls;
 
 pub use client::{Client, ClientError};
 pub use server::{serve, Server, ServerConfig, ServerError, DEFAULT_SOCKET};
+pub use tls::{TlsConfig, TlsError};

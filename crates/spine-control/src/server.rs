@@ -8,7 +8,11 @@
 //! off after `header_timeout`, a request that takes longer than `request_timeout` (a
 //! body trickled in) gets 408, and at most `max_connections` are served at once (the
 //! others get 503 and are closed).
+//!
+//! With [`ServerConfig::tls`] the same API is also served on TCP, over TLS only and
+//! behind a bearer token (see [`crate::tls`]), by the same thread under the same limits.
 
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,13 +32,14 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use spine_adapter::{Live, LiveError};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::proto::{
     hex, unhex, ApiError, AttachRequest, Attachment, Dump, Entry, ErrorBody, KeyRequest, NextKey,
     TraceRequest, UpdateRequest, Version, VERSION,
 };
+use crate::tls::{TlsConfig, TlsError};
 
 /// Where an adapter's API is served by default.
 pub const DEFAULT_SOCKET: &str = "/run/spine/spine.sock";
@@ -54,8 +59,10 @@ pub struct ServerConfig {
     pub request_timeout: Duration,
     /// Connections served at once (default 64).
     pub max_connections: usize,
-    /// Log each connection's peer credentials to stderr.
+    /// Log each connection's peer credentials (or remote address) to stderr.
     pub log: bool,
+    /// Also serve the API remotely: TCP, TLS only, bearer token (default: not).
+    pub tls: Option<TlsConfig>,
 }
 
 impl ServerConfig {
@@ -68,6 +75,7 @@ impl ServerConfig {
             request_timeout: Duration::from_secs(30),
             max_connections: 64,
             log: false,
+            tls: None,
         }
     }
 }
@@ -79,6 +87,10 @@ pub enum ServerError {
     Io { path: String, what: &'static str, source: std::io::Error },
     #[error("control socket {path}: another adapter is serving it")]
     InUse { path: String },
+    #[error("remote control API: {0}")]
+    Tls(#[from] TlsError),
+    #[error("remote control API on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
 }
 
 /// What the server counted (for tests and `/metrics`).
@@ -90,7 +102,11 @@ pub struct ServerStats {
     /// Connections refused because `max_connections` were being served.
     pub refused: AtomicU64,
     pub requests: AtomicU64,
-    /// Connections open now (their descriptors are closed when this goes down).
+    /// Remote connections whose TLS handshake failed (plain TCP, wrong protocol, no
+    /// common parameters, or too slow).
+    pub tls_failed: AtomicU64,
+    /// Connections open now, local and remote (their descriptors are closed when this
+    /// goes down).
     pub open: AtomicU64,
 }
 
@@ -115,6 +131,7 @@ impl Drop for OpenGuard {
 #[derive(Debug)]
 pub struct Server {
     path: PathBuf,
+    tls_addr: Option<SocketAddr>,
     stop: Arc<Notify>,
     thread: Option<JoinHandle<()>>,
     stats: Arc<ServerStats>,
@@ -123,6 +140,11 @@ pub struct Server {
 impl Server {
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where the API is served remotely (the port the kernel chose for port 0).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     pub fn stats(&self) -> &ServerStats {
@@ -178,6 +200,20 @@ pub fn serve(live: Live, cfg: ServerConfig) -> Result<Server, ServerError> {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(cfg.mode))
         .map_err(io("setting its mode"))?;
     listener.set_nonblocking(true).map_err(io("setting non-blocking"))?;
+    let tls = match &cfg.tls {
+        Some(t) => {
+            let config = crate::tls::server_config(t)?;
+            let listen = |source| ServerError::Listen { addr: t.addr, source };
+            let tcp = std::net::TcpListener::bind(t.addr).map_err(listen)?;
+            tcp.set_nonblocking(true).map_err(listen)?;
+            Some((tcp, config, t.token.clone()))
+        }
+        None => None,
+    };
+    let tls_addr = match &tls {
+        Some((tcp, ..)) => Some(tcp.local_addr().map_err(io("reading the TCP address"))?),
+        None => None,
+    };
     let stop = Arc::new(Notify::new());
     let stats = Arc::new(ServerStats::default());
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -189,13 +225,17 @@ pub fn serve(live: Live, cfg: ServerConfig) -> Result<Server, ServerError> {
     let (stop2, cfg2) = (stop.clone(), cfg.clone());
     let thread = std::thread::Builder::new()
         .name("spine-control".into())
-        .spawn(move || rt.block_on(accept_loop(listener, app, cfg2, stop2)))
+        .spawn(move || rt.block_on(accept_loop(listener, tls, app, cfg2, stop2)))
         .map_err(io("starting its thread"))?;
-    Ok(Server { path, stop, thread: Some(thread), stats })
+    Ok(Server { path, tls_addr, stop, thread: Some(thread), stats })
 }
+
+/// The remote listener: TCP, its TLS configuration and the bearer token.
+type Remote = (std::net::TcpListener, Arc<rustls::ServerConfig>, String);
 
 async fn accept_loop(
     listener: std::os::unix::net::UnixListener,
+    tls: Option<Remote>,
     app: App,
     cfg: ServerConfig,
     stop: Arc<Notify>,
@@ -210,6 +250,18 @@ async fn accept_loop(
     let router = router(app.clone(), &cfg);
     let slots = Arc::new(Semaphore::new(cfg.max_connections));
     let mut tasks = tokio::task::JoinSet::new();
+    // Aborted below with the connections it serves (dropping its JoinSet aborts them).
+    let remote = tls.map(|(tcp, config, token)| {
+        let router = crate::tls::with_token(router.clone(), &token);
+        tokio::spawn(remote_loop(
+            tcp,
+            config,
+            router,
+            slots.clone(),
+            app.stats.clone(),
+            cfg.clone(),
+        ))
+    });
     loop {
         let (stream, _) = tokio::select! {
             _ = stop.notified() => break,
@@ -266,18 +318,91 @@ async fn accept_loop(
                 stats.idle_cut.fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            let service = TowerToHyperService::new(router);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), service);
-            // hyper ends a connection whose header does not come in time with a timeout.
-            if conn.await.is_err_and(|e| e.is_timeout()) {
-                stats.idle_cut.fetch_add(1, Ordering::Relaxed);
-            }
+            serve_http(stream, router, header_timeout, &stats).await;
         });
     }
+    if let Some(r) = remote {
+        r.abort();
+        let _ = r.await;
+    }
     tasks.shutdown().await;
+}
+
+/// HTTP/1.1 on one connection until the client closes it.
+async fn serve_http<S>(io: S, router: Router, header_timeout: Duration, stats: &ServerStats)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = TowerToHyperService::new(router);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(TokioIo::new(io), service);
+    // hyper ends a connection whose header does not come in time with a timeout.
+    if conn.await.is_err_and(|e| e.is_timeout()) {
+        stats.idle_cut.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Accepts remote connections: the TLS handshake must finish within the header
+/// timeout, then the connection is served like a local one (behind the token check).
+/// Beyond `max_connections` (shared with the socket) a connection is closed at once:
+/// nothing can be said to it before a handshake.
+async fn remote_loop(
+    tcp: std::net::TcpListener,
+    config: Arc<rustls::ServerConfig>,
+    router: Router,
+    slots: Arc<Semaphore>,
+    stats: Arc<ServerStats>,
+    cfg: ServerConfig,
+) {
+    let tcp = match tokio::net::TcpListener::from_std(tcp) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("spine: remote control API: {e}");
+            return;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = tcp.accept() => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("spine: remote control API: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+        };
+        stats.connections.fetch_add(1, Ordering::Relaxed);
+        let guard = OpenGuard::new(&stats);
+        if cfg.log {
+            eprintln!("spine: control: remote connection from {peer}");
+        }
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            stats.refused.fetch_add(1, Ordering::Relaxed);
+            drop(stream);
+            drop(guard);
+            continue;
+        };
+        let (acceptor, router, stats, header_timeout) =
+            (acceptor.clone(), router.clone(), stats.clone(), cfg.header_timeout);
+        tasks.spawn(async move {
+            let _permit = permit;
+            let _guard = guard;
+            let tls = match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(_)) | Err(_) => {
+                    stats.tls_failed.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            };
+            serve_http(tls, router, header_timeout, &stats).await;
+        });
+    }
 }
 
 fn error_json(kind: &str, message: &str) -> String {
@@ -441,6 +566,11 @@ async fn metrics(State(a): State<App>) -> Response {
         ("control_requests_total", "Control requests answered.", &s.requests),
         ("control_idle_cut_total", "Control connections cut off for saying nothing.", &s.idle_cut),
         ("control_refused_total", "Control connections refused: too many at once.", &s.refused),
+        (
+            "control_tls_failed_total",
+            "Remote connections whose TLS handshake failed.",
+            &s.tls_failed,
+        ),
     ] {
         text.push_str(&format!(
             "# HELP spine_{name} {help}\n# TYPE spine_{name} counter\nspine_{name} {}\n",
