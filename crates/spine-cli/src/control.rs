@@ -95,6 +95,44 @@ pub enum ExtCmd {
 }
 
 #[derive(Debug, clap::Subcommand)]
+pub enum TlsCmd {
+    /// Write a new certificate authority (ca.pem) and a server certificate it signed
+    /// (cert.pem, key.pem, ECDSA P-256) for the adapter's addresses and names into OUT:
+    /// `spine run … --tls-cert OUT/cert.pem --tls-key OUT/key.pem`, clients
+    /// `--cacert OUT/ca.pem`.
+    Init {
+        /// An IP address the adapter is reached at (repeatable).
+        #[arg(long, value_name = "ADDR")]
+        ip: Vec<std::net::IpAddr>,
+        /// A DNS name the adapter is reached at (repeatable).
+        #[arg(long, value_name = "NAME")]
+        name: Vec<String>,
+        /// The folder to write into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+pub fn tls(cmd: TlsCmd) -> Result<()> {
+    match cmd {
+        TlsCmd::Init { ip, name, out } => {
+            if ip.is_empty() && name.is_empty() {
+                bail!("give the adapter's address (--ip) or name (--name) for its certificate");
+            }
+            std::fs::create_dir_all(&out).with_context(|| format!("{}", out.display()))?;
+            let pki = spine_control::tls::generate(&out, &ip, &name)?;
+            println!(
+                "wrote {} (trust this), {} and {} (mode 0600)",
+                pki.ca.display(),
+                pki.cert.display(),
+                pki.key.display()
+            );
+            Ok(())
+        }
+    }
+}
+
+#[derive(Debug, clap::Subcommand)]
 pub enum MapCmd {
     /// Every map of every loaded extension.
     List,

@@ -92,6 +92,11 @@ enum Cmd {
         #[command(flatten)]
         conn: control::Conn,
     },
+    /// Certificates for the remote control API (`spine run … --tls-listen`).
+    Tls {
+        #[command(subcommand)]
+        cmd: control::TlsCmd,
+    },
     /// What the FIB holds: routes by table, and the route an address takes.
     Fib {
         #[command(subcommand)]
@@ -187,6 +192,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Stats { args, conn } => {
             control::stats(&args, &conn).map(|()| std::process::ExitCode::SUCCESS)
         }
+        Cmd::Tls { cmd } => control::tls(cmd).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Fib { cmd } => fib::main(cmd),
         Cmd::Bench { cmd: BenchCmd::Exec { repeat, trials, json, out } } => {
             bench::exec::main(repeat.max(1), trials.max(1), json, out.as_deref())

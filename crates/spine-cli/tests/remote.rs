@@ -9,7 +9,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use spine_testnet::netns::NetNs;
-use spine_testnet::pki;
 
 const TOKEN: &str = "remote-token-0123456789abcdef";
 
@@ -71,8 +70,22 @@ fn an_adapter_in_another_namespace_is_managed_over_tls() {
 
     let dir = Dir(std::env::temp_dir().join(format!("spine-remote-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
-    let p = pki::make(&dir.0, "node", "10.77.0.2".parse().unwrap());
-    let other = pki::make(&dir.0, "other", "10.77.0.2".parse().unwrap());
+    // The node's certificates from `spine tls init`; another authority's beside them.
+    let (node_dir, other_dir) = (dir.0.join("node"), dir.0.join("other"));
+    for d in [&node_dir, &other_dir] {
+        let o = Command::new(env!("CARGO_BIN_EXE_spine"))
+            .args(["tls", "init", "--ip", "10.77.0.2", "--out"])
+            .arg(d)
+            .output()
+            .unwrap();
+        ok(o);
+    }
+    let p = spine_control::tls::Pki {
+        ca: node_dir.join("ca.pem"),
+        cert: node_dir.join("cert.pem"),
+        key: node_dir.join("key.pem"),
+    };
+    let other_ca = other_dir.join("ca.pem");
     let token = dir.0.join("token");
     std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
@@ -136,7 +149,7 @@ fn an_adapter_in_another_namespace_is_managed_over_tls() {
         &["ext", "list", "--remote", "http://10.77.0.2:7443", "--token-file", tok, "--cacert", ca],
     ));
     assert!(e.contains("TLS only"), "{e}");
-    let other_ca = other.ca.to_str().unwrap();
+    let other_ca = other_ca.to_str().unwrap();
     let e = fails(spine_in(
         &mgr,
         &["ext", "list", "--remote", url, "--token-file", tok, "--cacert", other_ca],

@@ -7,7 +7,7 @@
 //! PEM files; the client trusts the certificate authorities it is given (`--cacert`),
 //! never a system store.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -50,6 +50,8 @@ pub enum TlsError {
     ShortToken { len: usize },
     #[error("the bearer token must be printable ASCII without spaces")]
     BadToken,
+    #[error("generating certificates: {0}")]
+    Generate(String),
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -156,6 +158,52 @@ fn unauthorized() -> Response {
     let mut r = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
     r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     r
+}
+
+/// The PEM files of a small PKI made by [`generate`].
+#[derive(Debug, Clone)]
+pub struct Pki {
+    /// The authority's certificate: what clients trust (`--cacert`).
+    pub ca: PathBuf,
+    /// The server's certificate, signed by the authority.
+    pub cert: PathBuf,
+    /// The server's private key (mode 0600).
+    pub key: PathBuf,
+}
+
+/// A new certificate authority and a server certificate it signs for `ips` and
+/// `names`, written into `dir` as `ca.pem`, `cert.pem` and `key.pem` (ECDSA P-256).
+/// What `spine tls init` writes; operators with their own PKI bring their own files.
+pub fn generate(dir: &Path, ips: &[IpAddr], names: &[String]) -> Result<Pki, TlsError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+    let gen = |e: rcgen::Error| TlsError::Generate(e.to_string());
+    let ca_key = KeyPair::generate().map_err(gen)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(gen)?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "spine control CA");
+    let ca_cert = ca.self_signed(&ca_key).map_err(gen)?;
+    let key = KeyPair::generate().map_err(gen)?;
+    let mut server = CertificateParams::new(names.to_vec()).map_err(gen)?;
+    server.subject_alt_names.extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+    server.distinguished_name.push(DnType::CommonName, "spine adapter");
+    let cert = server.signed_by(&key, &ca_cert, &ca_key).map_err(gen)?;
+    let pki = Pki { ca: dir.join("ca.pem"), cert: dir.join("cert.pem"), key: dir.join("key.pem") };
+    let write = |path: &Path, text: String, mode: u32| {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(|source| TlsError::Read { path: path.display().to_string(), source })
+    };
+    write(&pki.ca, ca_cert.pem(), 0o644)?;
+    write(&pki.cert, cert.pem(), 0o644)?;
+    write(&pki.key, key.serialize_pem(), 0o600)?;
+    Ok(pki)
 }
 
 #[cfg(test)]

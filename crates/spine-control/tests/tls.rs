@@ -10,9 +10,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use spine_adapter::{AdapterBuilder, AdapterOptions, Device, Running};
+use spine_control::tls::{generate, Pki};
 use spine_control::{serve, Client, ServerConfig, ServerError, TlsConfig, TlsError};
 use spine_ports::{MemPort, PoolConfig};
-use spine_testnet::pki;
 
 const TOKEN: &str = "s3cret-token-0123456789";
 
@@ -46,7 +46,14 @@ fn loopback() -> IpAddr {
     IpAddr::V4(Ipv4Addr::LOCALHOST)
 }
 
-fn tls(p: &pki::Pki) -> TlsConfig {
+/// A certificate authority and a server certificate for 127.0.0.1 in `dir/name`.
+fn make(dir: &Path, name: &str) -> Pki {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    generate(&d, &[loopback()], &[]).unwrap()
+}
+
+fn tls(p: &Pki) -> TlsConfig {
     TlsConfig {
         addr: SocketAddr::new(loopback(), 0),
         cert: p.cert.clone(),
@@ -55,7 +62,7 @@ fn tls(p: &pki::Pki) -> TlsConfig {
     }
 }
 
-fn config(dir: &Path, p: &pki::Pki) -> ServerConfig {
+fn config(dir: &Path, p: &Pki) -> ServerConfig {
     let mut cfg = ServerConfig::new(dir.join("spine.sock"));
     cfg.tls = Some(tls(p));
     cfg
@@ -64,8 +71,8 @@ fn config(dir: &Path, p: &pki::Pki) -> ServerConfig {
 #[test]
 fn the_api_is_served_over_tls_with_a_token_and_everything_else_is_refused() {
     let dir = TempDir::new("api");
-    let p = pki::make(&dir.0, "good", loopback());
-    let other = pki::make(&dir.0, "other", loopback());
+    let p = make(&dir.0, "good");
+    let other = make(&dir.0, "other");
     let running = adapter();
     let server = serve(running.live(), config(&dir.0, &p)).unwrap();
     let addr = server.tls_addr().expect("a remote address");
@@ -167,7 +174,7 @@ fn raw_tls(addr: SocketAddr, ca: &Path, request: &[u8]) -> String {
 #[test]
 fn bad_tls_settings_are_refused_at_start_and_name_the_file() {
     let dir = TempDir::new("bad");
-    let p = pki::make(&dir.0, "good", loopback());
+    let p = make(&dir.0, "good");
     let running = adapter();
     let mut cfg = config(&dir.0, &p);
     cfg.tls.as_mut().unwrap().token = "short".into();
@@ -191,7 +198,7 @@ fn bad_tls_settings_are_refused_at_start_and_name_the_file() {
     assert!(e.contains("missing.pem"), "{e}");
 
     // A key that does not belong to the certificate.
-    let other = pki::make(&dir.0, "other", loopback());
+    let other = make(&dir.0, "other");
     let mut cfg = config(&dir.0, &p);
     cfg.tls.as_mut().unwrap().key = other.key.clone();
     assert!(serve(running.live(), cfg).is_err(), "a mismatched key is refused");

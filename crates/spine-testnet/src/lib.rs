@@ -2,11 +2,9 @@
 //! spine-adapter): [`netns::NetNs`], a network namespace of the test run that is removed
 //! when its guard drops (also when the test fails), with veth pairs inside it; and
 //! [`raw::Raw`], a plain AF_PACKET socket, independent of the ports under test, that
-//! injects frames at one end of a pair and observes what arrives at the other; and
-//! [`pki::make`], a certificate authority and a server certificate for TLS tests.
+//! injects frames at one end of a pair and observes what arrives at the other.
 //!
 //! Only ever a dev-dependency. Tests that need root skip loudly without it.
 
 pub mod netns;
-pub mod pki;
 pub mod raw;

@@ -1,6 +1,7 @@
 //! `spine bench control`: the control API's cost, next to the kernel's. Map lookups per
 //! second through the client library (HTTP over the Unix socket, connection kept alive)
-//! beside `bpf(BPF_MAP_LOOKUP_ELEM)` on a kernel hash map of the same shape; one
+//! beside `bpf(BPF_MAP_LOOKUP_ELEM)` on a kernel hash map of the same shape, and the
+//! same through the remote API (TLS over loopback TCP, bearer token); one
 //! `spine map lookup` command beside one `bpftool map lookup` (a process each); and the
 //! time to replace an extension while traffic flows (p50/p99 of the API call), with the
 //! packets the replacements affected (the target: none).
@@ -85,6 +86,12 @@ pub fn main(a: &ControlArgs) -> Result<()> {
             f("library_per_s") / f("syscall_per_s")
         );
         println!(
+            "  client library over TLS (lo)     {:>12.0} /s   bpf(2) syscall {:>12.0} /s   ratio {:.3}",
+            f("remote_per_s"),
+            f("syscall_per_s"),
+            f("remote_per_s") / f("syscall_per_s")
+        );
+        println!(
             "  `spine map lookup` command      {:>12.1} /s   `bpftool map lookup` {:>6.1} /s   ratio {:.3}",
             f("cli_per_s"),
             f("bpftool_per_s"),
@@ -109,7 +116,19 @@ fn run(a: &ControlArgs, dir: &Path) -> Result<serde_json::Value> {
     let cfg = Config::parse(text, dir)?;
     let running = Adapter::from_config(&cfg, AdapterOptions::from_config(&cfg.adapter))?.start()?;
     let sock = dir.join("spine.sock");
-    let server = serve(running.live(), ServerConfig::new(&sock))?;
+    let pki = spine_control::tls::generate(dir, &[std::net::Ipv4Addr::LOCALHOST.into()], &[])?;
+    let mut random = [0u8; 16];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut random)?;
+    let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let mut scfg = ServerConfig::new(&sock);
+    scfg.tls = Some(spine_control::TlsConfig {
+        addr: "127.0.0.1:0".parse()?,
+        cert: pki.cert.clone(),
+        key: pki.key.clone(),
+        token: token.clone(),
+    });
+    let server = serve(running.live(), scfg)?;
+    let url = format!("https://{}", server.tls_addr().context("the remote address")?);
     let mut c = Client::new(&sock);
     let obj = spine_progs::get("hash_map").context("the bundled hash_map program")?.object;
     c.load("a", obj, None, None)?;
@@ -128,6 +147,12 @@ fn run(a: &ControlArgs, dir: &Path) -> Result<serde_json::Value> {
     let library = rate(a.seconds, || {
         let v = c.lookup("a", "flows", &key)?;
         anyhow::ensure!(v == value, "the value read back differs");
+        Ok(())
+    })?;
+    let mut rc = Client::remote(&url, &token, &pki.ca)?;
+    let remote = rate(a.seconds, || {
+        let v = rc.lookup("a", "flows", &key)?;
+        anyhow::ensure!(v == value, "the value read back remotely differs");
         Ok(())
     })?;
     let mut out = vec![0u8; value.len()];
@@ -173,6 +198,7 @@ fn run(a: &ControlArgs, dir: &Path) -> Result<serde_json::Value> {
         "value_size": m.value_size,
         "library_per_s": library,
         "syscall_per_s": syscall,
+        "remote_per_s": remote,
         "cli_per_s": cli,
         "bpftool_per_s": bpftool,
         "replacements": a.replacements,
