@@ -65,6 +65,9 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
             };
             if !args.quiet {
                 eprintln!("spine: control API on {}", path.display());
+                if let Some(ep) = server.endpoint_path() {
+                    eprintln!("spine: endpoints on {}", ep.display());
+                }
             }
             Some(server)
         }
