@@ -395,18 +395,47 @@ fn hostile_requests_get_clear_errors_and_the_adapter_keeps_forwarding() {
 /// its tag, is refused a bad tag with its kind, and sends back what it receives.
 #[test]
 fn a_python_application_opens_a_tagged_endpoint_and_echoes() {
-    let mut rig = Rig::new(1);
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/tag_echo.py");
-    let mut child = Command::new("python3")
-        .arg(script)
+    let mut py = Command::new("python3");
+    py.arg(script);
+    echo_app(py, "the Python client");
+}
+
+/// The same with the C client (`clients/c`, `spine_ep_request`), built warning-free.
+#[test]
+fn a_c_application_opens_a_tagged_endpoint_and_echoes() {
+    let dir = TempDir::new("c-client");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/c");
+    let exe = dir.0.join("tag_echo");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "clang".into());
+    let ok = Command::new(&cc)
+        .args(["-Wall", "-Wextra", "-Werror", "-O2"])
+        .arg(src.join("spine_endpoint.c"))
+        .arg(src.join("tag_echo.c"))
+        .arg(format!("-I{}", src.display()))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .expect("a C compiler (clang)")
+        .success();
+    assert!(ok, "the C client builds warning-free");
+    echo_app(Command::new(&exe), "the C client");
+}
+
+/// Runs `app` (argv: control socket, port, UDP port, count) against a rig: it must open
+/// an endpoint for UDP port 6000 on `wire` and echo 20 frames, while other traffic goes
+/// to the host path.
+fn echo_app(mut app: Command, who: &str) {
+    let mut rig = Rig::new(1);
+    let mut child = app
         .args([rig.sock.to_str().unwrap(), "wire", "6000", "20"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let opened = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with("open "));
-    assert!(opened.is_some(), "the Python client opened its endpoint");
+    assert!(opened.is_some(), "{who} opened its endpoint");
     rig.served(1);
     let frames: Vec<Vec<u8>> =
         (0..20u8).map(|i| udp(6000, &vec![i; 5 + 50 * i as usize])).collect();
@@ -416,12 +445,12 @@ fn a_python_application_opens_a_tagged_endpoint_and_echoes() {
         rig.inject(&[f.clone(), n.clone()]);
     }
     let mut out = Vec::new();
-    until("the Python client's echoes on the wire", || {
+    until("the echoes on the wire", || {
         rig.wire.recv(64, |m| out.push(m.to_vec()));
         out.len() >= frames.len()
     });
-    assert_eq!(out, frames, "exactly the tagged frames came back, in order");
-    assert!(child.wait().unwrap().success(), "the Python client echoed all 20");
+    assert_eq!(out, frames, "exactly the tagged frames came back, in order ({who})");
+    assert!(child.wait().unwrap().success(), "{who} echoed all 20");
     until("the closed endpoint reclaimed", || rig.live.endpoints().is_empty());
     until("the noise on the host path", || rig.to_host() == 20);
     rig.finish();
