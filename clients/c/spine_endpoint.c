@@ -6,12 +6,14 @@
 #include "spine_endpoint.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define SPINE_EP_MAGIC 0x50455053u
@@ -271,4 +273,57 @@ int spine_ep_recv_fds(int sock, int *fds, int max)
 		}
 	}
 	return n ? n : -ENOMSG;
+}
+
+int spine_ep_request(const char *control_socket, const char *request_json, int fds[2],
+		     char *answer, size_t answer_len)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	size_t used = 0;
+	int sock, got, err;
+
+	if (answer_len == 0)
+		return -EINVAL;
+	if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s.ep", control_socket) >=
+	    (int)sizeof(addr.sun_path))
+		return -ENAMETOOLONG;
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return -errno;
+	if (connect(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    write(sock, request_json, strlen(request_json)) < 0 || write(sock, "\n", 1) < 0)
+		goto fail;
+	/* The answer line a byte at a time: the fds ride on the byte after it. */
+	for (;;) {
+		char c;
+		ssize_t n = read(sock, &c, 1);
+
+		if (n < 0)
+			goto fail;
+		if (n == 0) {
+			errno = ECONNRESET;
+			goto fail;
+		}
+		if (c == '\n')
+			break;
+		if (used + 1 < answer_len)
+			answer[used++] = c;
+	}
+	answer[used] = 0;
+	if (strncmp(answer, "{\"error\"", 8) == 0) {
+		close(sock);
+		return -EPERM;
+	}
+	got = spine_ep_recv_fds(sock, fds, 2);
+	if (got < 2) {
+		if (got == 1)
+			close(fds[0]);
+		errno = got < 0 ? -got : EPROTO;
+		goto fail;
+	}
+	return sock;
+fail:
+	err = errno;
+	close(sock);
+	return -err;
 }

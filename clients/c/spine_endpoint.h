@@ -65,6 +65,18 @@ void spine_ep_close(struct spine_ep *ep);
  * first, then the eventfd). Their number, or -errno. */
 int spine_ep_recv_fds(int sock, int *fds, int max);
 
+/* Asks the running adapter whose control socket is `control_socket` (its endpoint socket
+ * is that path plus ".ep") for an endpoint: sends `request_json`, one JSON object without
+ * a newline (docs/API.md, "Endpoints": {"port": ..., "match": {...}}), and copies the
+ * answer line into `answer` (`answer_len` bytes, NUL-terminated, truncated if longer).
+ * On success stores the region's memfd and the eventfd in fds[0] and fds[1] (open the
+ * region with spine_ep_open) and returns the connection's fd: keep it open for as long as
+ * the endpoint is used (closing it, or exiting, gives the endpoint back). -EPERM: the
+ * adapter refused, `answer` holds {"error": {"kind", "message"}}; other -errno: the
+ * socket failed. */
+int spine_ep_request(const char *control_socket, const char *request_json, int fds[2],
+		     char *answer, size_t answer_len);
+
 #ifdef __cplusplus
 }
 #endif

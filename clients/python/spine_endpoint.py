@@ -203,3 +203,58 @@ def connect(path):
     ep = Endpoint(fds[0], fds[1] if len(fds) > 1 else None)
     ep.conn = s
     return ep
+
+
+class Refused(Exception):
+    """The adapter refused an endpoint request: ``kind`` is stable (``no_port``,
+    ``bad_tag``, ``too_many``, ``tag_taken``, ``bad_size``, ``bad_json``, ...), ``message``
+    names what was wrong."""
+
+    def __init__(self, kind, message):
+        super().__init__(f"{kind}: {message}")
+        self.kind, self.message = kind, message
+
+
+def endpoint_socket(control):
+    """The endpoint socket of the adapter whose control socket is ``control``."""
+    return control if control.endswith(".ep") else control + ".ep"
+
+
+def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=None,
+            ring_entries=None, frame_size=None, frames=None):
+    """Asks the running adapter whose control socket is ``control`` for an endpoint on
+    ``port`` receiving the frames that match every field given (docs/API.md,
+    "Endpoints"). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
+    the adapter says no. The endpoint lives until ``close`` or the process ends."""
+    import json
+
+    match = {k: v for k, v in (("ethertype", ethertype), ("ip_proto", ip_proto),
+                               ("dst_port", dst_port), ("vlan", vlan)) if v is not None}
+    req = {"port": port, "match": match}
+    for k, v in (("ring_entries", ring_entries), ("frame_size", frame_size), ("frames", frames)):
+        if v is not None:
+            req[k] = v
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(endpoint_socket(control))
+        s.sendall(json.dumps(req).encode() + b"\n")
+        # The answer line a byte at a time: the fds ride on the byte after it.
+        line = bytearray()
+        while True:
+            b = s.recv(1)
+            if not b:
+                raise ConnectionError("the adapter closed the endpoint socket")
+            if b == b"\n":
+                break
+            line += b
+        answer = json.loads(line)
+        if "error" in answer:
+            raise Refused(answer["error"]["kind"], answer["error"]["message"])
+        fds = recv_fds(s)
+    except BaseException:
+        s.close()
+        raise
+    ep = Endpoint(fds[0], fds[1] if len(fds) > 1 else None)
+    ep.conn = s
+    ep.id = answer["endpoint"]["id"]
+    return ep

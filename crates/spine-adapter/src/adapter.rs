@@ -511,6 +511,7 @@ impl AdapterBuilder {
             workers: nw,
             engine: opts.engine,
             seed: opts.seed,
+            endpoints: crate::endpoints::Endpoints::new(ports.len()),
         });
         // Rings: out[i][j] from worker i to worker j.
         let mut outs: Vec<Vec<Option<crate::ring::Producer<Msg>>>> =
@@ -541,6 +542,7 @@ impl AdapterBuilder {
         {
             let progs = slots.iter().map(|s| PortProg::new(s.reader(), index)).collect();
             let nports = devs.len();
+            let eps = crate::endpoints::WorkerEps::new(shared.endpoints.slot.reader(), nports);
             let rx_ports = (0..nports as u16).filter(|&p| devs[p as usize].is_some()).collect();
             workers.push(Worker {
                 index,
@@ -564,6 +566,7 @@ impl AdapterBuilder {
                 trace: opts.trace_events.map(TraceRing::new),
                 packet_seq: 0,
                 scratch: BurstScratch::new(opts.burst),
+                eps,
             });
         }
         {

@@ -8,6 +8,7 @@
 //!   or step it round by round in the caller's thread ([`Adapter::step`]).
 //! - [`Totals`]: counters summed over workers, as text, JSON or Prometheus.
 //! - [`trace`]: the per-worker event ring and its Chrome/Perfetto export.
+//! - [`endpoints`]: endpoints handed to applications, bound to channel tags.
 //! - [`slot`]: a port's program slot, replaced atomically per burst while traffic flows.
 //!
 //! Layer 3 over spine-runtime (extensions), spine-pool (buffers) and spine-ports
@@ -19,6 +20,7 @@ mod adapter;
 pub mod config;
 pub mod counters;
 mod device;
+pub mod endpoints;
 mod fib;
 mod flow;
 mod host;
@@ -40,6 +42,9 @@ pub use adapter::{
 pub use config::{Assign, Config, ConfigError, Problem, TwinConfig};
 pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
 pub use device::{mem_packets, Device, PcapPort};
+pub use endpoints::{
+    ChannelMatch, EndpointCounters, EndpointLimits, EndpointRequest, EndpointView, OpenedEndpoint,
+};
 pub use flow::flow_hash;
 pub use live::{DomainView, ExtView, Live, LiveError, MapView, PortView};
 pub use logbuf::{LogLine, LogPage};

@@ -78,6 +78,8 @@ pub(crate) struct Shared {
     pub log: Arc<crate::logbuf::LogBuf>,
     pub engine: EngineKind,
     pub seed: u64,
+    /// The endpoints handed out, and their table as the workers see it.
+    pub endpoints: crate::endpoints::Endpoints,
 }
 
 impl Shared {
@@ -171,6 +173,20 @@ pub enum LiveError {
     NoTrace { why: &'static str },
     #[error("trace: {events} events per worker is outside 16..=16777216")]
     TraceSize { events: usize },
+    #[error("endpoint tag on port '{port}': {why}")]
+    BadTag { port: String, why: String },
+    #[error("endpoint {what} {got} is over the adapter's limit of {max}")]
+    EndpointSize { what: &'static str, got: u32, max: u32 },
+    #[error("endpoint: {why}")]
+    EndpointSetup { why: String },
+    #[error("endpoint layout: {why}")]
+    BadLayout { why: String },
+    #[error("too many {what}: the limit is {max}")]
+    EndpointLimit { what: &'static str, max: usize },
+    #[error("port '{port}': endpoint {id} already has this tag")]
+    TagTaken { port: String, id: u64 },
+    #[error("no endpoint {id}")]
+    NoEndpoint { id: u64 },
 }
 
 impl LiveError {
@@ -205,6 +221,13 @@ impl LiveError {
             LiveError::TooMany { .. } => "too_many",
             LiveError::NoTrace { .. } => "no_trace",
             LiveError::TraceSize { .. } => "bad_request",
+            LiveError::BadTag { .. } => "bad_tag",
+            LiveError::EndpointSize { .. } => "bad_size",
+            LiveError::EndpointSetup { .. } => "endpoint_setup",
+            LiveError::BadLayout { .. } => "bad_size",
+            LiveError::EndpointLimit { .. } => "too_many",
+            LiveError::TagTaken { .. } => "tag_taken",
+            LiveError::NoEndpoint { .. } => "no_endpoint",
         }
     }
 

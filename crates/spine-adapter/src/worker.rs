@@ -209,6 +209,8 @@ pub(crate) struct Worker {
     pub trace: Option<TraceRing>,
     pub packet_seq: u32,
     pub scratch: BurstScratch,
+    /// The endpoints bound to ports (channel tags), and those this worker serves.
+    pub eps: crate::endpoints::WorkerEps,
 }
 
 /// A port's program as this worker runs it: the slot's value at the last refresh and
@@ -302,6 +304,8 @@ impl Worker {
                 self.pick_up(p);
             }
         }
+        let wiring = &*self.wiring;
+        self.eps.refresh(self.index, |p| wiring.ports[usize::from(p)].home);
         // Receive only while every ring out has room for a burst from every port and no ring in
         // is half full: a busy worker slows its peers' receive (the packets wait in the
         // ports) instead of packets being lost between workers. Rings are always
@@ -315,6 +319,9 @@ impl Worker {
         for i in 0..self.inbox.len() {
             work += self.poll_inbox(i);
             self.flush_pending();
+        }
+        if !self.eps.owned.is_empty() {
+            work += self.serve_endpoints(rx);
         }
         self.counters.worker.rounds += 1;
         if work == 0 {
@@ -737,8 +744,88 @@ impl Worker {
         }
     }
 
-    /// `XDP_PASS` for a packet of port `p`: to its host path, or dropped and counted.
+    /// The endpoints this worker serves: one burst from each client's transmit ring out
+    /// of the tag's port (when receiving), then wake-ups and counters.
+    fn serve_endpoints(&mut self, rx: bool) -> usize {
+        let mut work = 0;
+        if rx {
+            let pool = self.pool.clone();
+            let head = pool.headroom();
+            for k in 0..self.eps.owned.len() {
+                let p = self.eps.owned[k].port();
+                let mut n = 0;
+                while n < self.wiring.burst && self.eps.owned[k].end.tx_pending() {
+                    let Some(mut buf) = self.cache.alloc() else {
+                        self.counters.ports[usize::from(p)].drops.tx_full += 1;
+                        break;
+                    };
+                    let end = &mut self.eps.owned[k].end;
+                    let taken = match pool.frame_mut(&mut buf) {
+                        Ok(frame) => frame.get_mut(head as usize..).and_then(|room| end.take(room)),
+                        Err(_) => None,
+                    };
+                    let meta = taken.map(|len| BufMeta {
+                        data_off: head,
+                        len: len as u32,
+                        meta_len: 0,
+                        port: u32::from(p),
+                        ts_ns: 0,
+                    });
+                    if meta.filter(|m| pool.set_meta(&mut buf, *m).is_ok()).is_none() {
+                        // Nothing valid left to take (bad entries are counted by the end).
+                        let _ = self.cache.free(buf);
+                        break;
+                    }
+                    self.transmit(buf, p, p, 0);
+                    n += 1;
+                }
+                work += n;
+            }
+            if work > 0 {
+                self.flush_pending();
+            }
+        }
+        self.eps.end_round();
+        work
+    }
+
+    /// An `XDP_PASS` packet of port `p`, which has endpoints: delivered to the first
+    /// endpoint whose tag matches (the home worker), or handed to the home worker when
+    /// one matches; returned when none does. The frame is copied into the endpoint; the
+    /// buffer goes back to the pool.
+    #[inline(never)]
+    fn pass_to_endpoint(&mut self, buf: Buf, p: u16, seq: u32) -> Option<Buf> {
+        let home = self.wiring.ports[usize::from(p)].home;
+        let Ok(data) = self.pool.data(&buf) else { return Some(buf) };
+        if home != self.index {
+            if !self.eps.any_matches(p, data) {
+                return Some(buf);
+            }
+            self.handoff(home, Msg { buf, kind: MsgKind::Pass, port: p, packet: seq }, p);
+            return None;
+        }
+        let Some(o) = self.eps.owned.iter_mut().find(|o| o.port() == p && o.matches(data)) else {
+            return Some(buf);
+        };
+        // Counted by the endpoint (delivered, or dropped for want of room).
+        if o.end.deliver(data) {
+            o.woke = true;
+        }
+        let _ = self.cache.free(buf);
+        None
+    }
+
+    /// `XDP_PASS` for a packet of port `p`: to an endpoint whose tag matches, else to its
+    /// host path, else dropped and counted.
     fn pass(&mut self, buf: Buf, p: u16, seq: u32) {
+        let buf = if self.eps.on_port[usize::from(p)] {
+            match self.pass_to_endpoint(buf, p, seq) {
+                Some(b) => b,
+                None => return,
+            }
+        } else {
+            buf
+        };
         match self.wiring.ports[p as usize].uplink {
             Some(h) => {
                 self.counters.ports[p as usize].to_host += 1;

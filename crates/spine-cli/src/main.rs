@@ -166,6 +166,9 @@ enum BenchCmd {
     /// beside bpf(2) and bpftool on a kernel map of the same shape; replacement time
     /// under load (p50/p99) and the packets it affected.
     Control(bench::control::ControlArgs),
+    /// 64-byte round trips through one adapter to an application's endpoint and back
+    /// (median, p99), next to kernel UDP sockets on loopback in the same run.
+    Endpoint(bench::endpoint::EndpointArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -208,6 +211,9 @@ fn main() -> std::process::ExitCode {
         }
         Cmd::Bench { cmd: BenchCmd::Control(args) } => {
             bench::control::main(&args).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Bench { cmd: BenchCmd::Endpoint(args) } => {
+            bench::endpoint::main(&args).map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Bench { cmd: BenchCmd::Router(args) } => {
             bench::router::main(&args).map(|()| std::process::ExitCode::SUCCESS)

@@ -96,6 +96,9 @@ pub fn main(args: &RunArgs) -> Result<std::process::ExitCode> {
             };
             if !args.quiet {
                 eprintln!("spine: control API on {}", path.display());
+                if let Some(ep) = server.endpoint_path() {
+                    eprintln!("spine: endpoints on {}", ep.display());
+                }
             }
             if let Some(addr) = server.tls_addr() {
                 // Printed even with --quiet: with port 0 it is how a caller learns the port.

@@ -1,16 +1,112 @@
-//! The application's library for spine endpoints. An [`Endpoint`] is opened from the
-//! fds the adapter hands out (the region, and optionally the eventfd it signals after
+//! The application's library for spine endpoints. [`Endpoint::open`] asks a running
+//! adapter (`spine run --socket PATH`) for an endpoint on a [`Channel`] (a port and a
+//! match on the frames it passes) and maps what comes back. An [`Endpoint`] can also be
+//! opened from the fds an adapter hands out by other means (the region, and optionally the eventfd it signals after
 //! delivering); sends write in place into the endpoint's frames and receives read in
 //! place. [`Endpoint::recv`] polls; [`Endpoint::recv_blocking`] sleeps on the eventfd
 //! when nothing is ready. Messages of [`INLINE_BYTES`] or less travel inline in the
 //! ring entry itself and use no frame.
 #![deny(unsafe_code)]
 
+use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout, INLINE_BYTES};
+
+/// A channel tag: which of a port's frames an endpoint receives (those that pass the
+/// port's extension and match every field given) and where its transmissions go.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Channel {
+    pub port: String,
+    #[serde(rename = "match")]
+    pub matches: Match,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring_entries: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_size: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames: Option<u32>,
+}
+
+/// The match of a [`Channel`]; absent fields match anything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Match {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ethertype: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_proto: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst_port: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
+}
+
+impl Channel {
+    /// Every frame `port` passes.
+    pub fn port(port: &str) -> Self {
+        Channel { port: port.to_string(), ..Default::default() }
+    }
+
+    /// UDP over IPv4 to destination port `dst_port` on `port`.
+    pub fn udp4(port: &str, dst_port: u16) -> Self {
+        let matches = Match {
+            ethertype: Some(0x0800),
+            ip_proto: Some(17),
+            dst_port: Some(dst_port),
+            vlan: None,
+        };
+        Channel { port: port.to_string(), matches, ..Default::default() }
+    }
+}
+
+/// Why [`Endpoint::open`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("endpoint socket {path}: {source}")]
+    Connect { path: String, source: std::io::Error },
+    #[error("endpoint socket: {0}")]
+    Io(#[from] std::io::Error),
+    /// The adapter refused the request; `kind` is stable (`no_port`, `bad_tag`,
+    /// `too_many`, `tag_taken`, `bad_size`, `bad_json`, ...).
+    #[error("the adapter refused the endpoint ({kind}): {message}")]
+    Refused { kind: String, message: String },
+    #[error("endpoint socket: unexpected answer: {0}")]
+    Protocol(String),
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+}
+
+#[derive(Deserialize)]
+struct Refusal {
+    kind: String,
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct Opened {
+    id: u64,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    endpoint: Option<Opened>,
+    error: Option<Refusal>,
+}
+
+/// The endpoint socket of the adapter whose control socket is `control` (its path
+/// plus `.ep`); a path already ending in `.ep` is taken as it is.
+pub fn endpoint_socket(control: &Path) -> PathBuf {
+    if control.extension().is_some_and(|e| e == "ep") {
+        return control.to_path_buf();
+    }
+    let mut s = control.as_os_str().to_owned();
+    s.push(".ep");
+    PathBuf::from(s)
+}
 
 /// An open endpoint.
 #[derive(Debug)]
@@ -19,12 +115,19 @@ pub struct Endpoint {
     wake: Option<EventFd>,
     /// The connection the fds came over, held so the adapter sees the endpoint in use.
     conn: Option<UnixStream>,
+    /// The adapter's id of the endpoint (when opened on a running adapter).
+    id: Option<u64>,
 }
 
 impl Endpoint {
     /// Opens the region `fd`; `wake` is the eventfd the adapter signals (blocking mode).
-    pub fn open(fd: OwnedFd, wake: Option<OwnedFd>) -> Result<Self, EndpointError> {
-        Ok(Endpoint { end: ClientEnd::open(fd)?, wake: wake.map(EventFd::from_fd), conn: None })
+    pub fn from_fds(fd: OwnedFd, wake: Option<OwnedFd>) -> Result<Self, EndpointError> {
+        Ok(Endpoint {
+            end: ClientEnd::open(fd)?,
+            wake: wake.map(EventFd::from_fd),
+            conn: None,
+            id: None,
+        })
     }
 
     /// Opens the endpoint whose fds arrive on `sock` (region first, eventfd second).
@@ -33,7 +136,7 @@ impl Endpoint {
     pub fn from_socket(sock: &UnixStream) -> Result<Self, EndpointError> {
         let mut fds = recv_fds(sock)?.into_iter();
         let region = fds.next().ok_or(EndpointError::Layout("no region fd"))?;
-        Self::open(region, fds.next())
+        Self::from_fds(region, fds.next())
     }
 
     /// Connects to the Unix socket at `path`, receives the endpoint's fds, and keeps the
@@ -44,6 +147,51 @@ impl Endpoint {
         let mut ep = Self::from_socket(&sock)?;
         ep.conn = Some(sock);
         Ok(ep)
+    }
+
+    /// Asks the running adapter whose control socket is `socket` (or its endpoint
+    /// socket, see [`endpoint_socket`]) for an endpoint on `channel`. The endpoint lives
+    /// until it is dropped (or the process ends): the adapter then reclaims it.
+    pub fn open(socket: impl AsRef<Path>, channel: &Channel) -> Result<Self, OpenError> {
+        let path = endpoint_socket(socket.as_ref());
+        let mut sock = UnixStream::connect(&path)
+            .map_err(|source| OpenError::Connect { path: path.display().to_string(), source })?;
+        let mut req =
+            serde_json::to_vec(channel).map_err(|e| OpenError::Protocol(e.to_string()))?;
+        req.push(b'\n');
+        sock.write_all(&req)?;
+        // The answer line, a byte at a time: the fds ride on the byte after it.
+        let mut line = Vec::with_capacity(512);
+        let mut b = [0u8; 1];
+        loop {
+            if sock.read(&mut b)? == 0 {
+                return Err(OpenError::Protocol("the adapter closed the connection".into()));
+            }
+            if b[0] == b'\n' {
+                break;
+            }
+            line.push(b[0]);
+            if line.len() > 64 << 10 {
+                return Err(OpenError::Protocol("answer line too long".into()));
+            }
+        }
+        let answer: Answer = serde_json::from_slice(&line)
+            .map_err(|e| OpenError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&line))))?;
+        if let Some(r) = answer.error {
+            return Err(OpenError::Refused { kind: r.kind, message: r.message });
+        }
+        let Some(opened) = answer.endpoint else {
+            return Err(OpenError::Protocol("neither an endpoint nor an error".into()));
+        };
+        let mut ep = Self::from_socket(&sock)?;
+        ep.conn = Some(sock);
+        ep.id = Some(opened.id);
+        Ok(ep)
+    }
+
+    /// The adapter's id of this endpoint (`DELETE /v1/endpoints/{id}` closes it).
+    pub fn id(&self) -> Option<u64> {
+        self.id
     }
 
     pub fn layout(&self) -> Layout {

@@ -510,6 +510,16 @@ impl Client {
         self.call("GET", &format!("/{VERSION}/stats"), None)
     }
 
+    /// `GET /v1/endpoints`: the endpoints open on the adapter, with their counters.
+    pub fn endpoints(&mut self) -> Result<Vec<spine_adapter::EndpointView>, ClientError> {
+        self.call("GET", &format!("/{VERSION}/endpoints"), None)
+    }
+
+    /// `DELETE /v1/endpoints/{id}`: closes an endpoint (its client's connection closes).
+    pub fn endpoint_close(&mut self, id: u64) -> Result<spine_adapter::EndpointView, ClientError> {
+        self.call("DELETE", &format!("/{VERSION}/endpoints/{id}"), None)
+    }
+
     /// Starts recording every worker's events (`events` per worker).
     pub fn trace_start(&mut self, events: Option<usize>) -> Result<(), ClientError> {
         let b = serde_json::to_vec(&crate::proto::TraceRequest { events })

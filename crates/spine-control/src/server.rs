@@ -63,6 +63,8 @@ pub struct ServerConfig {
     pub log: bool,
     /// Also serve the API remotely: TCP, TLS only, bearer token (default: not).
     pub tls: Option<TlsConfig>,
+    /// Serve endpoints on the sibling socket (the path plus `.ep`; default on).
+    pub endpoints: bool,
 }
 
 impl ServerConfig {
@@ -76,6 +78,7 @@ impl ServerConfig {
             max_connections: 64,
             log: false,
             tls: None,
+            endpoints: true,
         }
     }
 }
@@ -135,6 +138,14 @@ pub struct Server {
     stop: Arc<Notify>,
     thread: Option<JoinHandle<()>>,
     stats: Arc<ServerStats>,
+    eps: Option<crate::endpoints::EndpointServer>,
+    ep_stats: Arc<crate::endpoints::EndpointStats>,
+}
+
+impl std::fmt::Debug for crate::endpoints::EndpointServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EndpointServer({})", self.path.display())
+    }
 }
 
 impl Server {
@@ -151,12 +162,26 @@ impl Server {
         &self.stats
     }
 
+    /// The endpoint socket, when endpoints are served.
+    pub fn endpoint_path(&self) -> Option<&Path> {
+        self.eps.as_ref().map(|e| e.path.as_path())
+    }
+
+    pub fn endpoint_stats(&self) -> &crate::endpoints::EndpointStats {
+        &self.ep_stats
+    }
+
     /// Stops accepting, ends the connections being served and removes the socket.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
+        if let Some(e) = self.eps.take() {
+            e.stop.store(true, Ordering::Relaxed);
+            let _ = e.thread.join();
+            let _ = std::fs::remove_file(&e.path);
+        }
         if let Some(t) = self.thread.take() {
             self.stop.notify_one();
             let _ = t.join();
@@ -221,13 +246,32 @@ pub fn serve(live: Live, cfg: ServerConfig) -> Result<Server, ServerError> {
         .build()
         .map_err(io("starting its runtime"))?;
     live.log_enable();
+    let ep_stats = Arc::new(crate::endpoints::EndpointStats::default());
+    let eps = if cfg.endpoints {
+        let ep_path = crate::endpoints::endpoint_socket(&path);
+        let e = crate::endpoints::spawn(
+            live.clone(),
+            ep_path.clone(),
+            cfg.mode,
+            ep_stats.clone(),
+            cfg.log,
+        )
+        .map_err(|source| ServerError::Io {
+            path: ep_path.display().to_string(),
+            what: "serving endpoints",
+            source,
+        })?;
+        Some(e)
+    } else {
+        None
+    };
     let app = App { live, stats: stats.clone() };
     let (stop2, cfg2) = (stop.clone(), cfg.clone());
     let thread = std::thread::Builder::new()
         .name("spine-control".into())
         .spawn(move || rt.block_on(accept_loop(listener, tls, app, cfg2, stop2)))
         .map_err(io("starting its thread"))?;
-    Ok(Server { path, tls_addr, stop, thread: Some(thread), stats })
+    Ok(Server { path, tls_addr, stop, thread: Some(thread), stats, eps, ep_stats })
 }
 
 /// The remote listener: TCP, its TLS configuration and the bearer token.
@@ -452,6 +496,13 @@ impl From<LiveError> for Fail {
             LiveError::TooMany { .. } => StatusCode::INSUFFICIENT_STORAGE,
             LiveError::NoTrace { .. } => StatusCode::CONFLICT,
             LiveError::TraceSize { .. } => StatusCode::BAD_REQUEST,
+            LiveError::NoEndpoint { .. } => StatusCode::NOT_FOUND,
+            LiveError::BadTag { .. }
+            | LiveError::EndpointSize { .. }
+            | LiveError::BadLayout { .. } => StatusCode::BAD_REQUEST,
+            LiveError::TagTaken { .. } => StatusCode::CONFLICT,
+            LiveError::EndpointLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
+            LiveError::EndpointSetup { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Fail(
             status,
@@ -489,6 +540,20 @@ fn key_bytes(what: &str, s: &str) -> Result<Vec<u8>, Fail> {
     })
 }
 
+async fn close_endpoint(
+    State(a): State<App>,
+    UrlPath(id): UrlPath<String>,
+) -> Reply<spine_adapter::EndpointView> {
+    let id: u64 = id.parse().map_err(|_| {
+        Fail::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("endpoint id '{id}' is not a number"),
+        )
+    })?;
+    Ok(Json(a.live.endpoint_close(id)?))
+}
+
 fn router(app: App, cfg: &ServerConfig) -> Router {
     let timeout = cfg.request_timeout;
     let v1 = Router::new()
@@ -511,7 +576,9 @@ fn router(app: App, cfg: &ServerConfig) -> Router {
         .route("/trace/start", post(trace_start))
         .route("/trace/stop", post(trace_stop))
         .route("/trace", get(trace_get))
-        .route("/log", get(log));
+        .route("/log", get(log))
+        .route("/endpoints", get(|State(a): State<App>| async move { Json(a.live.endpoints()) }))
+        .route("/endpoints/{id}", delete(close_endpoint));
     Router::new()
         .nest(&format!("/{VERSION}"), v1)
         .route("/metrics", get(metrics))

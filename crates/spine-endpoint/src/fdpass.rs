@@ -78,3 +78,22 @@ pub fn recv_fds(sock: &UnixStream) -> Result<Vec<OwnedFd>, EndpointError> {
     }
     Ok(out)
 }
+
+/// The pid of the process at the other end of `sock` when it connected
+/// (`SO_PEERCRED`), for per-client limits; `None` when the kernel does not say.
+pub fn peer_pid(sock: &UnixStream) -> Option<i32> {
+    // SAFETY: ucred is plain data; all-zero is valid.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a live local.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && cred.pid > 0).then_some(cred.pid)
+}

@@ -48,7 +48,7 @@ pub use adapter::{AdapterEnd, AdapterStats};
 pub use client::ClientEnd;
 pub use desc::Desc;
 pub use error::EndpointError;
-pub use fdpass::{recv_fds, send_fds, MAX_FDS};
+pub use fdpass::{peer_pid, recv_fds, send_fds, MAX_FDS};
 pub use layout::{Layout, Payload, INLINE_BYTES};
 pub use shm::{EventFd, Shm};
 pub use watch::{ClientWatch, Liveness};

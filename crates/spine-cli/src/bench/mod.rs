@@ -4,6 +4,7 @@
 
 pub mod alloc_count;
 pub mod control;
+pub mod endpoint;
 pub mod exec;
 pub mod forward;
 pub mod lpm;

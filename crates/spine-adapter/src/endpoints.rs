@@ -1,0 +1,666 @@
+//! Endpoints handed out by a running adapter (U-Net): an application asks the control
+//! plane for an endpoint bound to a **channel tag** (a port plus a match on the frame's
+//! VLAN id, ethertype, IP protocol and UDP/TCP destination port) and receives the
+//! endpoint's memfd and eventfd ([`Live::endpoint_open`]). Frames received on the port
+//! whose verdict is `XDP_PASS` (or that no extension ran on) and that match the tag go
+//! to the endpoint instead of the port's host path; what the client transmits leaves on
+//! the tag's port.
+//!
+//! **How workers learn about endpoints.** The control side keeps the table of
+//! endpoints and publishes each new version to one [`Slot`] ([`EpTable`]), exactly as a
+//! port's program is replaced. Every worker refreshes its reader at the top of a round
+//! (one `Acquire` load). On a change (cold path) the home worker of an endpoint's port
+//! takes the endpoint's [`AdapterEnd`] out of its entry (a `try_lock` taken once per
+//! endpoint, never per packet) and from then on owns it alone: it delivers to it, takes
+//! the client's transmissions from it once per round and publishes its counters to the
+//! entry's atomics. Endpoints that left the table (closed, or their client gone) are
+//! dropped by their owner at its next round. A packet on a port with no endpoint pays
+//! one load of a per-port flag the worker keeps (`on_port`); with no endpoint at all the
+//! round pays one more test of an empty list.
+//!
+//! A matching packet handled by a worker that is not its port's home (software RSS, a
+//! cpumap entry) is handed to the home worker as `XDP_PASS`, which delivers it.
+//!
+//! Frames are copied into the endpoint's buffer area (never lent), so whatever the
+//! client does, no pool buffer is lost; a client that dies is noticed by the control
+//! side (a `ClientWatch` on its connection marks its [`Liveness`]), its endpoint leaves
+//! the table and its owner drops it (unmap, close).
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use spine_endpoint::{AdapterEnd, AdapterStats, EventFd, Layout, Liveness};
+
+use crate::live::{Live, LiveError};
+use crate::slot::{Slot, SlotReader};
+
+/// What a channel tag matches, beyond its port. Absent fields match anything; an empty
+/// match takes every frame the port passes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelMatch {
+    /// The ethertype after any 802.1Q/802.1ad tag (0x0800 IPv4, 0x86dd IPv6, ...).
+    pub ethertype: Option<u16>,
+    /// The IP protocol (IPv4) or next header (IPv6, no extension headers walked).
+    pub ip_proto: Option<u8>,
+    /// The UDP or TCP destination port; needs `ip_proto` 6 or 17. Never matches a
+    /// non-first IPv4 fragment.
+    pub dst_port: Option<u16>,
+    /// The VLAN id of an 802.1Q/802.1ad tag (0..=4095); frames without a tag never match.
+    pub vlan: Option<u16>,
+}
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+
+#[inline]
+fn be16(f: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]))
+}
+
+impl ChannelMatch {
+    /// Checks the tag's fields fit together; the reason names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(v) = self.vlan {
+            if v > 4095 {
+                return Err(format!("vlan {v} is outside 0..=4095"));
+            }
+        }
+        if let Some(e) = self.ethertype {
+            if matches!(e, 0x8100 | 0x88a8) {
+                return Err(format!(
+                    "ethertype {e:#06x} is a VLAN tag; match the tag with 'vlan' instead"
+                ));
+            }
+            if e < 0x0600 {
+                return Err(format!("ethertype {e:#06x} is a length, not a type (below 0x0600)"));
+            }
+            if self.ip_proto.is_some() && !matches!(e, ETH_IPV4 | ETH_IPV6) {
+                return Err(format!("ip_proto needs ethertype 0x0800 or 0x86dd, not {e:#06x}"));
+            }
+        }
+        if self.dst_port.is_some() && !matches!(self.ip_proto, Some(6 | 17)) {
+            return Err("dst_port needs ip_proto 6 (TCP) or 17 (UDP)".into());
+        }
+        Ok(())
+    }
+
+    /// Whether `f`, an Ethernet frame, matches. Reads only within `f`.
+    #[inline]
+    pub fn matches(&self, f: &[u8]) -> bool {
+        let Some(mut et) = be16(f, 12) else { return false };
+        let mut off = 14;
+        let mut vlan = None;
+        if matches!(et, 0x8100 | 0x88a8) {
+            let (Some(tci), Some(inner)) = (be16(f, 14), be16(f, 16)) else { return false };
+            vlan = Some(tci & 0x0fff);
+            et = inner;
+            off = 18;
+        }
+        if self.vlan.is_some() && self.vlan != vlan {
+            return false;
+        }
+        if self.ethertype.is_some_and(|e| e != et) {
+            return false;
+        }
+        if self.ip_proto.is_none() {
+            return true;
+        }
+        let (proto, l4, first) = match et {
+            ETH_IPV4 => {
+                let Some(&vihl) = f.get(off) else { return false };
+                let Some(frag) = be16(f, off + 6) else { return false };
+                (f.get(off + 9).copied(), off + usize::from(vihl & 0x0f) * 4, frag & 0x1fff == 0)
+            }
+            ETH_IPV6 => (f.get(off + 6).copied(), off + 40, true),
+            _ => return false,
+        };
+        if proto != self.ip_proto {
+            return false;
+        }
+        match self.dst_port {
+            None => true,
+            Some(d) => first && be16(f, l4 + 2) == Some(d),
+        }
+    }
+}
+
+/// An application's request for an endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointRequest {
+    /// The port the tag binds to.
+    pub port: String,
+    #[serde(default, rename = "match")]
+    pub matches: ChannelMatch,
+    /// Entries per ring (a power of two; default 256).
+    #[serde(default)]
+    pub ring_entries: Option<u32>,
+    /// Bytes per frame of the buffer area (a power of two; default 2048).
+    #[serde(default)]
+    pub frame_size: Option<u32>,
+    /// Frames in the buffer area (default 512).
+    #[serde(default)]
+    pub frames: Option<u32>,
+}
+
+/// What an adapter allows endpoints (checked at open).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointLimits {
+    /// Endpoints open at once on the adapter.
+    pub max_endpoints: usize,
+    /// Endpoints open at once by one client process (by its pid).
+    pub max_per_client: usize,
+    pub max_ring_entries: u32,
+    pub max_frame_size: u32,
+    pub max_frames: u32,
+}
+
+impl Default for EndpointLimits {
+    fn default() -> Self {
+        EndpointLimits {
+            max_endpoints: 64,
+            max_per_client: 8,
+            max_ring_entries: 4096,
+            max_frame_size: 4096,
+            max_frames: 4096,
+        }
+    }
+}
+
+/// An endpoint's counters, as its worker last published them (once per round).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointCounters {
+    /// Frames delivered to the client's receive ring.
+    pub rx_delivered: u64,
+    /// Frames that matched but found no room (no fill frame, receive ring full, too big).
+    pub rx_dropped: u64,
+    /// Messages the client transmitted, sent on the tag's port.
+    pub tx_sent: u64,
+    /// Transmissions longer than a pool buffer holds, dropped.
+    pub tx_dropped: u64,
+    /// Descriptors and indices the client wrote that failed their checks.
+    pub bad_desc: u64,
+    pub bad_index: u64,
+}
+
+impl EndpointCounters {
+    fn from_stats(s: &AdapterStats) -> Self {
+        EndpointCounters {
+            rx_delivered: s.rx_delivered,
+            rx_dropped: s.rx_no_room + s.rx_too_big,
+            tx_sent: s.tx_taken,
+            tx_dropped: s.tx_too_big,
+            bad_desc: s.bad_desc,
+            bad_index: s.bad_index,
+        }
+    }
+}
+
+/// An endpoint of the running adapter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointView {
+    pub id: u64,
+    pub port: String,
+    #[serde(rename = "match")]
+    pub matches: ChannelMatch,
+    pub ring_entries: u32,
+    pub frame_size: u32,
+    pub frames: u32,
+    /// The client's pid when it connected, when known.
+    pub pid: Option<i32>,
+    /// A worker serves it (false until its port's worker has picked it up).
+    pub served: bool,
+    pub counters: EndpointCounters,
+}
+
+/// A new endpoint: what to hand the client (the region's memfd and the eventfd the
+/// adapter signals after delivering), and what to watch.
+#[derive(Debug)]
+pub struct OpenedEndpoint {
+    pub view: EndpointView,
+    pub region: OwnedFd,
+    pub wake: OwnedFd,
+}
+
+/// One endpoint as the control side and every worker see it.
+#[derive(Debug)]
+pub(crate) struct EpEntry {
+    id: u64,
+    port: u16,
+    matcher: ChannelMatch,
+    layout: Layout,
+    pid: Option<i32>,
+    /// The endpoint until its home worker takes it.
+    cell: Mutex<Option<(AdapterEnd, EventFd)>>,
+    live: Liveness,
+    /// `EndpointCounters` in field order, published by the owner.
+    counters: [AtomicU64; 6],
+    served: std::sync::atomic::AtomicBool,
+}
+
+impl EpEntry {
+    fn publish(&self, s: &AdapterStats) {
+        let c = EndpointCounters::from_stats(s);
+        let v = [c.rx_delivered, c.rx_dropped, c.tx_sent, c.tx_dropped, c.bad_desc, c.bad_index];
+        for (a, v) in self.counters.iter().zip(v) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+
+    fn counters(&self) -> EndpointCounters {
+        let v: Vec<u64> = self.counters.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        EndpointCounters {
+            rx_delivered: v[0],
+            rx_dropped: v[1],
+            tx_sent: v[2],
+            tx_dropped: v[3],
+            bad_desc: v[4],
+            bad_index: v[5],
+        }
+    }
+}
+
+/// The endpoints as published to the workers.
+#[derive(Debug, Default)]
+pub(crate) struct EpTable {
+    eps: Vec<Arc<EpEntry>>,
+    /// By port: whether any endpoint is bound to it.
+    on_port: Vec<bool>,
+}
+
+/// The control side's endpoint state.
+#[derive(Debug)]
+pub(crate) struct EpState {
+    next_id: u64,
+    eps: Vec<Arc<EpEntry>>,
+    limits: EndpointLimits,
+    /// Endpoints whose client went away, reclaimed so far.
+    reclaimed: u64,
+}
+
+/// What [`crate::live::Shared`] holds for endpoints.
+#[derive(Debug)]
+pub(crate) struct Endpoints {
+    pub slot: Arc<Slot<EpTable>>,
+    state: Mutex<EpState>,
+    ports: usize,
+}
+
+impl Endpoints {
+    pub fn new(ports: usize) -> Self {
+        Endpoints {
+            slot: Slot::new(None),
+            state: Mutex::new(EpState {
+                next_id: 1,
+                eps: Vec::new(),
+                limits: EndpointLimits::default(),
+                reclaimed: 0,
+            }),
+            ports,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, EpState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Publishes the state's endpoints (called under the state lock).
+    fn publish(&self, st: &EpState) {
+        let table = if st.eps.is_empty() {
+            None
+        } else {
+            let mut on_port = vec![false; self.ports];
+            for e in &st.eps {
+                on_port[usize::from(e.port)] = true;
+            }
+            Some(Arc::new(EpTable { eps: st.eps.clone(), on_port }))
+        };
+        self.slot.publish(table);
+    }
+}
+
+/// Ring entries, frame size and frames when a request leaves them out.
+const DEFAULT_RING: u32 = 256;
+const DEFAULT_FRAME: u32 = 2048;
+const DEFAULT_FRAMES: u32 = 512;
+
+impl Live {
+    /// Opens an endpoint for `req`, for a client with pid `pid` (for the per-client
+    /// limit), alive while `live` says so (the control side's `ClientWatch` marks it).
+    pub fn endpoint_open(
+        &self,
+        req: &EndpointRequest,
+        pid: Option<i32>,
+        live: Liveness,
+    ) -> Result<OpenedEndpoint, LiveError> {
+        let port = self
+            .shared
+            .port_names
+            .iter()
+            .position(|p| *p == req.port)
+            .ok_or_else(|| LiveError::NoPort { name: req.port.clone() })?;
+        req.matches.check().map_err(|why| LiveError::BadTag { port: req.port.clone(), why })?;
+        let eps = &self.shared.endpoints;
+        let limits = eps.lock().limits;
+        let over = |what: &'static str, got: u32, max: u32| {
+            (got > max).then_some(LiveError::EndpointSize { what, got, max })
+        };
+        let (ring, frame, frames) = (
+            req.ring_entries.unwrap_or(DEFAULT_RING),
+            req.frame_size.unwrap_or(DEFAULT_FRAME),
+            req.frames.unwrap_or(DEFAULT_FRAMES),
+        );
+        if let Some(e) = over("ring_entries", ring, limits.max_ring_entries)
+            .or_else(|| over("frame_size", frame, limits.max_frame_size))
+            .or_else(|| over("frames", frames, limits.max_frames))
+        {
+            return Err(e);
+        }
+        let layout = Layout::new(ring, frame, frames)
+            .map_err(|e| LiveError::BadLayout { why: e.to_string() })?;
+        let mut st = eps.lock();
+        if st.eps.len() >= st.limits.max_endpoints {
+            return Err(LiveError::EndpointLimit {
+                what: "endpoints on the adapter",
+                max: st.limits.max_endpoints,
+            });
+        }
+        if pid.is_some()
+            && st.eps.iter().filter(|e| e.pid == pid).count() >= st.limits.max_per_client
+        {
+            return Err(LiveError::EndpointLimit {
+                what: "endpoints of one client",
+                max: st.limits.max_per_client,
+            });
+        }
+        if let Some(e) =
+            st.eps.iter().find(|e| usize::from(e.port) == port && e.matcher == req.matches)
+        {
+            return Err(LiveError::TagTaken { port: req.port.clone(), id: e.id });
+        }
+        let setup =
+            |e: spine_endpoint::EndpointError| LiveError::EndpointSetup { why: e.to_string() };
+        let end = AdapterEnd::create(layout).map_err(setup)?;
+        let wake = EventFd::new().map_err(setup)?;
+        let dup = |fd: std::os::fd::BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .map_err(|e| LiveError::EndpointSetup { why: format!("dup: {e}") })
+        };
+        let (region, wake_fd) = (dup(end.shm().fd())?, dup(wake.fd())?);
+        let id = st.next_id;
+        st.next_id += 1;
+        let entry = Arc::new(EpEntry {
+            id,
+            port: port as u16,
+            matcher: req.matches,
+            layout,
+            pid,
+            cell: Mutex::new(Some((end, wake))),
+            live,
+            counters: Default::default(),
+            served: Default::default(),
+        });
+        st.eps.push(entry.clone());
+        eps.publish(&st);
+        drop(st);
+        Ok(OpenedEndpoint { view: self.endpoint_view(&entry), region, wake: wake_fd })
+    }
+
+    fn endpoint_view(&self, e: &EpEntry) -> EndpointView {
+        EndpointView {
+            id: e.id,
+            port: self.shared.port_names[usize::from(e.port)].clone(),
+            matches: e.matcher,
+            ring_entries: e.layout.ring_entries,
+            frame_size: e.layout.frame_size,
+            frames: e.layout.frames,
+            pid: e.pid,
+            served: e.served.load(Ordering::Relaxed),
+            counters: e.counters(),
+        }
+    }
+
+    /// The endpoints open now, with their counters.
+    pub fn endpoints(&self) -> Vec<EndpointView> {
+        let eps: Vec<Arc<EpEntry>> = self.shared.endpoints.lock().eps.clone();
+        eps.iter().map(|e| self.endpoint_view(e)).collect()
+    }
+
+    /// Closes endpoint `id`: it leaves the table, and its worker drops it (unmapping its
+    /// region) at its next round.
+    pub fn endpoint_close(&self, id: u64) -> Result<EndpointView, LiveError> {
+        let eps = &self.shared.endpoints;
+        let mut st = eps.lock();
+        let at = st.eps.iter().position(|e| e.id == id).ok_or(LiveError::NoEndpoint { id })?;
+        let e = st.eps.remove(at);
+        e.live.mark_dead();
+        eps.publish(&st);
+        drop(st);
+        Ok(self.endpoint_view(&e))
+    }
+
+    /// Removes the endpoints whose client is gone (their liveness marked dead); returns
+    /// their ids.
+    pub fn endpoint_reap(&self) -> Vec<u64> {
+        let eps = &self.shared.endpoints;
+        let mut st = eps.lock();
+        if !st.eps.iter().any(|e| e.live.is_dead()) {
+            return Vec::new();
+        }
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut st.eps).into_iter().partition(|e| e.live.is_dead());
+        st.eps = kept;
+        st.reclaimed += gone.len() as u64;
+        eps.publish(&st);
+        gone.iter().map(|e| e.id).collect()
+    }
+
+    /// How many endpoints were reclaimed because their client went away.
+    pub fn endpoints_reclaimed(&self) -> u64 {
+        self.shared.endpoints.lock().reclaimed
+    }
+
+    pub fn endpoint_limits(&self) -> EndpointLimits {
+        self.shared.endpoints.lock().limits
+    }
+
+    /// Sets the limits later opens are checked against (open endpoints stay).
+    pub fn set_endpoint_limits(&self, limits: EndpointLimits) {
+        self.shared.endpoints.lock().limits = limits;
+    }
+}
+
+/// An endpoint its port's home worker owns.
+#[derive(Debug)]
+pub(crate) struct Owned {
+    pub entry: Arc<EpEntry>,
+    pub end: AdapterEnd,
+    wake: EventFd,
+    /// Something was delivered this round: signal the eventfd at its end.
+    pub woke: bool,
+}
+
+impl Owned {
+    #[inline]
+    pub fn port(&self) -> u16 {
+        self.entry.port
+    }
+
+    #[inline]
+    pub fn matches(&self, f: &[u8]) -> bool {
+        self.entry.matcher.matches(f)
+    }
+}
+
+/// A worker's view of the endpoints.
+#[derive(Debug)]
+pub(crate) struct WorkerEps {
+    reader: SlotReader<EpTable>,
+    /// By port: whether an endpoint is bound to it (any worker's).
+    pub on_port: Vec<bool>,
+    /// The endpoints this worker serves.
+    pub owned: Vec<Owned>,
+    /// A take found its entry locked: look again next round.
+    retry: bool,
+}
+
+impl WorkerEps {
+    pub fn new(reader: SlotReader<EpTable>, ports: usize) -> Self {
+        WorkerEps { reader, on_port: vec![false; ports], owned: Vec::new(), retry: true }
+    }
+
+    /// Once per round: picks up a new table (cold), and drops endpoints whose client is
+    /// gone.
+    #[inline]
+    pub fn refresh(&mut self, me: usize, home: impl Fn(u16) -> usize) {
+        if self.reader.refresh_changed() || self.retry {
+            self.pick_up(me, home);
+        }
+        if !self.owned.is_empty() && self.owned.iter().any(|o| o.entry.live.is_dead()) {
+            self.drop_dead();
+        }
+    }
+
+    #[cold]
+    fn drop_dead(&mut self) {
+        self.owned.retain(|o| {
+            if o.entry.live.is_dead() {
+                o.entry.publish(&o.end.stats());
+                o.entry.served.store(false, Ordering::Relaxed);
+            }
+            !o.entry.live.is_dead()
+        });
+    }
+
+    #[cold]
+    fn pick_up(&mut self, me: usize, home: impl Fn(u16) -> usize) {
+        self.retry = false;
+        let Some(table) = self.reader.current().cloned() else {
+            self.on_port.iter_mut().for_each(|b| *b = false);
+            for o in self.owned.drain(..) {
+                o.entry.publish(&o.end.stats());
+                o.entry.served.store(false, Ordering::Relaxed);
+            }
+            return;
+        };
+        self.on_port.clone_from(&table.on_port);
+        self.owned.retain(|o| {
+            let keep = table.eps.iter().any(|e| Arc::ptr_eq(e, &o.entry));
+            if !keep {
+                o.entry.publish(&o.end.stats());
+                o.entry.served.store(false, Ordering::Relaxed);
+            }
+            keep
+        });
+        for e in &table.eps {
+            if home(e.port) != me || self.owned.iter().any(|o| Arc::ptr_eq(&o.entry, e)) {
+                continue;
+            }
+            match e.cell.try_lock() {
+                Ok(mut cell) => {
+                    if let Some((end, wake)) = cell.take() {
+                        e.served.store(true, Ordering::Relaxed);
+                        self.owned.push(Owned { entry: e.clone(), end, wake, woke: false });
+                    }
+                }
+                Err(_) => self.retry = true,
+            }
+        }
+    }
+
+    /// Does port `p`'s packet `f` go to an endpoint? Only for workers that do not own
+    /// them: whether any endpoint of the table matches.
+    pub fn any_matches(&self, p: u16, f: &[u8]) -> bool {
+        self.reader
+            .current()
+            .is_some_and(|t| t.eps.iter().any(|e| e.port == p && e.matcher.matches(f)))
+    }
+
+    /// End of a round: signals the clients something was delivered to and publishes
+    /// every owned endpoint's counters.
+    pub fn end_round(&mut self) {
+        for o in &mut self.owned {
+            if o.woke {
+                o.wake.signal();
+                o.woke = false;
+            }
+            o.entry.publish(&o.end.stats());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn udp4(vlan: Option<u16>, dport: u16, frag: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        if let Some(v) = vlan {
+            f.extend_from_slice(&[0x81, 0x00]);
+            f.extend_from_slice(&v.to_be_bytes());
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[6..8].copy_from_slice(&frag.to_be_bytes());
+        ip[9] = 17;
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&1234u16.to_be_bytes());
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&[0, 8, 0, 0]);
+        f
+    }
+
+    #[test]
+    fn tags_match_vlan_ethertype_protocol_and_port() {
+        let m = |ethertype, ip_proto, dst_port, vlan| ChannelMatch {
+            ethertype,
+            ip_proto,
+            dst_port,
+            vlan,
+        };
+        let udp_7 = m(Some(0x0800), Some(17), Some(7), None);
+        assert!(udp_7.matches(&udp4(None, 7, 0)));
+        assert!(udp_7.matches(&udp4(Some(5), 7, 0)), "no vlan asked: any");
+        assert!(!udp_7.matches(&udp4(None, 8, 0)));
+        assert!(!udp_7.matches(&udp4(None, 7, 0x0010)), "a later fragment has no ports");
+        assert!(udp_7.matches(&udp4(None, 7, 0x2000)), "the first fragment (MF) does");
+        let f = udp4(None, 7, 0);
+        assert!(!udp_7.matches(&f[..f.len() - 5]), "truncated before the port");
+        let vlan5 = m(None, None, None, Some(5));
+        assert!(vlan5.matches(&udp4(Some(5), 9, 0)));
+        assert!(!vlan5.matches(&udp4(Some(6), 9, 0)));
+        assert!(!vlan5.matches(&udp4(None, 9, 0)), "untagged frames never match a vlan");
+        assert!(m(None, None, None, None).matches(&f), "an empty match takes everything");
+        assert!(!m(Some(0x86dd), None, None, None).matches(&f));
+        assert!(!m(None, None, None, None).matches(&[0u8; 13]), "shorter than Ethernet");
+        let mut v6 = vec![0u8; 12];
+        v6.extend_from_slice(&[0x86, 0xdd]);
+        let mut h = [0u8; 40];
+        h[6] = 6;
+        v6.extend_from_slice(&h);
+        v6.extend_from_slice(&[0, 1, 0, 80]);
+        assert!(m(None, Some(6), Some(80), None).matches(&v6));
+        assert!(!m(None, Some(17), Some(80), None).matches(&v6));
+    }
+
+    #[test]
+    fn bad_tags_are_refused_naming_the_field() {
+        let m = |ethertype, ip_proto, dst_port, vlan| ChannelMatch {
+            ethertype,
+            ip_proto,
+            dst_port,
+            vlan,
+        };
+        assert!(m(None, None, None, Some(4096)).check().unwrap_err().contains("vlan"));
+        assert!(m(None, Some(1), Some(7), None).check().unwrap_err().contains("dst_port"));
+        assert!(m(None, None, Some(7), None).check().unwrap_err().contains("dst_port"));
+        assert!(m(Some(0x0806), Some(17), None, None).check().unwrap_err().contains("ip_proto"));
+        assert!(m(Some(0x8100), None, None, None).check().unwrap_err().contains("vlan"));
+        assert!(m(Some(0x0100), None, None, None).check().unwrap_err().contains("length"));
+        assert!(m(Some(0x0800), Some(17), Some(7), Some(1)).check().is_ok());
+    }
+}
