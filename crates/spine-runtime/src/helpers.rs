@@ -263,12 +263,20 @@ impl<'a> XdpEnv<'a> {
         0
     }
 
-    /// `bpf_xdp_load_bytes`/`store_bytes`: the packet range `[offset, offset + len)`.
-    fn packet_range(&self, offset: u64, len: u64) -> Option<(u64, usize)> {
+    /// `bpf_xdp_load_bytes`/`store_bytes`: the packet range `[offset, offset + len)`, or
+    /// the kernel's error (`bpf_xdp_pointer`): an offset or length past 0xffff is
+    /// `-EFAULT`, a range past the end of the frame `-EINVAL`.
+    fn packet_range(&self, offset: u64, len: u64) -> Result<(u64, usize), u64> {
+        if offset > 0xffff || len > 0xffff {
+            return Err(neg(errno::EFAULT));
+        }
         let c = self.ctx();
         let plen = c.data_end - c.data;
-        let end = offset.checked_add(len)?;
-        (len > 0 && end <= plen).then(|| (c.data + offset, len as usize))
+        if len > 0 && offset + len <= plen {
+            Ok((c.data + offset, len as usize))
+        } else {
+            Err(neg(errno::EINVAL))
+        }
     }
 
     /// `bpf_redirect_map`, as the kernel's `__bpf_xdp_redirect_map`: flags other than the
@@ -494,9 +502,9 @@ impl Env for XdpEnv<'_> {
             }
             helper::XDP_LOAD_BYTES | helper::XDP_STORE_BYTES => {
                 self.check_ctx(a[0])?;
-                let Some((pkt, len)) = self.packet_range(a[1] as u32 as u64, a[3] as u32 as u64)
-                else {
-                    return Ok(neg(errno::EINVAL));
+                let (pkt, len) = match self.packet_range(a[1] as u32 as u64, a[3] as u32 as u64) {
+                    Ok(range) => range,
+                    Err(e) => return Ok(e),
                 };
                 if id == helper::XDP_LOAD_BYTES {
                     let buf = mem.slice_mut(a[2], len).ok_or_else(bad_ptr)?.as_mut_ptr();
