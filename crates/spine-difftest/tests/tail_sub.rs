@@ -24,10 +24,14 @@ fn kernel_available() -> bool {
 }
 
 fn object(program: &str) -> Vec<u8> {
+    object_with(program, &[])
+}
+
+fn object_with(program: &str, extra: &[&str]) -> Vec<u8> {
     let dir = std::env::temp_dir().join(format!("spine-tailsub-{}-{program}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tail_sub.c");
-    let object = spine_progs::compile_c(&src, &dir.join("tail_sub.o"), &[]).expect("clang");
+    let object = spine_progs::compile_c(&src, &dir.join("tail_sub.o"), extra).expect("clang");
     std::fs::remove_dir_all(&dir).ok();
     object
 }
@@ -132,4 +136,27 @@ fn tail_calls_from_callees_loop_to_the_limit() {
     assert_eq!(trace[8 + 34], 103, "the innermost run's tail call failed");
     assert_eq!(trace[8 + 33], 2, "its XDP_PASS reached the run above");
     assert_eq!(trace[8 + 1], 2, "and every run above, up to the entry");
+}
+
+#[test]
+fn a_tail_call_below_a_large_frame_is_refused_as_the_kernel_refuses_it() {
+    if !kernel_available() {
+        return;
+    }
+    // 200 bytes below the callee: both accept; 256 and more: both refuse at load.
+    for (bytes, accepted) in [(200usize, true), (256, false), (400, false)] {
+        let def = format!("-DBIG_STACK={bytes}");
+        let object = object_with(&format!("big{bytes}"), &[&def]);
+        let obj = spine_obj::parse(&object).expect("parse");
+        let prog = obj.program(Some("big")).expect("big");
+        let kernel = spine_sys::load_object_program(&obj, prog);
+        assert_eq!(kernel.is_ok(), accepted, "kernel, {bytes} bytes: {:?}", kernel.err());
+        for engine in ENGINES {
+            let spine = Pair::load(&object, Some("big"), 0, engine);
+            assert_eq!(spine.is_ok(), accepted, "spine ({engine:?}), {bytes} bytes");
+            if let Err(e) = spine {
+                assert!(e.to_string().contains("tail_calls are not allowed"), "{e}");
+            }
+        }
+    }
 }
