@@ -27,8 +27,6 @@ pub struct KernelObject {
 pub enum LoadError {
     #[error("map '{map}': {error}")]
     Map { map: String, error: SysError },
-    #[error("map '{map}': {what} is not supported yet")]
-    Unsupported { map: String, what: &'static str },
     #[error("map '{map}': a map-in-map needs an inner map template")]
     NoInnerTemplate { map: String },
     #[error("map '{map}': initial data of {len} bytes is longer than value_size {value_size}")]
