@@ -213,6 +213,23 @@ impl Pair {
         Ok(())
     }
 
+    /// Spine's array map `map` as `u64`s, key by key (the first 8 bytes of each value;
+    /// empty if there is no such map): what a test asserts beyond "same as the kernel".
+    pub fn spine_map_u64(&self, map: &str) -> Vec<u64> {
+        let Some((_, m)) = self.maps.iter().find(|(_, m)| &*m.def().name == map) else {
+            return Vec::new();
+        };
+        let mut value = vec![0u8; m.user_value_size()];
+        (0..m.def().max_entries)
+            .map(|k| match m.lookup_user(&k.to_le_bytes(), &mut value) {
+                Ok(()) if value.len() >= 8 => {
+                    u64::from_le_bytes(value[..8].try_into().expect("8 bytes"))
+                }
+                _ => 0,
+            })
+            .collect()
+    }
+
     /// Runs every packet through both sides, comparing after each; stops collecting
     /// after `max_mismatches` disagreements.
     pub fn run(&mut self, packets: &[Vec<u8>], max_mismatches: usize) -> Result<Report, DiffError> {

@@ -259,6 +259,29 @@ impl JitProgram {
         unsafe { self.enter(args, mem, stack, env, limits, None, false) }
     }
 
+    /// As [`JitProgram::run_with_env_runtime`], with r10 starting at `stack_top`, for a
+    /// run nested in another one (a tail call's target run from a bpf-to-bpf callee):
+    /// nothing is registered. Regions helpers add during the run are removed before it
+    /// returns.
+    ///
+    /// # Safety
+    /// As for [`JitProgram::run_with_env_runtime`]; and `[stack_top - Stack::BYTES,
+    /// stack_top)` lies inside a writable region of `mem` that nothing else uses while
+    /// this runs (a window of a registered [`Stack`], [`Stack::window_top`]).
+    #[expect(unsafe_code, reason = "enters the generated code on a caller-provided stack")]
+    pub unsafe fn run_with_env_runtime_on_registered_window<E: Env>(
+        &self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack_top: u64,
+        env: &mut E,
+        limits: RunLimits,
+    ) -> Result<u64, Fault> {
+        let base_len = mem.len();
+        // SAFETY: the caller's contract.
+        unsafe { self.enter_at(args, mem, stack_top, env, limits, None, base_len) }
+    }
+
     /// Runs the code; `rt: None` passes the environment pointer as the runtime pointer
     /// (derived once, so the trampoline's and the native helpers' uses never conflict).
     ///
@@ -278,17 +301,44 @@ impl JitProgram {
         rt: Option<*mut c_void>,
         push_stack: bool,
     ) -> Result<u64, Fault> {
-        let env_ptr: *mut c_void = (env as *mut E).cast();
-        let rt = rt.unwrap_or(env_ptr);
         let stack_base = stack.as_mut_ptr() as u64;
-        let stack_top = stack_base + Stack::BYTES as u64;
+        let len = stack.len_bytes() as u64;
+        let stack_top = stack_base + len;
         let base_len = mem.len();
-        let stack_region = Region { start: stack_base, len: Stack::BYTES as u64, writable: true };
+        let stack_region = Region { start: stack_base, len, writable: true };
         // SAFETY: `stack` is borrowed mutably for the whole call and the region is removed
-        // before returning, so the memory stays valid and unaliased while registered.
+        // before returning (by `enter_at`), so the memory stays valid and unaliased while
+        // registered.
         if push_stack && unsafe { mem.push(stack_region) }.is_none() {
             return Err(Fault::Helper { pc: 0, id: 0, reason: "no free region for the stack" });
         }
+        // SAFETY: the caller's contract; the top window of `stack` is registered now.
+        unsafe { self.enter_at(args, mem, stack_top, env, limits, rt, base_len) }
+    }
+
+    /// Runs the code with r10 starting at `stack_top`; `mem` is cut back to `base_len`
+    /// regions when it returns or unwinds.
+    ///
+    /// # Safety
+    /// As for [`JitProgram::enter`]; `[stack_top - Stack::BYTES, stack_top)` is inside a
+    /// writable region of `mem` nothing else uses while this runs.
+    #[expect(unsafe_code, reason = "enters the generated code")]
+    #[expect(clippy::too_many_arguments, reason = "the entry points' shared body")]
+    #[inline]
+    unsafe fn enter_at<E: Env>(
+        &self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack_top: u64,
+        env: &mut E,
+        limits: RunLimits,
+        rt: Option<*mut c_void>,
+        base_len: usize,
+    ) -> Result<u64, Fault> {
+        let env_ptr: *mut c_void = (env as *mut E).cast();
+        let rt = rt.unwrap_or(env_ptr);
+        // The window the run's frames lie in; the inline stack check compares against it.
+        let stack_base = stack_top - Stack::BYTES as u64;
         let mut ctx = runtime::RunCtx {
             stack_base,
             stack_top,
@@ -299,6 +349,7 @@ impl JitProgram {
             aborted: 0,
             cb_start_fn: runtime::callback_start::<E> as *const () as usize,
             cb_next_fn: runtime::callback_next::<E> as *const () as usize,
+            tail_fn: runtime::tail_in_subprog::<E> as *const () as usize,
             cb_ret: std::mem::MaybeUninit::uninit(),
             cb_args: std::mem::MaybeUninit::uninit(),
             frames: std::mem::MaybeUninit::uninit(),

@@ -30,6 +30,10 @@ pub(crate) const CB_DONE: u64 = 0;
 pub(crate) const CB_CALL: u64 = 1;
 pub(crate) const CB_ABORT: u64 = 2;
 
+/// `aborted` after a helper answered `CallAbort::Tail` (the outcome, `Ok(0)`, is what the
+/// run returns if the call was made in the entry frame).
+pub(crate) const ABORTED_TAIL: u64 = 2;
+
 /// `budget_expired` return value meaning "stop": no countdown is ever this large.
 pub(crate) const BUDGET_ABORT: u64 = u64::MAX;
 
@@ -54,6 +58,8 @@ pub(crate) struct RunCtx {
     /// `callback_start::<E>` and `callback_next::<E>`.
     pub cb_start_fn: usize,
     pub cb_next_fn: usize,
+    /// `tail_in_subprog::<E>`.
+    pub tail_fn: usize,
     /// A callback helper's answer: r0 when done, r1..r5 for the next callback (written
     /// by `callback_start`/`callback_next` before the generated code reads them).
     pub cb_ret: MaybeUninit<u64>,
@@ -84,6 +90,7 @@ pub(crate) const OFF_ABORTED: i32 = offset_of!(RunCtx, aborted) as i32;
 pub(crate) const OFF_FRAMES: i32 = offset_of!(RunCtx, frames) as i32;
 pub(crate) const OFF_CB_START_FN: i32 = offset_of!(RunCtx, cb_start_fn) as i32;
 pub(crate) const OFF_CB_NEXT_FN: i32 = offset_of!(RunCtx, cb_next_fn) as i32;
+pub(crate) const OFF_TAIL_FN: i32 = offset_of!(RunCtx, tail_fn) as i32;
 pub(crate) const OFF_CB_RET: i32 = offset_of!(RunCtx, cb_ret) as i32;
 pub(crate) const OFF_CB_ARGS: i32 = offset_of!(RunCtx, cb_args) as i32;
 
@@ -130,6 +137,11 @@ pub(crate) unsafe extern "C" fn helper_call<E: Env>(
 fn record_abort(ctx: &mut RunCtx, pc: usize, id: u32, r: std::thread::Result<CallAbort>) {
     match r {
         Ok(CallAbort::Exit(v)) => ctx.outcome = Some(Ok(v)),
+        Ok(CallAbort::Tail) => {
+            ctx.outcome = Some(Ok(0));
+            ctx.aborted = ABORTED_TAIL;
+            return;
+        }
         Ok(CallAbort::Unknown) => ctx.outcome = Some(Err(Fault::UnknownHelper { pc, id })),
         Ok(CallAbort::Fault(reason)) => ctx.outcome = Some(Err(Fault::Helper { pc, id, reason })),
         Err(payload) => ctx.panic = Some(payload),
@@ -214,6 +226,34 @@ pub(crate) unsafe extern "C" fn callback_next<E: Env>(
     let it = unsafe { &mut (*ctx.cb_iters.as_mut_ptr())[depth] };
     let r = catch_unwind(AssertUnwindSafe(|| env.callback_next(id, it, r0, depth, mem)));
     callback_step(ctx, pc, id, r)
+}
+
+/// A helper at instruction `pc` answered `CallAbort::Tail` in a bpf-to-bpf callee:
+/// [`Env::tail_call_in_subprog`] runs the target; returns its r0 (the run goes on,
+/// `aborted` cleared) or records its fault (`aborted` set to 1).
+///
+/// # Safety
+/// As for [`helper_call`].
+pub(crate) unsafe extern "C" fn tail_in_subprog<E: Env>(ctx: *mut RunCtx, pc: u64) -> u64 {
+    // SAFETY: as in `helper_call`.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: as in `helper_call`.
+    let (env, mem) = unsafe { (&mut *ctx.env.cast::<E>(), &mut *ctx.mem) };
+    ctx.outcome = None;
+    ctx.aborted = 0;
+    match catch_unwind(AssertUnwindSafe(|| env.tail_call_in_subprog(pc as usize, mem))) {
+        Ok(Ok(v)) => v,
+        Ok(Err(fault)) => {
+            ctx.outcome = Some(Err(fault));
+            ctx.aborted = 1;
+            0
+        }
+        Err(payload) => {
+            ctx.panic = Some(payload);
+            ctx.aborted = 1;
+            0
+        }
+    }
 }
 
 /// The countdown reached zero at a progress point of instruction `pc`: asks the

@@ -14,10 +14,10 @@
 //! code jumps to one shared abort block that returns, the outcome already recorded.
 
 use crate::runtime::{
-    self, CB_ABORT, CB_DONE, FAULT_BAD_RETURN, FAULT_CALL_DEPTH, FAULT_MISALIGNED_ATOMIC,
-    FAULT_NOT_A_CALLBACK, FRAME_WORDS, OFF_ABORTED, OFF_BUDGET_FN, OFF_CB_ARGS, OFF_CB_NEXT_FN,
-    OFF_CB_RET, OFF_CB_START_FN, OFF_FRAMES, OFF_HELPER_FN, OFF_POINTS, OFF_RT, OFF_STACK_BASE,
-    OFF_STACK_TOP,
+    self, ABORTED_TAIL, CB_ABORT, CB_DONE, FAULT_BAD_RETURN, FAULT_CALL_DEPTH,
+    FAULT_MISALIGNED_ATOMIC, FAULT_NOT_A_CALLBACK, FRAME_WORDS, OFF_ABORTED, OFF_BUDGET_FN,
+    OFF_CB_ARGS, OFF_CB_NEXT_FN, OFF_CB_RET, OFF_CB_START_FN, OFF_FRAMES, OFF_HELPER_FN,
+    OFF_POINTS, OFF_RT, OFF_STACK_BASE, OFF_STACK_TOP, OFF_TAIL_FN,
 };
 use crate::{InlineArrayLookup, JitOptions, NativeHelper};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -30,6 +30,9 @@ use cranelift_codegen::isa::{CallConv, TargetFrontendConfig, TargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use spine_isa::{op, Insn, FP, MAX_CALL_FRAMES, NUM_REGS, STACK_SIZE};
 use spine_vm::{is_callback_helper, AccessKind, Stack, FUNC_BASE};
+
+/// `bpf_tail_call`'s helper id.
+const TAIL_CALL: u32 = 12;
 
 /// Instruction-level facts the translation needs before it starts.
 struct Shape {
@@ -102,6 +105,7 @@ struct Sigs {
     native: SigRef,
     cb_start: SigRef,
     cb_next: SigRef,
+    tail: SigRef,
 }
 
 fn sig(call_conv: CallConv, params: usize, ret: bool) -> Signature {
@@ -155,6 +159,7 @@ pub(crate) fn build(
         native: b.import_signature(sig(call_conv, 6, true)),
         cb_start: b.import_signature(sig(call_conv, 8, true)),
         cb_next: b.import_signature(sig(call_conv, 4, true)),
+        tail: b.import_signature(sig(call_conv, 2, true)),
     };
     let reg: [Variable; NUM_REGS] = std::array::from_fn(|_| b.declare_var(I64));
     let depth = b.declare_var(I64);
@@ -903,7 +908,38 @@ impl Translator<'_> {
         let v = self.b.inst_results(call)[0];
         let aborted = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_ABORTED);
         let cont = self.b.create_block();
-        self.b.ins().brif(aborted, self.abort, &[], cont, &[]);
+        // `bpf_tail_call` (or a callx, which may be one) in a program with callees: a
+        // tail call made in a callee replaces the callee's frame.
+        let may_tail = id.is_none_or(|id| id == TAIL_CALL);
+        match self.dispatch {
+            Some(dispatch) if may_tail => {
+                let stopped = self.b.create_block();
+                self.b.set_cold_block(stopped);
+                self.b.ins().brif(aborted, stopped, &[], cont, &[]);
+                self.enter(stopped);
+                let depth = self.b.use_var(self.depth);
+                let tail = self.b.ins().icmp_imm_u(IntCC::Equal, aborted, ABORTED_TAIL as i64);
+                let in_callee = self.b.ins().icmp_imm_u(IntCC::NotEqual, depth, 0);
+                let both = self.b.ins().band(tail, in_callee);
+                let run = self.b.create_block();
+                self.b.ins().brif(both, run, &[], self.abort, &[]);
+                self.enter(run);
+                let f = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_TAIL_FN);
+                let pcv = self.pc_const(pc);
+                let call = self.b.ins().call_indirect(self.sigs.tail, f, &[self.ctx, pcv]);
+                let r0 = self.b.inst_results(call)[0];
+                let failed = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_ABORTED);
+                let ret = self.b.create_block();
+                self.b.ins().brif(failed, self.abort, &[], ret, &[]);
+                self.enter(ret);
+                // The target's r0 leaves the callee's frame, as its `exit` would.
+                self.set(0, r0);
+                self.b.ins().jump(dispatch, &[]);
+            }
+            _ => {
+                self.b.ins().brif(aborted, self.abort, &[], cont, &[]);
+            }
+        }
         self.enter(cont);
         self.set(0, v);
     }

@@ -352,13 +352,6 @@ fn load_program(
     let program = prog.name.clone();
     let ctx_layout = ctx_layout(prog);
     let verified = verify_with(prog, infos, &ctx_layout, opts)?;
-    if let Some(sp) = verified.subprogs.iter().skip(1).find(|s| s.has_tail_call) {
-        return Err(LoadError::Unsupported {
-            program,
-            pc: sp.entry,
-            what: "bpf_tail_call inside a bpf-to-bpf callee",
-        });
-    }
     let mut insns = prog.insns.clone();
     link(&program, &mut insns, maps)?;
     for (pc, info) in verified.insn_info.iter().enumerate() {

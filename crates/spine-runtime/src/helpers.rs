@@ -18,11 +18,11 @@ use std::sync::Arc;
 use spine_abi::{errno, helper};
 use spine_jit::NativeHelper;
 use spine_maps::{Map, RingBuf};
-use spine_vm::{BudgetVerdict, CallAbort, Env, Iteration, Memory, Region, Step};
+use spine_vm::{BudgetVerdict, CallAbort, Env, Fault, Iteration, Memory, Region, RunLimits, Step};
 
 use crate::csum;
 use crate::ctx::XdpCtx;
-use crate::ext::Extension;
+use crate::ext::{Engine, Extension};
 use crate::frame::{Geometry, ETH_HLEN};
 use crate::maps::{map_index, Held, MapTable};
 use crate::printk;
@@ -77,8 +77,18 @@ pub(crate) struct XdpEnv<'a> {
     pub pkt_region: usize,
     /// Set by `bpf_tail_call`: the program to run next, in place of the current one.
     pub tail: Option<Arc<Extension>>,
-    /// Tail calls made so far in this invocation.
+    /// Tail calls made so far in this invocation (in any frame: the kernel's count is
+    /// shared by the whole chain).
     pub tail_calls: u32,
+    /// One past the highest byte of the runner's stack, whose windows below the top one
+    /// ([`spine_vm::Stack::window_top`]) hold the targets of tail calls made in callees.
+    pub stack_top: u64,
+    /// Windows below the top one (0 when the program cannot tail-call).
+    pub tail_windows: usize,
+    /// The window the running program uses (0: the top one).
+    pub nest: usize,
+    /// A fault of a nested run was already counted against the program that faulted.
+    pub fault_recorded: bool,
     /// Set by `bpf_redirect`/`bpf_redirect_map`, read when the verdict is `XDP_REDIRECT`.
     pub redirect: Option<Redirect>,
     /// The watchdog's limits for this invocation.
@@ -253,12 +263,20 @@ impl<'a> XdpEnv<'a> {
         0
     }
 
-    /// `bpf_xdp_load_bytes`/`store_bytes`: the packet range `[offset, offset + len)`.
-    fn packet_range(&self, offset: u64, len: u64) -> Option<(u64, usize)> {
+    /// `bpf_xdp_load_bytes`/`store_bytes`: the packet range `[offset, offset + len)`, or
+    /// the kernel's error (`bpf_xdp_pointer`): an offset or length past 0xffff is
+    /// `-EFAULT`, a range past the end of the frame `-EINVAL`.
+    fn packet_range(&self, offset: u64, len: u64) -> Result<(u64, usize), u64> {
+        if offset > 0xffff || len > 0xffff {
+            return Err(neg(errno::EFAULT));
+        }
         let c = self.ctx();
         let plen = c.data_end - c.data;
-        let end = offset.checked_add(len)?;
-        (len > 0 && end <= plen).then(|| (c.data + offset, len as usize))
+        if len > 0 && offset + len <= plen {
+            Ok((c.data + offset, len as usize))
+        } else {
+            Err(neg(errno::EINVAL))
+        }
     }
 
     /// `bpf_redirect_map`, as the kernel's `__bpf_xdp_redirect_map`: flags other than the
@@ -343,12 +361,70 @@ impl<'a> XdpEnv<'a> {
         };
         self.tail_calls += 1;
         self.tail = Some(target);
-        // Ends the current program; the runner starts `tail` on the same context.
-        Err(CallAbort::Exit(0))
+        // Replaces the current frame: in the entry frame the runner then starts `tail` on
+        // the same context; in a callee the engine asks `tail_call_in_subprog`.
+        Err(CallAbort::Tail)
     }
 }
 
 impl Env for XdpEnv<'_> {
+    /// Runs the pending tail call's target in the next window of the runner's stack, in
+    /// place of the callee that made it, following the tail calls it makes from its
+    /// entry frame, and returns the last target's r0 (to the callee's caller, as the
+    /// kernel's JIT does). The count of tail calls stays the invocation's. A fault is
+    /// counted against the target that faulted, here, and ends the invocation.
+    fn tail_call_in_subprog(&mut self, pc: usize, mem: &mut Memory) -> Result<u64, Fault> {
+        let level = self.nest + 1;
+        let target = self.tail.take();
+        let (Some(mut target), true) = (target, level <= self.tail_windows) else {
+            // Unreachable: each window is entered by a tail call and there are as many
+            // windows as tail calls an invocation may make.
+            return Err(Fault::Helper { pc, id: helper::TAIL_CALL, reason: "no stack window" });
+        };
+        let top = self.stack_top - (level * spine_vm::Stack::BYTES) as u64;
+        let outer = self.running;
+        self.nest = level;
+        let args = [self.ctx as u64, 0, 0, 0, 0];
+        let limits = RunLimits { points: self.budget.points };
+        let r = loop {
+            let zeroed = target.stats().zeroed_stack;
+            if zeroed > 0 {
+                // SAFETY: `zeroed <= Stack::BYTES`, so the bytes lie in window `level` of
+                // the runner's stack, which no frame of the suspended runs uses.
+                unsafe { std::ptr::write_bytes((top - zeroed as u64) as *mut u8, 0, zeroed) };
+            }
+            self.running = &*target;
+            let r = match &target.engine {
+                // SAFETY: window `level` lies in the runner's stack, registered in `mem`
+                // for the runner's life, and only this run uses it.
+                Engine::Interp(vm) => unsafe {
+                    vm.run_on_registered_stack(args, mem, top, self, limits)
+                },
+                // SAFETY: as above; the JIT registered `native_helpers`, which take this
+                // `XdpEnv` as their runtime pointer.
+                Engine::Jit(code) => unsafe {
+                    code.run_with_env_runtime_on_registered_window(args, mem, top, self, limits)
+                },
+            };
+            match r {
+                Ok(r0) => match self.tail.take() {
+                    Some(next) => target = next,
+                    None => break Ok(r0),
+                },
+                Err(fault) => {
+                    if !self.fault_recorded {
+                        crate::xdp::record_fault(&target, self.cpu, &fault, self.host);
+                        self.fault_recorded = true;
+                    }
+                    break Err(fault);
+                }
+            }
+        };
+        self.nest = level - 1;
+        self.running = outer;
+        r
+    }
+
     fn call(&mut self, id: u32, a: [u64; 5], mem: &mut Memory) -> Result<u64, CallAbort> {
         let bad_ptr = || CallAbort::Fault("pointer argument outside the program's memory");
         if !self.held.is_empty() {
@@ -426,9 +502,9 @@ impl Env for XdpEnv<'_> {
             }
             helper::XDP_LOAD_BYTES | helper::XDP_STORE_BYTES => {
                 self.check_ctx(a[0])?;
-                let Some((pkt, len)) = self.packet_range(a[1] as u32 as u64, a[3] as u32 as u64)
-                else {
-                    return Ok(neg(errno::EINVAL));
+                let (pkt, len) = match self.packet_range(a[1] as u32 as u64, a[3] as u32 as u64) {
+                    Ok(range) => range,
+                    Err(e) => return Ok(e),
                 };
                 if id == helper::XDP_LOAD_BYTES {
                     let buf = mem.slice_mut(a[2], len).ok_or_else(bad_ptr)?.as_mut_ptr();

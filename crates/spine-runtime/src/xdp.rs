@@ -9,7 +9,7 @@ use spine_vm::{Fault, Memory, Region, RunLimits, Stack, MAX_REGIONS};
 use crate::ctx::{XdpCtx, XDP_CTX_SIZE};
 use crate::ext::{Engine, Extension};
 use crate::frame::{Bounds, Frame, Geometry};
-use crate::helpers::{Redirect, XdpEnv, CB_KEYS_BYTES};
+use crate::helpers::{Redirect, XdpEnv, CB_KEYS_BYTES, MAX_TAIL_CALLS};
 use crate::host::Event;
 use crate::maps::Held;
 use crate::watchdog::FaultOutcome;
@@ -118,9 +118,16 @@ impl XdpRunner {
         let pkt_region = unsafe { mem.push(Region::default()) }.expect("room counted above");
         // The stack, registered once: the JIT then adds no region per run (the
         // interpreter still adds its own, counted in `PER_RUN_REGIONS`).
-        let mut stack = Stack::new();
-        let stack_region =
-            Region { start: stack.as_mut_ptr() as u64, len: Stack::BYTES as u64, writable: true };
+        // A program that can tail-call may do so from a callee: the target then runs in
+        // a window of its own below the top one, one window per possible tail call (the
+        // pages of unused windows are never touched).
+        let windows = if ext.maps().has_prog_arrays() { MAX_TAIL_CALLS as usize } else { 0 };
+        let mut stack = Stack::with_tail_windows(windows);
+        let stack_region = Region {
+            start: stack.as_mut_ptr() as u64,
+            len: stack.len_bytes() as u64,
+            writable: true,
+        };
         // SAFETY: the stack's words are boxed, owned by this runner next to `mem`, so the
         // address stays valid as long as `mem`; engines borrow it mutably while they run.
         unsafe { mem.push(stack_region) }.expect("room counted above");
@@ -240,6 +247,10 @@ impl XdpRunner {
                 pkt_region: self.pkt_region,
                 tail: None,
                 tail_calls: 0,
+                stack_top: self.stack.as_mut_ptr() as u64 + self.stack.len_bytes() as u64,
+                tail_windows: self.stack.tail_windows(),
+                nest: 0,
+                fault_recorded: false,
                 redirect: None,
                 budget: self.budget,
                 deadline: None,
@@ -370,6 +381,7 @@ impl XdpBurst<'_> {
         env.frame = base as *mut u8;
         env.tail = None;
         env.tail_calls = 0;
+        env.fault_recorded = false;
         env.redirect = None;
         env.deadline = None;
         let args = [ctx_ptr as u64, 0, 0, 0, 0];
@@ -400,7 +412,10 @@ impl XdpBurst<'_> {
             let r0 = match r {
                 Ok(r0) => r0,
                 Err(fault) => {
-                    record_fault(ext, self.cpu, &fault, env.host);
+                    // A fault in a tail call's target run from a callee is counted there.
+                    if !env.fault_recorded {
+                        record_fault(ext, self.cpu, &fault, env.host);
+                    }
                     break Err(Box::new(fault));
                 }
             };
@@ -447,7 +462,7 @@ fn walks_maps(ext: &Extension) -> bool {
     calls || ext.maps().has_prog_arrays()
 }
 
-fn record_fault(ext: &Extension, cpu: usize, fault: &Fault, host: &mut dyn Host) {
+pub(crate) fn record_fault(ext: &Extension, cpu: usize, fault: &Fault, host: &mut dyn Host) {
     host.event(&Event::Fault { ext: ext.name(), cpu, fault });
     let policy = ext.domain().spec().faults;
     if ext.health().record(host.now_ns(), policy) == FaultOutcome::Detached {

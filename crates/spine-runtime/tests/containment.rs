@@ -182,6 +182,30 @@ fn tail_calls_dispatch_and_stop_after_the_kernels_limit() {
 }
 
 #[test]
+fn a_target_tail_called_from_a_callee_that_runs_away_is_stopped_and_blamed() {
+    let obj = compile("tail");
+    let mut faults = Vec::new();
+    for engine in ENGINES {
+        let loaded = load(&obj, engine, &Domain::default_domain()).unwrap();
+        let via = loaded.program(Some("via_callee")).unwrap().clone();
+        let spin = loaded.program(Some("spin")).unwrap().clone();
+        let mut runner = XdpRunner::new(via.clone(), 0).unwrap();
+        let mut host = FixedHost::new(3);
+        let mut run = |first| runner.run(&mut packet(first, 64), RxInfo::default(), &mut host);
+        assert_eq!(run(0), Ok(xdp_action::TX), "{engine:?}: `tx` returned through the callee");
+        assert_eq!(run(3), Ok(50 + 3), "{engine:?}: an empty slot falls through");
+        // Slot 1 tail-calls itself from its entry frame, nested under the callee.
+        assert_eq!(run(1), Ok(xdp_action::PASS), "{engine:?}");
+        let fault = run(2).map_err(|f| *f).expect_err("the watchdog stops `spin`");
+        assert!(matches!(fault, Fault::Budget { .. }), "{engine:?}: {fault}");
+        assert_eq!(spin.health().faults(), 1, "{engine:?}: counted against the target");
+        assert_eq!(via.health().faults(), 0, "{engine:?}: not against its caller");
+        faults.push(fault);
+    }
+    assert_eq!(faults[0], faults[1], "the same fault on both engines");
+}
+
+#[test]
 fn dropping_the_object_empties_its_program_arrays() {
     let obj = compile("tail");
     let loaded = load(&obj, EngineKind::Jit, &Domain::default_domain()).unwrap();

@@ -1,6 +1,7 @@
 //! `func_info` for programs whose functions the kernel must know by BTF: the verifier
 //! refuses a program that takes a function's address (`lddw PSEUDO_FUNC`, the callbacks
-//! of `bpf_loop` and `bpf_for_each_map_elem`) without it ("missing btf func_info").
+//! of `bpf_loop` and `bpf_for_each_map_elem`) without it ("missing btf func_info"), and
+//! a tail call in a bpf-to-bpf callee.
 //!
 //! Rather than loading the object's own BTF (which needs libbpf's fix-ups of data
 //! sections), a minimal BTF is made: `int`, one prototype `int (void)` and one `FUNC`
@@ -48,10 +49,17 @@ fn starts(insns: &[Insn]) -> Vec<usize> {
     v
 }
 
+/// `bpf_tail_call`'s helper id.
+const TAIL_CALL: i32 = 12;
+
 /// `func_info` for `insns` if the kernel needs it (the program takes a function's
-/// address), else `None`.
+/// address, or has bpf-to-bpf calls and tail calls: "tail_call is not allowed in subprogs
+/// without BTF"), else `None`.
 pub(crate) fn func_info(insns: &[Insn]) -> Option<FuncInfo> {
-    if !insns.iter().any(|i| i.is_lddw() && i.src == op::PSEUDO_FUNC) {
+    let takes_address = insns.iter().any(|i| i.is_lddw() && i.src == op::PSEUDO_FUNC);
+    let calls_and_tails = insns.iter().any(|i| i.is_local_call())
+        && insns.iter().any(|i| i.is_helper_call() && i.imm == TAIL_CALL);
+    if !takes_address && !calls_and_tails {
         return None;
     }
     let starts = starts(insns);

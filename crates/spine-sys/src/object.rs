@@ -17,6 +17,9 @@ pub struct KernelObject {
     /// One kernel map per `Object::maps`, same indices.
     pub maps: Vec<KernelMap>,
     pub prog: KernelProg,
+    /// The programs the object's program arrays name in their initial slots (tail-call
+    /// targets), loaded against the same maps and put in their slots.
+    pub targets: Vec<KernelProg>,
 }
 
 /// Why an object's program could not be loaded into the kernel.
@@ -24,8 +27,6 @@ pub struct KernelObject {
 pub enum LoadError {
     #[error("map '{map}': {error}")]
     Map { map: String, error: SysError },
-    #[error("map '{map}': {what} is not supported yet")]
-    Unsupported { map: String, what: &'static str },
     #[error("map '{map}': a map-in-map needs an inner map template")]
     NoInnerTemplate { map: String },
     #[error("map '{map}': initial data of {len} bytes is longer than value_size {value_size}")]
@@ -45,6 +46,8 @@ pub enum LoadError {
     NoKernelType { program: String, section: String },
     #[error("program '{program}': {error}")]
     Prog { program: String, error: SysError },
+    #[error("map '{map}': slot {slot} names program '{program}', which the object does not have")]
+    NoSlotProgram { map: String, slot: u32, program: String },
 }
 
 /// Loads `prog` of `obj` into the kernel with kernel maps for all of `obj.maps`.
@@ -52,7 +55,7 @@ pub enum LoadError {
 /// Global-data maps get their initial bytes at key 0 and are frozen when read-only, after
 /// being created with `BPF_F_RDONLY_PROG` (libbpf's flags for `.rodata`), so the verifier
 /// may treat their contents as constants exactly as it does for libbpf. Program-array
-/// slots and pinning are not supported; BTF is not loaded, so maps whose values need it
+/// slots are filled with the programs they name (loaded too); pinning is not supported; BTF is not loaded, so maps whose values need it
 /// (spin locks, timers) are refused by the kernel.
 pub fn load_object_program(obj: &Object, prog: &Program) -> Result<KernelObject, LoadError> {
     let maps = obj.maps.iter().map(create_map).collect::<Result<Vec<_>, _>>()?;
@@ -60,17 +63,45 @@ pub fn load_object_program(obj: &Object, prog: &Program) -> Result<KernelObject,
         fill_slots(spec, map, &maps)?;
     }
 
+    let kprog = load_linked(obj, prog, &maps)?;
+    let mut targets = Vec::new();
+    for spec in obj.maps.iter().filter(|m| m.map_type == map_type::PROG_ARRAY) {
+        let map = &maps[obj.maps.iter().position(|m| std::ptr::eq(m, spec)).expect("listed")];
+        for (slot, target) in &spec.init_slots {
+            let SlotTarget::Program(name) = target else { continue };
+            let fd = if *name == prog.name {
+                kprog.fd().as_raw_fd()
+            } else {
+                let p = obj.programs.iter().find(|p| p.name == *name).ok_or_else(|| {
+                    LoadError::NoSlotProgram {
+                        map: spec.name.clone(),
+                        slot: *slot,
+                        program: name.clone(),
+                    }
+                })?;
+                targets.push(load_linked(obj, p, &maps)?);
+                targets.last().expect("pushed").fd().as_raw_fd()
+            };
+            map.update(&slot.to_ne_bytes(), &(fd as u32).to_ne_bytes(), update_flags::ANY)
+                .map_err(map_err(spec))?;
+        }
+    }
+    Ok(KernelObject { maps, prog: kprog, targets })
+}
+
+/// Loads `prog` with its map references pointing at `maps`.
+fn load_linked(obj: &Object, prog: &Program, maps: &[KernelMap]) -> Result<KernelProg, LoadError> {
     let prog_type = prog.prog_type.kernel_type().ok_or_else(|| LoadError::NoKernelType {
         program: prog.name.clone(),
         section: prog.section.clone(),
     })?;
-    let insns = link_maps(prog, &maps)?;
+    let insns = link_maps(prog, maps)?;
     let (prog_flags, expected_attach_type) = match prog.prog_type {
         spine_obj::ProgType::Xdp => (0, ATTACH_XDP),
         spine_obj::ProgType::XdpFrags => (PROG_F_XDP_HAS_FRAGS, ATTACH_XDP),
         spine_obj::ProgType::SchedCls | spine_obj::ProgType::Spine => (0, 0),
     };
-    let kprog = ProgLoad {
+    ProgLoad {
         prog_type,
         insns: &insns,
         license: &obj.license,
@@ -80,8 +111,7 @@ pub fn load_object_program(obj: &Object, prog: &Program) -> Result<KernelObject,
         log_level: 0,
     }
     .load()
-    .map_err(|error| LoadError::Prog { program: prog.name.clone(), error })?;
-    Ok(KernelObject { maps, prog: kprog })
+    .map_err(|error| LoadError::Prog { program: prog.name.clone(), error })
 }
 
 fn map_err(spec: &MapSpec) -> impl Fn(SysError) -> LoadError + '_ {
@@ -140,12 +170,8 @@ fn fill_slots(spec: &MapSpec, map: &KernelMap, maps: &[KernelMap]) -> Result<(),
     for (slot, target) in &spec.init_slots {
         let index = match target {
             SlotTarget::Map(index) => *index,
-            SlotTarget::Program(_) => {
-                return Err(LoadError::Unsupported {
-                    map: spec.name.clone(),
-                    what: "a program-array slot filled at load time",
-                })
-            }
+            // Filled once the programs are loaded.
+            SlotTarget::Program(_) => continue,
         };
         let inner = maps.get(index).ok_or_else(|| LoadError::BadSlot {
             map: spec.name.clone(),

@@ -204,9 +204,15 @@ fn malformed_or_unsupported_objects_are_refused() {
 
     let mut jumps = map("jumps", map_type::PROG_ARRAY, 4, 4, 4);
     jumps.init_slots = vec![(0, SlotTarget::Program("xdp_prog".into()))];
+    let k = load_object_program(&object(vec![jumps.clone()], &pass), &pass).unwrap();
+    assert!(k.targets.is_empty(), "the program itself fills its slot");
+    assert_eq!(k.maps[0].entries().unwrap().len(), 1, "slot 0 filled");
+    jumps.init_slots = vec![(2, SlotTarget::Program("absent".into()))];
     let e = load_object_program(&object(vec![jumps], &pass), &pass).unwrap_err();
-    assert!(matches!(e, LoadError::Unsupported { .. }), "{e:?}");
-    assert!(e.to_string().contains("not supported yet"), "{e}");
+    assert_eq!(
+        e,
+        LoadError::NoSlotProgram { map: "jumps".into(), slot: 2, program: "absent".into() }
+    );
 
     let mut outer = map("outer", map_type::HASH_OF_MAPS, 4, 4, 4);
     let e = load_object_program(&object(vec![outer.clone()], &pass), &pass).unwrap_err();

@@ -43,7 +43,10 @@ impl Default for RunLimits {
     }
 }
 
-/// Stack memory for all call frames of one invocation (8-byte aligned).
+/// Stack memory for all call frames of one invocation (8-byte aligned). A run uses the
+/// top [`Stack::BYTES`] (8 frames of 512 bytes); a stack made with
+/// [`Stack::with_tail_windows`] has that many more windows below, one for each program
+/// a tail call from a bpf-to-bpf callee runs nested in its caller's run.
 #[derive(Debug, Clone)]
 pub struct Stack {
     words: Box<[u64]>,
@@ -56,19 +59,43 @@ impl Default for Stack {
 }
 
 impl Stack {
+    /// Bytes of one window: what one run may use.
     pub const BYTES: usize = STACK_SIZE * MAX_CALL_FRAMES;
 
     pub fn new() -> Self {
-        Stack { words: vec![0u64; Self::BYTES / 8].into_boxed_slice() }
+        Self::with_tail_windows(0)
     }
 
-    /// Lowest address of the stack memory; frames grow down from `as_mut_ptr() + BYTES`.
+    /// A stack with `n` windows below the top one, for nested runs
+    /// ([`Stack::window_top`]).
+    pub fn with_tail_windows(n: usize) -> Self {
+        Stack { words: vec![0u64; Self::BYTES * (n + 1) / 8].into_boxed_slice() }
+    }
+
+    /// Bytes of stack memory in all (a multiple of [`Stack::BYTES`]).
+    pub fn len_bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    /// Windows below the top one.
+    pub fn tail_windows(&self) -> usize {
+        self.len_bytes() / Self::BYTES - 1
+    }
+
+    /// Lowest address of the stack memory; frames grow down from `as_mut_ptr() +
+    /// len_bytes()`.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.words.as_mut_ptr().cast()
     }
 
     fn base(&mut self) -> u64 {
         self.as_mut_ptr() as u64
+    }
+
+    /// The initial r10 of a run in window `level` (0 is the top one), if there is one.
+    pub fn window_top(&mut self, level: usize) -> Option<u64> {
+        (level <= self.tail_windows())
+            .then(|| self.base() + (self.len_bytes() - level * Self::BYTES) as u64)
     }
 
     /// Zeroes the `n` bytes below the top, where the entry frame and its callees' frames
@@ -100,6 +127,8 @@ struct CallbackFrame {
 fn abort(pc: usize, id: u32, a: CallAbort) -> Result<u64, Fault> {
     match a {
         CallAbort::Exit(v) => Ok(v),
+        // In the entry frame: the run ends, the environment runs the target next.
+        CallAbort::Tail => Ok(0),
         CallAbort::Unknown => Err(Fault::UnknownHelper { pc, id }),
         CallAbort::Fault(reason) => Err(Fault::Helper { pc, id, reason }),
     }
@@ -156,13 +185,37 @@ impl Interpreter {
     ) -> Result<u64, Fault> {
         let base_len = mem.len();
         let stack_base = stack.base();
-        let stack_region = Region { start: stack_base, len: Stack::BYTES as u64, writable: true };
+        let len = stack.len_bytes() as u64;
+        let stack_region = Region { start: stack_base, len, writable: true };
         // SAFETY: `stack` is borrowed mutably for the whole call and the region is removed
         // before returning, so the memory stays valid and unaliased while registered.
         if unsafe { mem.push(stack_region) }.is_none() {
             return Err(Fault::Helper { pc: 0, id: 0, reason: "no free region for the stack" });
         }
-        let r = self.exec(args, mem, stack_base + Stack::BYTES as u64, env, limits);
+        let r = self.exec(args, mem, stack_base + len, env, limits);
+        mem.truncate(base_len);
+        r
+    }
+
+    /// As [`Interpreter::run`], with r10 starting at `stack_top`, for a run nested in
+    /// another one (a tail call's target run from a bpf-to-bpf callee): the stack is not
+    /// registered again. Regions helpers add during the run are removed before it
+    /// returns.
+    ///
+    /// # Safety
+    /// `[stack_top - Stack::BYTES, stack_top)` lies inside a writable region of `mem`
+    /// that nothing else uses while this runs (a window of a [`Stack`] registered by the
+    /// caller, [`Stack::window_top`]).
+    pub unsafe fn run_on_registered_stack<E: Env>(
+        &self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack_top: u64,
+        env: &mut E,
+        limits: RunLimits,
+    ) -> Result<u64, Fault> {
+        let base_len = mem.len();
+        let r = self.exec(args, mem, stack_top, env, limits);
         mem.truncate(base_len);
         r
     }
@@ -207,6 +260,35 @@ impl Interpreter {
             };
         }
 
+        // Leaves the current frame with r0 as it is: `exit`, or a tail call made in a
+        // callee, whose target's r0 the callee's caller gets.
+        macro_rules! frame_exit {
+            () => {
+                if depth == 0 {
+                    return Ok(reg[0]);
+                }
+                depth -= 1;
+                let f = frames[depth];
+                reg[6..10].copy_from_slice(&f.saved);
+                reg[10] = f.fp;
+                pc = f.ret_pc;
+                if let Some(mut cb) = cbs[depth] {
+                    match env.callback_next(cb.id, &mut cb.it, reg[0], depth, mem) {
+                        Ok(Step::Done(v)) => reg[0] = v,
+                        Ok(Step::Call(a)) => {
+                            progress!(cb.site);
+                            cbs[depth] = Some(cb);
+                            depth += 1;
+                            reg[1..6].copy_from_slice(&a);
+                            reg[10] = f.fp.wrapping_sub(STACK_SIZE as u64);
+                            pc = cb.entry;
+                        }
+                        Err(a) => return abort(cb.site, cb.id, a),
+                    }
+                }
+            };
+        }
+
         loop {
             let Some(&i) = insns.get(pc) else {
                 return Err(Fault::PcOutOfRange { pc });
@@ -234,28 +316,7 @@ impl Interpreter {
                         pc = (pc as i64 + off) as usize;
                     }
                     op::EXIT if class == op::JMP => {
-                        if depth == 0 {
-                            return Ok(reg[0]);
-                        }
-                        depth -= 1;
-                        let f = frames[depth];
-                        reg[6..10].copy_from_slice(&f.saved);
-                        reg[10] = f.fp;
-                        pc = f.ret_pc;
-                        if let Some(mut cb) = cbs[depth] {
-                            match env.callback_next(cb.id, &mut cb.it, reg[0], depth, mem) {
-                                Ok(Step::Done(v)) => reg[0] = v,
-                                Ok(Step::Call(a)) => {
-                                    progress!(cb.site);
-                                    cbs[depth] = Some(cb);
-                                    depth += 1;
-                                    reg[1..6].copy_from_slice(&a);
-                                    reg[10] = f.fp.wrapping_sub(STACK_SIZE as u64);
-                                    pc = cb.entry;
-                                }
-                                Err(a) => return abort(cb.site, cb.id, a),
-                            }
-                        }
+                        frame_exit!();
                     }
                     op::CALL if class == op::JMP => {
                         if i.code & op::X == 0 && i.src == op::PSEUDO_CALL {
@@ -314,6 +375,10 @@ impl Interpreter {
                             let args = [reg[1], reg[2], reg[3], reg[4], reg[5]];
                             match env.call(id, args, mem) {
                                 Ok(v) => reg[0] = v,
+                                Err(CallAbort::Tail) if depth > 0 => {
+                                    reg[0] = env.tail_call_in_subprog(cur, mem)?;
+                                    frame_exit!();
+                                }
                                 Err(a) => return abort(cur, id, a),
                             }
                         }

@@ -16,6 +16,9 @@ pub use interp::{Interpreter, LoadError, RunLimits, Stack};
 pub use memory::{Memory, Region, MAX_REGIONS};
 pub use points::counted_calls;
 
+/// `bpf_tail_call`'s helper id (for the fault of an environment without tail calls).
+const TAIL_CALL: u32 = 12;
+
 /// Why an invocation stopped before `exit`. Every variant names the instruction.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Fault {
@@ -59,6 +62,12 @@ pub enum CallAbort {
     Unknown,
     /// The helper refused its arguments (a pointer outside every region, ...).
     Fault(&'static str),
+    /// `bpf_tail_call` found its target (the environment keeps it): the current frame
+    /// is replaced by the target program. In the entry frame (depth 0) the run ends as
+    /// with `Exit(0)` and the environment runs the target next; in a bpf-to-bpf callee
+    /// the engine asks [`Env::tail_call_in_subprog`] for the target's r0 and returns it
+    /// to the callee's caller, as the kernel's JIT does.
+    Tail,
 }
 
 /// What a program can reach beyond its registers: helpers by number.
@@ -93,6 +102,16 @@ pub trait Env {
         _mem: &mut Memory,
     ) -> Result<Step, CallAbort> {
         Err(CallAbort::Unknown)
+    }
+
+    /// A helper answered [`CallAbort::Tail`] at instruction `pc` in a bpf-to-bpf callee:
+    /// run the tail call's target (and the targets it tail-calls from its entry frame)
+    /// in place of the callee's frame and return the last one's r0, which the engine
+    /// then returns to the callee's caller. A fault of the target is the invocation's
+    /// fault. The default refuses (an environment without tail calls never answers
+    /// `Tail`).
+    fn tail_call_in_subprog(&mut self, pc: usize, _mem: &mut Memory) -> Result<u64, Fault> {
+        Err(Fault::Helper { pc, id: TAIL_CALL, reason: "tail call from a subprogram" })
     }
 
     /// The callback returned `ret`: the next step of the iteration `it` (started by
