@@ -171,6 +171,10 @@ pub enum LiveError {
     TooMany { name: String },
     #[error("trace: {why}")]
     NoTrace { why: &'static str },
+    #[error("extension '{ext}', map '{map}': not a shared segment (an array with BPF_F_MMAPABLE)")]
+    NotSegment { ext: String, map: String },
+    #[error("extension '{ext}', map '{map}': duplicating the segment's descriptor: {source}")]
+    SegmentFd { ext: String, map: String, source: std::io::Error },
     #[error("trace: {events} events per worker is outside 16..=16777216")]
     TraceSize { events: usize },
     #[error("endpoint tag on port '{port}': {why}")]
@@ -228,6 +232,8 @@ impl LiveError {
             LiveError::EndpointLimit { .. } => "too_many",
             LiveError::TagTaken { .. } => "tag_taken",
             LiveError::NoEndpoint { .. } => "no_endpoint",
+            LiveError::NotSegment { .. } => "not_segment",
+            LiveError::SegmentFd { .. } => "io",
         }
     }
 
@@ -581,6 +587,26 @@ impl Live {
             return Err(LiveError::Size { ext, map, what: "key", got: key.len(), want });
         }
         Ok(())
+    }
+
+    /// A shared segment: a descriptor of the memfd holding a memory-mappable array's
+    /// values (`BPF_F_MMAPABLE`) and the bytes to map (`mmap` it `MAP_SHARED`, read
+    /// and write; value `i` at `i * round_up(value_size, 8)`). A `bpf_spin_lock` in the
+    /// value is a 32-bit word: 0 free, taken by compare-and-swap 0 → 1 (acquire) and
+    /// released by storing 0 (release), which is what the extensions do.
+    pub fn segment(
+        &self,
+        ext: &str,
+        map: &str,
+    ) -> Result<(std::os::fd::OwnedFd, usize), LiveError> {
+        let m = self.map(ext, map)?;
+        let (ext, map) = (ext.to_string(), map.to_string());
+        let Some((fd, len)) = m.segment() else {
+            return Err(LiveError::NotSegment { ext, map });
+        };
+        let fd =
+            fd.try_clone_to_owned().map_err(|source| LiveError::SegmentFd { ext, map, source })?;
+        Ok((fd, len))
     }
 
     /// `BPF_MAP_LOOKUP_ELEM`: the value (every CPU's, padded, for per-CPU maps).

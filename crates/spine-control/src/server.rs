@@ -495,6 +495,8 @@ impl From<LiveError> for Fail {
             LiveError::Map { .. } => StatusCode::BAD_REQUEST,
             LiveError::TooMany { .. } => StatusCode::INSUFFICIENT_STORAGE,
             LiveError::NoTrace { .. } => StatusCode::CONFLICT,
+            LiveError::NotSegment { .. } => StatusCode::BAD_REQUEST,
+            LiveError::SegmentFd { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LiveError::TraceSize { .. } => StatusCode::BAD_REQUEST,
             LiveError::NoEndpoint { .. } => StatusCode::NOT_FOUND,
             LiveError::BadTag { .. }

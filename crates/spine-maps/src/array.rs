@@ -11,6 +11,16 @@ use spine_abi::update_flags::{EXIST, LOCK, NOEXIST};
 use crate::def::{round8, MapDef};
 use crate::storage::{Arena, ARENA_ALIGN};
 use crate::MapError;
+use std::sync::atomic::{AtomicU32, Ordering::*};
+
+/// A lock word taken from outside a program; released on drop.
+struct LockGuard<'a>(&'a AtomicU32);
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Release);
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct ArrayMap {
@@ -22,6 +32,8 @@ pub(crate) struct ArrayMap {
     ncpus: usize,
     cpu_stride: usize,
     values: Arena,
+    /// Offset of the value's `bpf_spin_lock`.
+    spin_lock: Option<usize>,
 }
 
 impl ArrayMap {
@@ -45,8 +57,13 @@ impl ArrayMap {
         } else {
             (0, per_cpu)
         };
-        let values = Arena::new(len, def.value_size as usize, true)
-            .ok_or_else(|| MapError::OutOfMemory { map: def.name.clone(), bytes: len as u64 })?;
+        // A memory-mappable array is a shared segment: its values live in a memfd.
+        let values = if def.flags & spine_abi::map_flags::MMAPABLE != 0 {
+            Arena::shared(len, def.value_size as usize, &def.name)
+        } else {
+            Arena::new(len, def.value_size as usize, true)
+        }
+        .ok_or_else(|| MapError::OutOfMemory { map: def.name.clone(), bytes: len as u64 })?;
         Ok(ArrayMap {
             name: def.name.clone(),
             max_entries: def.max_entries,
@@ -56,7 +73,56 @@ impl ArrayMap {
             ncpus,
             cpu_stride,
             values,
+            spin_lock: def.spin_lock.map(|o| o as usize),
         })
+    }
+
+    /// The memfd of a memory-mappable array (`BPF_F_MMAPABLE`): a shared segment.
+    pub(crate) fn segment(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.values.fd()
+    }
+
+    /// Bytes of the segment a mapping covers: every value, `round_up(value_size, 8)`
+    /// apart, as the kernel lays out a mmapable array (whole pages).
+    pub(crate) fn segment_len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Takes element `i`'s lock from outside a program (`BPF_F_LOCK`), spinning and
+    /// then yielding for at most a second: the holder may be a host application.
+    fn lock_element(&self, i: u32) -> Result<LockGuard<'_>, MapError> {
+        let off = self.spin_lock.ok_or_else(|| MapError::NoSpinLock { map: self.name.clone() })?;
+        let word = self.values.lock_word(self.off(i, 0) + off);
+        let t0 = std::time::Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if word.load(Relaxed) == 0 && word.compare_exchange_weak(0, 1, Acquire, Relaxed).is_ok()
+            {
+                return Ok(LockGuard(word));
+            }
+            spins += 1;
+            if spins < 128 {
+                std::hint::spin_loop();
+            } else if t0.elapsed() > std::time::Duration::from_secs(1) {
+                return Err(MapError::LockTimeout { map: self.name.clone() });
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Writes a whole value, leaving the lock word alone when there is one (the
+    /// kernel's `copy_map_value`), under the lock with `BPF_F_LOCK`.
+    fn write_value(&self, i: u32, cpu: usize, value: &[u8], flags: u64) -> Result<(), MapError> {
+        let off = self.off(i, cpu);
+        match self.spin_lock {
+            None => self.values.write(off, value),
+            Some(hole) => {
+                let _g = if flags & LOCK != 0 { Some(self.lock_element(i)?) } else { None };
+                self.values.write_except(off, value, hole);
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn values(&self) -> &Arena {
@@ -101,7 +167,7 @@ impl ArrayMap {
         if flags & NOEXIST != 0 {
             return Err(MapError::Exists { map: map() });
         }
-        if flags & LOCK != 0 {
+        if flags & LOCK != 0 && self.spin_lock.is_none() {
             return Err(MapError::NoSpinLock { map: map() });
         }
         Ok(())
@@ -117,8 +183,7 @@ impl ArrayMap {
     ) -> Result<(), MapError> {
         let i = Self::index(key);
         self.check_update(i, flags)?;
-        self.values.write(self.off(i, if self.percpu { cpu } else { 0 }), value);
-        Ok(())
+        self.write_value(i, if self.percpu { cpu } else { 0 }, value, flags)
     }
 
     /// User-side update: `value` is one padded slot per CPU for a per-CPU array
@@ -162,6 +227,10 @@ impl ArrayMap {
             }
         } else {
             self.values.read(self.off(i, 0), &mut out[..self.value_size]);
+            // The lock word reads as zero (`check_and_init_map_value`).
+            if let Some(l) = self.spin_lock {
+                out[l..l + 4].fill(0);
+            }
         }
         Ok(())
     }

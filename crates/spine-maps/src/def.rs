@@ -44,6 +44,8 @@ pub struct MapDef {
     pub value_size: u32,
     pub max_entries: u32,
     pub flags: u32,
+    /// Offset of the value's `struct bpf_spin_lock` (from the object's BTF), if any.
+    pub spin_lock: Option<u32>,
 }
 
 impl MapDef {
@@ -55,7 +57,21 @@ impl MapDef {
         max_entries: u32,
         flags: u32,
     ) -> MapDef {
-        MapDef { name: Arc::from(name), map_type, key_size, value_size, max_entries, flags }
+        MapDef {
+            name: Arc::from(name),
+            map_type,
+            key_size,
+            value_size,
+            max_entries,
+            flags,
+            spin_lock: None,
+        }
+    }
+
+    /// The same definition with a `struct bpf_spin_lock` at `off` in the value.
+    pub fn with_spin_lock(mut self, off: Option<u32>) -> MapDef {
+        self.spin_lock = off;
+        self
     }
 }
 
@@ -167,6 +183,7 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
         });
     }
     check_common(def, ncpus)?;
+    check_spin_lock(def)?;
     let map = def.name.clone();
     let flags = def.flags;
     let mut out = def.clone();
@@ -313,6 +330,22 @@ fn check_common(def: &MapDef, ncpus: usize) -> Result<(), MapError> {
     // `bpf_get_file_flag`: user-space read-only and write-only at once.
     if def.flags & mf::RDONLY != 0 && def.flags & mf::WRONLY != 0 {
         return Err(MapError::MapFlags { map, flags: def.flags });
+    }
+    Ok(())
+}
+
+/// `map_check_btf` for a value with a `bpf_spin_lock`: inside the value, 4-byte
+/// aligned, and only in the map types spine supports it in: arrays (the kernel also
+/// allows hash maps and local storages; spine refuses a hash map's lock for now, with
+/// the kernel's `EOPNOTSUPP` for the types it never allows).
+fn check_spin_lock(def: &MapDef) -> Result<(), MapError> {
+    let Some(off) = def.spin_lock else { return Ok(()) };
+    let map = def.name.clone();
+    if def.map_type != mt::ARRAY {
+        return Err(MapError::SpinLockType { map, map_type: def.map_type });
+    }
+    if !off.is_multiple_of(4) || u64::from(off) + 4 > u64::from(def.value_size) {
+        return Err(MapError::SpinLockPlace { map, off, value_size: def.value_size });
     }
     Ok(())
 }
@@ -470,6 +503,21 @@ mod tests {
             Ok(_) => 0,
             Err(e) => e.errno(),
         }
+    }
+
+    #[test]
+    fn spin_locks_only_in_arrays_inside_the_value_and_aligned() {
+        let lock = |t: u32, v: u32, off: u32| {
+            let def = MapDef::new("t", t, 4, v, 4, 0).with_spin_lock(Some(off));
+            check(&def, 2).err().map_or(0, |e| e.errno())
+        };
+        assert_eq!(lock(mt::ARRAY, 16, 0), 0);
+        assert_eq!(lock(mt::ARRAY, 16, 12), 0);
+        assert_eq!(lock(mt::ARRAY, 16, 14), -22, "unaligned");
+        assert_eq!(lock(mt::ARRAY, 16, 16), -22, "past the value");
+        assert_eq!(lock(mt::PERCPU_ARRAY, 16, 0), -95, "the kernel's EOPNOTSUPP");
+        assert_eq!(lock(mt::LRU_HASH, 16, 0), -95);
+        assert_eq!(lock(mt::HASH, 16, 0), -95, "spine: arrays only for now");
     }
 
     /// Each row was measured with `bpf(BPF_MAP_CREATE)` on Linux 6.18 (2 CPUs).

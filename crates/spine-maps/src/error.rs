@@ -140,8 +140,14 @@ pub enum MapError {
     ValueLen { map: Arc<str>, len: usize, expected: usize },
     #[error("map {map}: invalid update flags {flags:#x}")]
     InvalidFlags { map: Arc<str>, flags: u64 },
-    #[error("map {map}: BPF_F_LOCK needs a struct bpf_spin_lock in the value (not supported)")]
+    #[error("map {map}: BPF_F_LOCK needs a struct bpf_spin_lock in the value")]
     NoSpinLock { map: Arc<str> },
+    #[error("map {map}: a struct bpf_spin_lock is not supported in a {} map (arrays only)", map_type::name(*map_type))]
+    SpinLockType { map: Arc<str>, map_type: u32 },
+    #[error("map {map}: struct bpf_spin_lock at offset {off} does not fit a {value_size}-byte value aligned")]
+    SpinLockPlace { map: Arc<str>, off: u32, value_size: u32 },
+    #[error("map {map}: its bpf_spin_lock stayed taken for over a second")]
+    LockTimeout { map: Arc<str> },
     #[error("map {map}: no such key")]
     NotFound { map: Arc<str> },
     #[error("map {map}: key already exists")]
@@ -184,6 +190,7 @@ impl MapError {
             | MapError::ValueLen { .. }
             | MapError::InvalidFlags { .. }
             | MapError::NoSpinLock { .. }
+            | MapError::SpinLockPlace { .. }
             | MapError::PrefixLen { .. }
             | MapError::DeleteFromArray { .. }
             | MapError::CpuOutOfRange { .. }
@@ -209,6 +216,8 @@ impl MapError {
             }
             MapError::InnerNotSupported { .. } | MapError::NoElements { .. } => ENOTSUPP,
             MapError::InnerByFd { .. } => EBADF,
+            MapError::SpinLockType { .. } => EOPNOTSUPP,
+            MapError::LockTimeout { .. } => EBUSY,
             MapError::QueueSize { .. } => EOVERFLOW,
             MapError::NoSuchCpu { .. } => ENODEV,
             MapError::RingFull { .. } => EAGAIN,
@@ -251,6 +260,9 @@ impl MapError {
             | MapError::ValueLen { map, .. }
             | MapError::InvalidFlags { map, .. }
             | MapError::NoSpinLock { map }
+            | MapError::SpinLockType { map, .. }
+            | MapError::SpinLockPlace { map, .. }
+            | MapError::LockTimeout { map }
             | MapError::NotFound { map }
             | MapError::Exists { map }
             | MapError::IndexOutOfRange { map, .. }

@@ -23,7 +23,8 @@
 //! [`Map::set_inner`], [`Map::inner`], [`Map::lookup_inner`] and [`Map::inner_by_slot`].
 //! Program arrays hold programs and live in the runtime.
 //!
-//! Not supported yet: `BPF_F_LOCK` (values with a `bpf_spin_lock`), batch operations,
+//! Values with a `bpf_spin_lock` (arrays only) and `BPF_F_LOCK`; memory-mappable arrays
+//! are shared segments (`Map::segment`). Not supported yet: batch operations,
 //! `lookup_and_delete`, devmap and cpumap entry programs (`EINVAL`/`ENOMEM`, as the
 //! kernel for an fd that names no usable program), the other map types (`Unsupported`,
 //! `EINVAL`).

@@ -382,12 +382,12 @@ impl Map {
 
     /// `BPF_MAP_UPDATE_ELEM`: `value` is [`Map::user_value_size`] bytes (each CPU's
     /// padded copy for a per-CPU map). `EPERM` once frozen or for a `BPF_F_RDONLY` map;
-    /// `BPF_F_LOCK` is `EINVAL` (no map value holds a `bpf_spin_lock` yet). A ring
+    /// `BPF_F_LOCK` is `EINVAL` unless the value holds a `bpf_spin_lock`. A ring
     /// buffer is `ENOTSUPP`; a map-in-map's value would be a map fd, which spine does
     /// not have: `InnerByFd` (`EBADF`), use [`Map::set_inner`].
     pub fn update_user(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         self.check_user_write()?;
-        if flags & LOCK != 0 {
+        if flags & LOCK != 0 && self.def.spin_lock.is_none() {
             return Err(MapError::NoSpinLock { map: self.name() });
         }
         self.check_key(key)?;
@@ -517,6 +517,18 @@ impl Map {
     pub fn ringbuf(&self) -> Option<&RingBuf> {
         match &self.inner {
             Inner::RingBuf(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// A shared segment: the memfd holding a memory-mappable array's values
+    /// (`BPF_F_MMAPABLE`) and the bytes to map (whole pages; value `i` at
+    /// `i * round_up(value_size, 8)`). `None` for every other map. A process that maps
+    /// it shares the values with the programs, as a kernel mmapable array's `mmap` does;
+    /// what it writes there can only ever be values.
+    pub fn segment(&self) -> Option<(std::os::fd::BorrowedFd<'_>, usize)> {
+        match &self.inner {
+            Inner::Array(a) => a.segment().map(|fd| (fd, a.segment_len())),
             _ => None,
         }
     }

@@ -11,6 +11,7 @@
 #![expect(unsafe_code, reason = "the one module that owns raw value memory")]
 
 use std::alloc::{self, Layout};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
@@ -26,6 +27,9 @@ pub(crate) struct Arena {
     layout: Layout,
     /// `value_size & !7`: the word-accessed prefix of every slot.
     split: usize,
+    /// For a shared segment: the memfd the bytes live in (mapped `MAP_SHARED`, whole
+    /// pages); `None` for heap memory.
+    shared: Option<OwnedFd>,
 }
 
 // SAFETY: the arena owns its allocation; all access from this module is through atomics,
@@ -45,7 +49,7 @@ impl Arena {
         // SAFETY: `layout` has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw)?;
-        let arena = Arena { ptr, layout, split: value_size & !7 };
+        let arena = Arena { ptr, layout, split: value_size & !7, shared: None };
         if commit {
             for off in (0..layout.size()).step_by(PAGE) {
                 // SAFETY: `off < size`, inside the allocation; a relaxed atomic store of
@@ -54,6 +58,67 @@ impl Arena {
             }
         }
         Some(arena)
+    }
+
+    /// `len` zeroed bytes in a new memfd named `name`, mapped shared and populated
+    /// (whole pages): a segment other processes map through [`Arena::fd`]. `None` if
+    /// the kernel refuses.
+    pub(crate) fn shared(len: usize, value_size: usize, name: &str) -> Option<Arena> {
+        let size = len.max(1).next_multiple_of(PAGE);
+        let cname = std::ffi::CString::new(format!("spine-segment-{name}")).ok()?;
+        // SAFETY: a valid C string; the flags are plain constants.
+        let raw_fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw_fd < 0 {
+            return None;
+        }
+        // SAFETY: memfd_create returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw_fd) };
+        // SAFETY: ftruncate on our descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
+            return None;
+        }
+        // SAFETY: a new shared mapping of the whole file; checked below.
+        let raw = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return None;
+        }
+        let ptr = NonNull::new(raw.cast::<u8>())?;
+        let layout = Layout::from_size_align(size, PAGE).ok()?;
+        Some(Arena { ptr, layout, split: value_size & !7, shared: Some(fd) })
+    }
+
+    /// The memfd of a shared segment.
+    pub(crate) fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.shared.as_ref().map(AsFd::as_fd)
+    }
+
+    /// The 4-byte lock word at `off` (a multiple of 4 inside the arena).
+    pub(crate) fn lock_word(&self, off: usize) -> &AtomicU32 {
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len(), "lock word {off} out of range");
+        // SAFETY: aligned (the base is 64-aligned) and inside the allocation, which lives
+        // as long as `&self`.
+        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast::<u32>()) }
+    }
+
+    /// Copies `src` into the slot at `off` byte by byte, leaving the 4 bytes at
+    /// `off + hole` alone: a value holding a `bpf_spin_lock`, whose word others may be
+    /// taking or releasing meanwhile (the kernel's `copy_map_value`).
+    pub(crate) fn write_except(&self, off: usize, src: &[u8], hole: usize) {
+        self.check(off, src.len());
+        for (i, b) in src.iter().enumerate() {
+            if !(hole..hole + 4).contains(&i) {
+                self.byte(off + i).store(*b, Relaxed);
+            }
+        }
     }
 
     /// Start address of the arena.
@@ -188,6 +253,12 @@ impl Arena {
 
 impl Drop for Arena {
     fn drop(&mut self) {
+        if self.shared.is_some() {
+            // SAFETY: mapped in `shared` with this size and not unmapped before; the
+            // memfd closes after (other processes' mappings stay valid).
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.layout.size()) };
+            return;
+        }
         // SAFETY: allocated in `new` with this layout and not freed before.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
     }

@@ -31,6 +31,7 @@ struct Def {
     map_extra: u64,
     inner: Option<Box<Def>>,
     values_offset: Option<u64>,
+    spin_lock: Option<u32>,
 }
 
 /// A key or value size, from `*_size` or from a type, which must agree.
@@ -97,6 +98,33 @@ fn get_type_size(btf: &Btf<'_>, m: &Member, name: &str) -> Result<u32, MapErrorK
     }
 }
 
+/// Where the value type of `__type(value, T)` holds its `struct bpf_spin_lock`: `T`
+/// itself, or one of its top-level members (the kernel's `btf_find_field` for
+/// `BPF_SPIN_LOCK`); two locks are refused.
+fn find_spin_lock(btf: &Btf<'_>, m: &Member) -> Result<Option<u32>, MapErrorKind> {
+    let err = btf_err("value");
+    let Some(Type::Ptr { target }) = btf.get(m.ty) else { return Ok(None) };
+    let (id, ty) = btf.skip_mods(*target).map_err(err)?;
+    let is_lock = |id: u32, ty: &Type| {
+        matches!(ty, Type::Struct { size: 4, .. }) && btf.type_name(id) == "bpf_spin_lock"
+    };
+    if is_lock(id, ty) {
+        return Ok(Some(0));
+    }
+    let Type::Struct { members, .. } = ty else { return Ok(None) };
+    let mut found = None;
+    for mem in members {
+        let (mid, mty) = btf.skip_mods(mem.ty).map_err(btf_err("value"))?;
+        if is_lock(mid, mty) {
+            if found.is_some() || mem.bitfield_size != 0 || mem.bit_offset % 32 != 0 {
+                return Err(bad("value", "one 4-byte aligned struct bpf_spin_lock at most"));
+            }
+            found = Some(mem.bit_offset / 8);
+        }
+    }
+    Ok(found)
+}
+
 fn is_map_in_map(t: u32) -> bool {
     t == map_type::ARRAY_OF_MAPS || t == map_type::HASH_OF_MAPS
 }
@@ -127,7 +155,10 @@ fn parse_members(
             "key_size" => def.key.set(get_int(btf, m, name)?, "key_size", "key")?,
             "value_size" => def.value.set(get_int(btf, m, name)?, "value_size", "value")?,
             "key" => def.key.set(get_type_size(btf, m, name)?, "key_size", "key")?,
-            "value" => def.value.set(get_type_size(btf, m, name)?, "value_size", "value")?,
+            "value" => {
+                def.value.set(get_type_size(btf, m, name)?, "value_size", "value")?;
+                def.spin_lock = find_spin_lock(btf, m)?;
+            }
             "pinning" => {
                 if !outer {
                     return Err(bad(name, "an inner map definition cannot be pinned"));
@@ -199,6 +230,7 @@ fn to_spec(name: &str, def: &Def) -> Result<MapSpec, ObjError> {
     spec.pinning = def.pinning;
     spec.numa_node = def.numa_node;
     spec.map_extra = def.map_extra;
+    spec.spin_lock = def.spin_lock;
     check(&spec).map_err(|kind| ObjError::Map { map: name.to_string(), kind })?;
     if let Some(inner) = &def.inner {
         spec.inner = Some(Box::new(to_spec(&format!("{name}.inner"), inner)?));

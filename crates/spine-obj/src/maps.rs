@@ -129,6 +129,7 @@ pub(crate) fn blank_spec(name: &str, origin: MapOrigin) -> MapSpec {
         origin,
         inner: None,
         init_slots: Vec::new(),
+        spin_lock: None,
     }
 }
 

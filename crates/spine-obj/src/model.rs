@@ -47,6 +47,9 @@ pub struct MapSpec {
     /// Slots filled at load time, from `.values = { [i] = &x }` in a BTF map-in-map or
     /// program array, in slot order.
     pub init_slots: Vec<(u32, SlotTarget)>,
+    /// Offset of the `struct bpf_spin_lock` in the value (a top-level member of the
+    /// value type, found through BTF as the kernel finds it); `None` without one.
+    pub spin_lock: Option<u32>,
 }
 
 /// What an initial slot of a map-in-map or program array refers to.

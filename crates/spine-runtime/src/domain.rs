@@ -48,6 +48,8 @@ pub const XDP_HELPERS: &[u32] = {
         RINGBUF_QUERY,
         FOR_EACH_MAP_ELEM,
         LOOP,
+        SPIN_LOCK,
+        SPIN_UNLOCK,
     ]
 };
 
@@ -256,6 +258,7 @@ mod tests {
             value_size: 8,
             max_entries: entries,
             flags: 0,
+            spin_lock: None,
         };
         Arc::new(Map::create(def, &MapOptions::default()).unwrap())
     }

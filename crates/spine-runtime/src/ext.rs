@@ -338,6 +338,7 @@ fn map_info(spec: &spine_obj::MapSpec) -> MapInfo {
         max_entries: spec.max_entries,
         read_only: spec.flags & spine_abi::map_flags::RDONLY_PROG != 0,
         inner: spec.inner.as_deref().map(|i| Box::new(map_info(i))),
+        spin_lock: spec.spin_lock,
     }
 }
 

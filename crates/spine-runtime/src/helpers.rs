@@ -557,6 +557,18 @@ impl Env for XdpEnv<'_> {
             helper::RINGBUF_SUBMIT => return self.commit_record(a[0], a[1], false),
             helper::RINGBUF_DISCARD => return self.commit_record(a[0], a[1], true),
             helper::RINGBUF_QUERY => self.ringbuf(a[0])?.query(a[1]),
+            helper::SPIN_LOCK | helper::SPIN_UNLOCK => {
+                // The word must be writable program memory (a map value); the verifier
+                // proved it is the value's lock, this keeps the runtime safe regardless.
+                mem.slice_mut(a[0], 4).ok_or_else(bad_ptr)?;
+                let r = if id == helper::SPIN_LOCK {
+                    self.held.spin_lock(a[0])
+                } else {
+                    self.held.spin_unlock(a[0])
+                };
+                r.map_err(CallAbort::Fault)?;
+                0
+            }
             _ => return Err(CallAbort::Unknown),
         })
     }

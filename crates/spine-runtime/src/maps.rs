@@ -3,6 +3,7 @@
 //! per loaded object; every program of the object shares it, as with libbpf.
 
 use std::mem::MaybeUninit;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use spine_abi::{map_type, update_flags};
@@ -272,6 +273,7 @@ fn map_def(spec: &MapSpec) -> MapDef {
         value_size: spec.value_size,
         max_entries: spec.max_entries,
         flags: spec.flags,
+        spin_lock: spec.spin_lock,
     }
 }
 
@@ -280,8 +282,8 @@ fn is_outer(t: u32) -> bool {
 }
 
 fn same_def(a: &MapDef, b: &MapDef) -> bool {
-    (a.map_type, a.key_size, a.value_size, a.max_entries, a.flags)
-        == (b.map_type, b.key_size, b.value_size, b.max_entries, b.flags)
+    (a.map_type, a.key_size, a.value_size, a.max_entries, a.flags, a.spin_lock)
+        == (b.map_type, b.key_size, b.value_size, b.max_entries, b.flags, b.spin_lock)
 }
 
 fn same_template(a: Option<&MapDef>, b: Option<&MapDef>) -> bool {
@@ -399,6 +401,8 @@ pub(crate) struct Held {
     /// call) removed them.
     synced: usize,
     synced_len: usize,
+    /// The `bpf_spin_lock` word this invocation holds (0: none).
+    lock: u64,
 }
 
 // SAFETY: a `Held` belongs to one runner, used by one thread at a time; what it holds is
@@ -417,13 +421,65 @@ impl std::fmt::Debug for Held {
 
 impl Held {
     pub(crate) const fn new() -> Held {
-        Held { inner: FixedVec::new(), records: FixedVec::new(), synced: 0, synced_len: 0 }
+        Held { inner: FixedVec::new(), records: FixedVec::new(), synced: 0, synced_len: 0, lock: 0 }
     }
 
     /// Nothing held: the common case, one compare.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.inner.len == 0 && self.records.len == 0
+        self.inner.len == 0 && self.records.len == 0 && self.lock == 0
+    }
+
+    /// Takes the `bpf_spin_lock` at `addr` (4-aligned, inside a map value, as the
+    /// verifier proved): spins, and gives up after [`SPIN_LIMIT`] when a host
+    /// application or a stopped holder keeps it (the invocation is then stopped).
+    /// One lock at a time, as the verifier allows.
+    pub(crate) fn spin_lock(&mut self, addr: u64) -> Result<(), &'static str> {
+        if self.lock != 0 || !addr.is_multiple_of(4) {
+            return Err("bpf_spin_lock while holding a lock");
+        }
+        // SAFETY: `addr` is the 4-aligned lock word of a live map value (the verifier
+        // proved where it points, the caller checked it is in the program's memory);
+        // every access to the word is atomic.
+        let word = unsafe { std::sync::atomic::AtomicU32::from_ptr(addr as *mut u32) };
+        let mut since: Option<std::time::Instant> = None;
+        let mut spins = 0u32;
+        loop {
+            if word.load(Relaxed) == 0 && word.compare_exchange_weak(0, 1, Acquire, Relaxed).is_ok()
+            {
+                self.lock = addr;
+                return Ok(());
+            }
+            spins = spins.wrapping_add(1);
+            // The clock is read once per 256 tries (PAUSE may be slow under a
+            // hypervisor, so a try count alone bounds nothing in time).
+            if spins.is_multiple_of(256) {
+                let t0 = *since.get_or_insert_with(std::time::Instant::now);
+                if t0.elapsed() > SPIN_LIMIT {
+                    return Err("bpf_spin_lock: the lock stayed taken too long");
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Releases the lock taken by [`Held::spin_lock`]; `addr` must be that lock.
+    pub(crate) fn spin_unlock(&mut self, addr: u64) -> Result<(), &'static str> {
+        if self.lock == 0 || self.lock != addr {
+            return Err("bpf_spin_unlock of a lock this invocation does not hold");
+        }
+        self.unlock();
+        Ok(())
+    }
+
+    fn unlock(&mut self) {
+        if self.lock != 0 {
+            // SAFETY: the word `spin_lock` took, in a map value that outlives the
+            // invocation.
+            let word = unsafe { std::sync::atomic::AtomicU32::from_ptr(self.lock as *mut u32) };
+            word.store(0, Release);
+            self.lock = 0;
+        }
     }
 
     /// The inner map whose handle is `handle`, if this invocation holds it.
@@ -509,8 +565,17 @@ impl Held {
         self.inner.clear();
         self.synced = 0;
         self.synced_len = 0;
+        // A program stopped between lock and unlock (watchdog, fault) leaves no lock
+        // taken behind it.
+        self.unlock();
     }
 }
+
+/// How long `bpf_spin_lock` waits for a lock before the invocation is stopped: far
+/// beyond any critical section a verified program can have (no calls, no loops
+/// without bound), so only a host application or a stopped worker holding the word
+/// reaches it.
+pub(crate) const SPIN_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A vector of at most `N` elements stored inline: pushing never allocates and creating
 /// one writes no element, which keeps [`Held`] free on the per-packet path.
@@ -600,6 +665,7 @@ mod tests {
             origin: MapOrigin::Btf,
             inner: None,
             init_slots: Vec::new(),
+            spin_lock: None,
         }
     }
 

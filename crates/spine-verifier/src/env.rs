@@ -18,6 +18,9 @@ pub struct MapInfo {
     pub read_only: bool,
     /// For `array_of_maps`/`hash_of_maps`: the template every inner map matches.
     pub inner: Option<Box<MapInfo>>,
+    /// Offset of the value's `struct bpf_spin_lock` (from BTF): the only place
+    /// `bpf_spin_lock` may point, and bytes no load or store may touch.
+    pub spin_lock: Option<u32>,
 }
 
 impl MapInfo {
@@ -36,6 +39,7 @@ impl MapInfo {
             max_entries,
             read_only: false,
             inner: None,
+            spin_lock: None,
         }
     }
 }

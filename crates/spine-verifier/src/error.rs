@@ -182,6 +182,12 @@ pub enum VerifyErrorKind {
     CallWhileLocked,
     #[error("bpf_spin_unlock is missing at exit")]
     ExitWithLock,
+    #[error("map '{name}' has no valid bpf_spin_lock (its value type in BTF has none)")]
+    NoSpinLock { map: u32, name: String },
+    #[error("off {off} doesn't point to 'struct bpf_spin_lock' that is at {at}")]
+    SpinLockOffset { off: i64, at: u32 },
+    #[error("R{reg} bpf_spin_lock cannot be accessed directly by load/store (map '{name}', bytes {at}..{end})", end = at + 4)]
+    SpinLockAccess { reg: u8, name: String, at: u32 },
 
     #[error("program too complex: {reason} ({processed} insns processed, {states} states)")]
     TooComplex { reason: &'static str, processed: u64, states: usize },
@@ -245,6 +251,9 @@ impl VerifyErrorKind {
             UnlockWithoutLock => "UnlockWithoutLock",
             CallWhileLocked => "CallWhileLocked",
             ExitWithLock => "ExitWithLock",
+            NoSpinLock { .. } => "NoSpinLock",
+            SpinLockOffset { .. } => "SpinLockOffset",
+            SpinLockAccess { .. } => "SpinLockAccess",
             TooComplex { .. } => "TooComplex",
         }
     }

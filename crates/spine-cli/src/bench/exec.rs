@@ -263,6 +263,7 @@ pub fn synthetic(n: usize) -> Object {
         origin: MapOrigin::Btf,
         inner: None,
         init_slots: Vec::new(),
+        spin_lock: None,
     };
     Object {
         license: "GPL".into(),

@@ -379,15 +379,12 @@ impl Verifier<'_> {
                 let Some(off) = r.const_off() else {
                     return Err(wrong("map_value at a constant offset"));
                 };
-                let vs = self.maps[usize::from(map)].value_size;
-                if off < 0 || off % 4 != 0 || off + 4 > i64::from(vs) {
-                    return Err(K::MapValueOutOfBounds {
-                        reg,
-                        map: u32::from(map),
-                        off,
-                        size: 4,
-                        value_size: vs,
-                    });
+                let info = &self.maps[usize::from(map)];
+                let Some(at) = info.spin_lock else {
+                    return Err(K::NoSpinLock { map: u32::from(map), name: info.name.clone() });
+                };
+                if off != i64::from(at) {
+                    return Err(K::SpinLockOffset { off, at });
                 }
                 meta.lock = Some((map, off));
             }

@@ -10,6 +10,7 @@ use crate::reg::{Kind, Reg};
 use crate::scalar::Scalar;
 use crate::state::{clamp_packet_var, Byte, State};
 use crate::tnum::Tnum;
+use crate::MapInfo;
 use spine_isa::{op, Insn};
 
 /// The memory an access was proven to stay inside.
@@ -102,6 +103,20 @@ impl Verifier<'_> {
         let hi = fixed + v.smax + size as i64;
         if hi > i64::from(limit) {
             return Err(oob(if v.is_const() { lo } else { fixed + v.smax }));
+        }
+        Ok(())
+    }
+
+    /// A map value's `bpf_spin_lock` word is only ever touched by the lock helpers:
+    /// any access whose possible bytes overlap it is refused (the kernel's
+    /// `check_map_access` for special fields). Runs after [`Self::bounded`].
+    fn avoid_lock(info: &MapInfo, ptr: &Reg, reg: u8, off: i64, size: u64) -> Result<(), K> {
+        let Some(at) = info.spin_lock else { return Ok(()) };
+        let fixed = i64::from(ptr.off) + off;
+        let lo = fixed + ptr.v.smin;
+        let hi = fixed + ptr.v.smax + size as i64;
+        if lo < i64::from(at) + 4 && hi > i64::from(at) {
+            return Err(K::SpinLockAccess { reg, name: info.name.clone(), at });
         }
         Ok(())
     }
@@ -212,6 +227,7 @@ impl Verifier<'_> {
                     size,
                     value_size: vs,
                 })?;
+                Self::avoid_lock(info, &ptr, reg, off, size)?;
                 if write && self.map_read_only(m) {
                     return Err(K::ReadOnlyMap { map: m as u32, name: info.name.clone() });
                 }
@@ -587,6 +603,9 @@ impl Verifier<'_> {
                     size: max,
                     value_size: vs,
                 })?;
+                if max > 0 {
+                    Self::avoid_lock(info, &ptr, reg, 0, max)?;
+                }
                 if write && self.map_read_only(m) {
                     return Err(K::ReadOnlyMap { map: m as u32, name: info.name.clone() });
                 }

@@ -3,7 +3,7 @@
 stw [%r10-4], 0
 mov %r2, %r10
 add %r2, -4
-lddw %r1, map[0]
+lddw %r1, map[9]
 call 1
 jeq %r0, 0, out
 

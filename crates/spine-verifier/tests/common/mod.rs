@@ -18,12 +18,15 @@ pub const RINGBUF: usize = 5;
 pub const MAP_OF_MAPS: usize = 6; // inner: array key 4 value 8
 pub const DATA: usize = 7; // .data-like: array, value 64, 1 entry
 pub const PERCPU: usize = 8; // percpu array key 4 value 8
+pub const LOCKED: usize = 9; // array key 4 value 16, a bpf_spin_lock at offset 0
 
 pub fn maps() -> Vec<MapInfo> {
     let mut rodata = MapInfo::new(".rodata", mt::ARRAY, 4, 32, 1);
     rodata.read_only = true;
     let mut mom = MapInfo::new("outer", mt::ARRAY_OF_MAPS, 4, 4, 4);
     mom.inner = Some(Box::new(MapInfo::new("inner", mt::ARRAY, 4, 8, 4)));
+    let mut locked = MapInfo::new("locked", mt::ARRAY, 4, 16, 4);
+    locked.spin_lock = Some(0);
     vec![
         MapInfo::new("array", mt::ARRAY, 4, 64, 8),
         MapInfo::new("hash", mt::HASH, 8, 16, 64),
@@ -34,6 +37,7 @@ pub fn maps() -> Vec<MapInfo> {
         mom,
         MapInfo::new(".data", mt::ARRAY, 4, 64, 1),
         MapInfo::new("percpu", mt::PERCPU_ARRAY, 4, 8, 4),
+        locked,
     ]
 }
 

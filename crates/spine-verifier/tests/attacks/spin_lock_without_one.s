@@ -1,0 +1,16 @@
+; takes a lock in a map whose value type has no bpf_spin_lock
+; expect: NoSpinLock
+stw [%r10-4], 0
+mov %r2, %r10
+add %r2, -4
+lddw %r1, map[0]
+call 1
+jeq %r0, 0, out
+
+mov %r6, %r0
+mov %r1, %r6
+call 93
+mov %r1, %r6
+call 94
+out: mov %r0, 2
+exit

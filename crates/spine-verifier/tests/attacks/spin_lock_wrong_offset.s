@@ -1,0 +1,18 @@
+; points bpf_spin_lock four bytes past the value's lock
+; expect: SpinLockOffset
+stw [%r10-4], 0
+mov %r2, %r10
+add %r2, -4
+lddw %r1, map[9]
+call 1
+jeq %r0, 0, out
+
+mov %r6, %r0
+mov %r1, %r6
+add %r1, 4
+call 93
+mov %r1, %r6
+add %r1, 4
+call 94
+out: mov %r0, 2
+exit
