@@ -8,6 +8,12 @@
 //! `base0..`. Lookup cost: one direct-index load, then one 24-byte node per 6 bits
 //! past `S` that the table is more specific than, and one leaf.
 //!
+//! The nodes the direct index names ("top" nodes) also have a lookup copy in `tops`:
+//! header and leaves in one record, so a lookup that ends at a top node's leaf (most
+//! IPv4 lookups) reads the leaf next to the header instead of from `leaves`, one
+//! dependent cache miss fewer. Updates work on `nodes` and `leaves` and rewrite a top
+//! record whenever its node changes.
+//!
 //! Updates rebuild the smallest region that holds the changed prefix: the deepest node
 //! on its path whose stride the prefix ends in (or a run of direct-index entries for a
 //! prefix of `S` bits or fewer), from the RIB. Each node remembers the value covering
