@@ -8,12 +8,6 @@
 //! `base0..`. Lookup cost: one direct-index load, then one 24-byte node per 6 bits
 //! past `S` that the table is more specific than, and one leaf.
 //!
-//! The nodes the direct index names ("top" nodes) also have a lookup copy in `tops`:
-//! header and leaves in one record, so a lookup that ends at a top node's leaf (most
-//! IPv4 lookups) reads the leaf next to the header instead of from `leaves`, one
-//! dependent cache miss fewer. Updates work on `nodes` and `leaves` and rewrite a top
-//! record whenever its node changes.
-//!
 //! Updates rebuild the smallest region that holds the changed prefix: the deepest node
 //! on its path whose stride the prefix ends in (or a run of direct-index entries for a
 //! prefix of `S` bits or fewer), from the RIB. Each node remembers the value covering
@@ -27,8 +21,6 @@ use crate::prefix::Prefix;
 const LEAF: u32 = 0x8000_0000;
 /// Lookups interleaved by [`Lpm::lookup_batch`] (IPv6).
 const LANES: usize = 8;
-/// Words of a top record before its leaves.
-const TOP_HEADER: usize = 6;
 /// Lookups pipelined by [`Lpm::lookup_batch`] (IPv4); at most 64 (a lane mask).
 const PIPE: usize = 32;
 
@@ -116,15 +108,7 @@ fn upto(c: u32) -> u64 {
 /// with the first prefix (an empty Poptrie costs nothing).
 #[derive(Debug, Clone)]
 pub struct Poptrie<A: Address, const S: u32> {
-    /// The direct index: `LEAF | value`, or the offset in `tops` of a top node's record.
     dp: Vec<u32>,
-    /// The record of each node the direct index names, the lookup's copy of it:
-    /// `[vector lo, vector hi, leafvec lo, leafvec hi, base1, node, leaves...]`
-    /// (`node`: its slot in `nodes`, for updates). A lookup that ends at one of these
-    /// nodes' leaves (most IPv4 lookups: /19 to /24) reads the leaf a few words after
-    /// the header, in the same or the next cache line, instead of in `leaves`.
-    tops: Vec<u32>,
-    top_blocks: Blocks,
     nodes: Vec<Node>,
     /// Per node slot: the value covering the node's whole region (update-only).
     defaults: Vec<u32>,
@@ -153,49 +137,10 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         }
     }
 
-    /// The lookup below a direct-index entry that names the top record at `e`.
+    /// The walk below a direct-index entry that names node `idx`.
     #[inline(always)]
-    fn top(&self, e: u32, addr: A) -> u32 {
-        let r = &self.tops[e as usize..];
-        let vector = u64::from(r[0]) | u64::from(r[1]) << 32;
-        let c = addr.bits(S, 6);
-        if vector >> c & 1 != 0 {
-            return self.walk_from(r[4] + (vector & below(c)).count_ones(), addr, S + 6);
-        }
-        let leafvec = u64::from(r[2]) | u64::from(r[3]) << 32;
-        r[TOP_HEADER + (leafvec & upto(c)).count_ones() as usize - 1]
-    }
-
-    /// The slot in `nodes` of the top node whose record is at `e`.
-    #[inline(always)]
-    fn top_node(&self, e: u32) -> u32 {
-        self.tops[e as usize + 5]
-    }
-
-    /// Writes the record of top node `idx` (whose leaves are in `leaves`); returns
-    /// its offset in `tops`.
-    fn write_top(&mut self, idx: u32) -> u32 {
-        let n = self.nodes[idx as usize];
-        let k = n.leafvec.count_ones() as usize;
-        let at = self.top_blocks.alloc(&mut self.tops, TOP_HEADER + k, 0);
-        let r = &mut self.tops[at as usize..at as usize + TOP_HEADER + k];
-        r[..TOP_HEADER].copy_from_slice(&[
-            n.vector as u32,
-            (n.vector >> 32) as u32,
-            n.leafvec as u32,
-            (n.leafvec >> 32) as u32,
-            n.base1,
-            idx,
-        ]);
-        r[TOP_HEADER..].copy_from_slice(&self.leaves[n.base0 as usize..n.base0 as usize + k]);
-        at
-    }
-
-    /// Frees the top record at `e`.
-    fn free_top(&mut self, e: u32) {
-        let r = &self.tops[e as usize..];
-        let leafvec = u64::from(r[2]) | u64::from(r[3]) << 32;
-        self.top_blocks.free(e, TOP_HEADER + leafvec.count_ones() as usize);
+    fn walk(&self, idx: u32, addr: A) -> u32 {
+        self.walk_from(idx, addr, S)
     }
 
     /// The walk from node `idx`, which splits on bits `pos..pos + 6`.
@@ -219,7 +164,7 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         if e & LEAF != 0 {
             return e & !LEAF;
         }
-        self.top(e, addr)
+        self.walk(e, addr)
     }
 
     /// IPv4 lookups of a burst as a pipeline of stages over every lane, each stage
@@ -247,30 +192,28 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
                 } else {
                     at[l] = e;
                     at_node |= 1 << l;
-                    prefetch(&self.tops[e as usize]);
+                    prefetch(&self.nodes[e as usize]);
                 }
             }
             let (mut at_leaf, mut deeper) = (0u64, 0u64);
             for l in lanes(at_node) {
-                let r = &self.tops[at[l] as usize..];
-                let vector = u64::from(r[0]) | u64::from(r[1]) << 32;
+                let n = &self.nodes[at[l] as usize];
                 let c = addrs[l].bits(S, 6);
-                if vector >> c & 1 != 0 {
-                    at[l] = r[4] + (vector & below(c)).count_ones();
+                if n.vector >> c & 1 != 0 {
+                    at[l] = n.base1 + (n.vector & below(c)).count_ones();
                     deeper |= 1 << l;
                     prefetch(&self.nodes[at[l] as usize]);
                 } else {
-                    let leafvec = u64::from(r[2]) | u64::from(r[3]) << 32;
-                    at[l] += (TOP_HEADER + (leafvec & upto(c)).count_ones() as usize - 1) as u32;
+                    at[l] = n.base0 + (n.leafvec & upto(c)).count_ones() - 1;
                     at_leaf |= 1 << l;
-                    prefetch(&self.tops[at[l] as usize]);
+                    prefetch(&self.leaves[at[l] as usize]);
                 }
             }
             for l in lanes(deeper) {
                 out[l] = some(self.walk_from(at[l], addrs[l], S + 6));
             }
             for l in lanes(at_leaf) {
-                out[l] = some(self.tops[at[l] as usize]);
+                out[l] = some(self.leaves[at[l] as usize]);
             }
         }
     }
@@ -293,7 +236,7 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
                 if e & LEAF != 0 {
                     out[l] = some(e & !LEAF);
                 } else {
-                    idx[l] = self.top_node(e);
+                    idx[l] = e;
                     live |= 1 << l;
                 }
             }
@@ -368,11 +311,9 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         for d in d0..d0 + count {
             let e = self.dp[d];
             if e & LEAF == 0 {
-                let idx = self.top_node(e);
-                let n = self.nodes[idx as usize];
+                let n = self.nodes[e as usize];
                 self.free_below(n);
-                self.node_blocks.free(idx, 1);
-                self.free_top(e);
+                self.node_blocks.free(e, 1);
             }
             self.dp[d] = LEAF | inherited;
         }
@@ -394,7 +335,7 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
             let idx = self.alloc_nodes(1);
             self.nodes[idx as usize] = node;
             self.defaults[idx as usize] = cover;
-            self.dp[d] = self.write_top(idx);
+            self.dp[d] = idx;
         }
     }
 
@@ -422,8 +363,7 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
             self.build_dp(d, 1, &ps, e & !LEAF);
             return;
         }
-        let top = self.top_node(e);
-        let (mut idx, mut pos) = (top, S);
+        let (mut idx, mut pos) = (e, S);
         while len > pos + 6 {
             match self.step(idx, p.addr(), pos) {
                 Step::Node(next) => {
@@ -434,11 +374,6 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
             }
         }
         self.rebuild_children(idx, pos, p);
-        if idx == top {
-            // The top node itself changed (its children below keep their slots).
-            self.free_top(e);
-            self.dp[d] = self.write_top(top);
-        }
     }
 
     /// Rebuilds the children of node `idx` (at bit `pos`) that `p` covers, or the one
@@ -533,10 +468,8 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         self.nodes.clear();
         self.defaults.clear();
         self.leaves.clear();
-        self.tops.clear();
         self.node_blocks = Blocks::default();
         self.leaf_blocks = Blocks::default();
-        self.top_blocks = Blocks::default();
         self.ensure_dp();
         self.dp.fill(LEAF | NONE);
         let ps: Vec<_> = self.rib.inside(A::ZERO, 0, A::ZERO.last_of(0)).collect();
@@ -551,8 +484,6 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
         assert!(S <= 24 && S <= A::BITS, "direct index of {S} bits");
         Poptrie {
             dp: Vec::new(),
-            tops: Vec::new(),
-            top_blocks: Blocks::default(),
             nodes: Vec::new(),
             defaults: Vec::new(),
             leaves: Vec::new(),
@@ -612,14 +543,12 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
     fn memory(&self) -> Memory {
         Memory {
             lookup: self.dp.len() * 4
-                + self.tops.len() * 4
                 + self.nodes.len() * std::mem::size_of::<Node>()
                 + self.leaves.len() * 4,
             update: self.defaults.len() * 4
                 + self.rib.bytes()
                 + self.node_blocks.bytes()
-                + self.leaf_blocks.bytes()
-                + self.top_blocks.bytes(),
+                + self.leaf_blocks.bytes(),
         }
     }
 }
