@@ -2,8 +2,19 @@
 //! value that [`FibWriter`] changes by [`FibOp`]s and publishes to lock-free
 //! [`FibReader`]s (see [`crate::publish`]): a batch of operations (a burst of netlink
 //! events, one BGP update) becomes visible at once.
+//!
+//! IPv4 tables local and main share one LPM, as the kernel merges them into one trie
+//! while only the default policy rules exist (local 0, main 32766, default 32767; spine
+//! models no other rules): each prefix's value is local's best route for it, else
+//! main's. The longest prefix of either table wins and local wins a tie, which is the
+//! kernel's order of a merged trie's aliases (table 255 before 254), so the lookup
+//! `bpf_fib_lookup` makes for every IPv4 packet ([`FibState::lookup_v4_merged`]) is one
+//! LPM walk instead of two. Local keeps its own LPM as well (it holds a few addresses);
+//! main's routes alone are found through the merged LPM ([`FibState::lookup`] with
+//! [`table_id::MAIN`]), with a probe of main's prefixes where a local route shadows
+//! them (a control-plane question: the data path asks for the merged answer).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use crate::ecmp;
 use crate::lpm::{Lpm, LpmError};
@@ -104,12 +115,27 @@ pub enum FibOp {
 }
 
 /// Every table, route and neighbour; readers hold one of these for a burst.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct FibState {
     tables: Vec<Table>,
     routes: Vec<Option<RouteEntry>>,
     free: Vec<u32>,
     neigh: NeighTable,
+    /// The IPv4 routes of tables local and main: each prefix's value is the index of
+    /// local's best route for it, else main's.
+    merged4: crate::Lpm4,
+}
+
+impl Default for FibState {
+    fn default() -> FibState {
+        FibState {
+            tables: Vec::new(),
+            routes: Vec::new(),
+            free: Vec::new(),
+            neigh: NeighTable::default(),
+            merged4: crate::Lpm4::new(),
+        }
+    }
 }
 
 fn validate(r: &Route) -> Result<(), FibError> {
@@ -195,6 +221,7 @@ impl FibState {
         }
         t.add(r.prefix, r.metric, idx);
         t.sync(r.prefix)?;
+        self.sync_merged(r.table, r.prefix)?;
         if let Some(o) = old {
             self.drop_route(o);
         }
@@ -213,18 +240,40 @@ impl FibState {
         let t = self.table_mut(s.table);
         t.unlink(s.prefix, idx);
         t.sync(s.prefix)?;
+        self.sync_merged(s.table, s.prefix)?;
         self.drop_route(idx);
         Ok(())
     }
 
-    fn flush(&mut self, id: u32) {
-        let Some(pos) = self.tables.iter().position(|t| t.id == id) else { return };
+    fn flush(&mut self, id: u32) -> Result<(), FibError> {
+        let Some(pos) = self.tables.iter().position(|t| t.id == id) else { return Ok(()) };
         let t = self.tables.remove(pos);
-        for list in t.routes.values() {
+        for (&p, list) in &t.routes {
+            self.sync_merged(id, p)?;
             for &(_, idx) in list {
                 self.drop_route(idx);
             }
         }
+        Ok(())
+    }
+
+    /// Points the merged IPv4 LPM at `p`'s route after a change to table `table`:
+    /// local's best route for `p`, else main's, else nothing.
+    fn sync_merged(&mut self, table: u32, p: IpPrefix) -> Result<(), FibError> {
+        let IpPrefix::V4(q) = p else { return Ok(()) };
+        if table != table_id::LOCAL && table != table_id::MAIN {
+            return Ok(());
+        }
+        let best = |id| self.table(id).and_then(|t| t.best(&p));
+        match best(table_id::LOCAL).or_else(|| best(table_id::MAIN)) {
+            Some(i) => {
+                self.merged4.insert(q, i)?;
+            }
+            None => {
+                self.merged4.remove(q);
+            }
+        }
+        Ok(())
     }
 
     /// The route behind an LPM value.
@@ -238,11 +287,42 @@ impl FibState {
     pub fn lookup(&self, table: u32, dst: IpAddr, hash: u32) -> Option<Resolved<'_>> {
         let t = self.table(table)?;
         let idx = match dst {
+            IpAddr::V4(a) if !t.own_v4() => self.main_v4(t, u32::from_std(a)),
             IpAddr::V4(a) => t.v4.lookup(u32::from_std(a)),
             IpAddr::V6(a) => t.v6.lookup(u128::from_std(a)),
         }?;
         let route = self.route(idx)?;
         Some(Resolved { route, nexthop: route.select(hash) })
+    }
+
+    /// Tables local and main as one, as the kernel looks them up while only the
+    /// default policy rules exist: the longest prefix of either, local's route on a
+    /// tie. One LPM walk.
+    #[inline]
+    pub fn lookup_v4_merged(&self, dst: Ipv4Addr, hash: u32) -> Option<Resolved<'_>> {
+        let route = self.route(self.merged4.lookup(u32::from(dst))?)?;
+        Some(Resolved { route, nexthop: route.select(hash) })
+    }
+
+    /// Route indices ([`FibState::route`]) of [`FibState::lookup_v4_merged`] for a
+    /// burst of destinations, looked up interleaved.
+    pub fn lookup_v4_merged_batch(&self, dsts: &[u32], out: &mut [Option<u32>]) {
+        self.merged4.lookup_batch(dsts, out);
+    }
+
+    /// Main's own answer for `a` (table `main` is `t`): the merged LPM's, unless a
+    /// local route shadows main's routes there; then main's longest prefix not longer
+    /// than the local one, probed length by length.
+    fn main_v4(&self, main: &Table, a: u32) -> Option<u32> {
+        let idx = self.merged4.lookup(a)?;
+        let r = self.route(idx)?;
+        if r.table == table_id::MAIN {
+            return Some(idx);
+        }
+        (0..=r.prefix.len()).rev().find_map(|len| {
+            let p = crate::Prefix4::truncating(a, len).ok()?;
+            main.best(&IpPrefix::V4(p))
+        })
     }
 
     /// The routes for exactly `prefix` in `table`, lowest metric first.
@@ -283,14 +363,27 @@ impl FibState {
     /// interleaved; `None` where no route matches or the table does not exist.
     pub fn lookup_v4_batch(&self, table: u32, dsts: &[u32], out: &mut [Option<u32>]) {
         match self.table(table) {
+            Some(t) if !t.own_v4() => {
+                for (a, o) in dsts.iter().zip(out.iter_mut()) {
+                    *o = self.main_v4(t, *a);
+                }
+            }
             Some(t) => t.v4.lookup_batch(dsts, out),
             None => out.fill(None),
         }
     }
 
-    /// The lookup the kernel's default rules make (`ip rule`: local, main, default):
-    /// the first table with a match, skipping a `throw` route to the next table.
+    /// The lookup the kernel's default rules make (`ip rule`: local, main, default).
+    /// IPv4: local and main merged ([`FibState::lookup_v4_merged`]), then the default
+    /// table on a miss or a `throw`. IPv6: the first table with a match, skipping a
+    /// `throw` route to the next table.
     pub fn lookup_default_rules(&self, dst: IpAddr, hash: u32) -> Option<Resolved<'_>> {
+        if let IpAddr::V4(a) = dst {
+            return match self.lookup_v4_merged(a, hash) {
+                Some(r) if r.route.kind != RouteType::Throw => Some(r),
+                _ => self.lookup(table_id::DEFAULT, dst, hash),
+            };
+        }
         [table_id::LOCAL, table_id::MAIN, table_id::DEFAULT]
             .into_iter()
             .filter_map(|t| self.lookup(t, dst, hash))
@@ -324,7 +417,8 @@ impl FibState {
 
     /// Bytes of the LPM lookup structures, all tables.
     pub fn lpm_memory(&self) -> crate::Memory {
-        self.tables.iter().fold(crate::Memory::default(), |m, t| {
+        let start = self.merged4.memory();
+        self.tables.iter().fold(start, |m, t| {
             let (a, b) = (t.v4.memory(), t.v6.memory());
             crate::Memory {
                 lookup: m.lookup + a.lookup + b.lookup,
@@ -342,10 +436,7 @@ impl Absorb<FibOp> for FibState {
             FibOp::Add(r) => self.add(r, false),
             FibOp::Replace(r) => self.add(r, true),
             FibOp::Delete(s) => self.delete(s),
-            FibOp::FlushTable(t) => {
-                self.flush(*t);
-                Ok(())
-            }
+            FibOp::FlushTable(t) => self.flush(*t),
             FibOp::SetNeigh { ifindex, ip, neigh } => {
                 self.neigh.set(*ifindex, *ip, *neigh);
                 Ok(())

@@ -1,6 +1,7 @@
 //! One routing table: the routes of each prefix ordered by metric, and an LPM per
 //! family whose value is the index of each prefix's best route (in [`crate::fib`]'s
-//! route store).
+//! route store). The main table keeps no IPv4 LPM of its own: its IPv4 routes live in
+//! the LPM that merges tables local and main ([`crate::fib`]).
 
 use rustc_hash::FxHashMap;
 
@@ -10,6 +11,7 @@ use crate::prefix::IpPrefix;
 #[derive(Debug, Clone)]
 pub(crate) struct Table {
     pub(crate) id: u32,
+    /// Empty, and never updated, in the main table (see [`Table::own_v4`]).
     pub(crate) v4: Lpm4,
     pub(crate) v6: Lpm6,
     /// Route indices per prefix, lowest metric first (ties: oldest first).
@@ -21,10 +23,21 @@ impl Table {
         Table { id, v4: Lpm4::new(), v6: Lpm6::new(), routes: FxHashMap::default() }
     }
 
+    /// Whether this table's IPv4 routes have their own LPM (all but main).
+    pub(crate) fn own_v4(&self) -> bool {
+        self.id != crate::route::table_id::MAIN
+    }
+
+    /// The index of the prefix's best route.
+    pub(crate) fn best(&self, p: &IpPrefix) -> Option<u32> {
+        self.routes.get(p).and_then(|v| v.first()).map(|&(_, idx)| idx)
+    }
+
     /// Points the LPM at the prefix's best route, or removes the prefix.
     pub(crate) fn sync(&mut self, p: IpPrefix) -> Result<(), LpmError> {
-        let best = self.routes.get(&p).and_then(|v| v.first()).map(|&(_, idx)| idx);
+        let best = self.best(&p);
         match (p, best) {
+            (IpPrefix::V4(_), _) if !self.own_v4() => Ok(()),
             (IpPrefix::V4(q), Some(i)) => self.v4.insert(q, i).map(drop),
             (IpPrefix::V4(q), None) => {
                 self.v4.remove(q);

@@ -4,7 +4,8 @@
 //! same order of checks, against spine's FIB and the router's interfaces.
 //!
 //! The table walk is the kernel's without policy rules: IPv4 looks up main merged with
-//! local, then the default table on a miss or a throw; IPv6 looks up local, then main.
+//! local (one LPM in the FIB, `FibState::lookup_v4_merged`), then the default table on
+//! a miss or a throw; IPv6 looks up local, then main.
 //! ECMP picks the kernel's next hop for every flow when [`FibEnv::with_multipath_seed`]
 //! is the namespace's `net.ipv4.fib_multipath_hash_seed` (hash policy 0, layer 3; see
 //! `spine_fib::mphash`), IPv4 preferring a next hop whose source address is the
@@ -135,10 +136,16 @@ impl FibEnv {
         };
         // Without policy rules the kernel merges the local table into main (one trie,
         // local's routes first on a tie), and `fib_lookup` tries main, then, on a miss
-        // or a throw, the default table.
-        let merged = || match (find(table_id::LOCAL), find(table_id::MAIN)) {
-            (Some(l), Some(m)) if m.route.prefix.len() > l.route.prefix.len() => Some(m),
-            (l, m) => l.or(m),
+        // or a throw, the default table. The FIB keeps that merge as one LPM (one walk
+        // per packet); OUTPUT's filtered lookup merges the two tables' answers here.
+        let merged = || {
+            if oif == 0 {
+                return st.lookup_v4_merged(dst, 0);
+            }
+            match (find(table_id::LOCAL), find(table_id::MAIN)) {
+                (Some(l), Some(m)) if m.route.prefix.len() > l.route.prefix.len() => Some(m),
+                (l, m) => l.or(m),
+            }
         };
         let res = if fl & flags::DIRECT != 0 {
             let mut tbid = table_id::MAIN;

@@ -12,7 +12,9 @@
 //! | [`Dir24`] (DIR-24-8, 2^24 direct entries + /32 groups) | ~90-130 M / ~60 M | ~70 MiB | ~1.3 M | no |
 //!
 //! [`Poptrie`] is the default ([`Lpm4`], [`Lpm6`]): about DIR-24-8's speed in an eighth
-//! of its memory, and it covers IPv6, where DIR-24-8 has no equivalent.
+//! of its memory, and it covers IPv6, where DIR-24-8 has no equivalent. (Figures of the
+//! table above predate the pipelined IPv4 bursts of `docs/ARCHITECTURE.md`, "The
+//! FIB's lookup".)
 //!
 //! Both derive their lookup structure from a [`Rib`] (a sorted map of the prefixes) that
 //! they own: an update changes the RIB, then rebuilds the one region of the structure

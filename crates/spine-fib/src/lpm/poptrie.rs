@@ -19,8 +19,39 @@ use crate::lpm::{check_value, some, Lpm, LpmError, Memory, Rib, NONE};
 use crate::prefix::Prefix;
 
 const LEAF: u32 = 0x8000_0000;
-/// Lookups interleaved by [`Lpm::lookup_batch`].
+/// Lookups interleaved by [`Lpm::lookup_batch`] (IPv6).
 const LANES: usize = 8;
+/// Lookups pipelined by [`Lpm::lookup_batch`] (IPv4); at most 64 (a lane mask).
+const PIPE: usize = 32;
+
+/// The lanes set in `mask`, lowest first.
+#[inline(always)]
+fn lanes(mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let l = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            l
+        })
+    })
+}
+
+/// Asks the processor to bring `v`'s cache line in (a hint: no fault, no effect on
+/// what the program computes).
+#[inline(always)]
+fn prefetch<T>(v: &T) {
+    #[cfg(target_arch = "x86_64")]
+    #[expect(unsafe_code, reason = "the prefetch intrinsic takes a raw pointer")]
+    // SAFETY: a prefetch never faults and reads nothing the program sees; the pointer
+    // comes from a reference, so it is valid anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (v as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
+}
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Node {
@@ -108,8 +139,13 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
 
     /// The walk below a direct-index entry that names node `idx`.
     #[inline(always)]
-    fn walk(&self, mut idx: u32, addr: A) -> u32 {
-        let mut pos = S;
+    fn walk(&self, idx: u32, addr: A) -> u32 {
+        self.walk_from(idx, addr, S)
+    }
+
+    /// The walk from node `idx`, which splits on bits `pos..pos + 6`.
+    #[inline(always)]
+    fn walk_from(&self, mut idx: u32, addr: A, mut pos: u32) -> u32 {
         loop {
             match self.step(idx, addr, pos) {
                 Step::Node(next) => {
@@ -131,17 +167,65 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         self.walk(e, addr)
     }
 
-    /// Lookups of a burst. Deep walks (IPv6) go in lockstep: every lane takes its
-    /// next step before any takes two, so the loads of one step are independent and
-    /// their cache misses overlap (measured: 21 -> 29 M/s on the IPv6 table). IPv4
-    /// walks are one or two nodes deep, where lockstep only adds bookkeeping (measured
-    /// slower), and the processor overlaps consecutive lookups by itself.
+    /// IPv4 lookups of a burst as a pipeline of stages over every lane, each stage
+    /// prefetching what the next one loads, so that the cache misses of up to
+    /// [`PIPE`] lookups overlap instead of the two or three a processor's window
+    /// holds: the direct-index entries; then the nodes they name; then one node step
+    /// each, which ends at a leaf (prefetched) or, for the few prefixes longer than
+    /// `S + 6` bits, a deeper node walked on its own; then the leaves.
+    #[inline(always)]
+    fn pipeline(&self, addrs: &[A], out: &mut [Option<u32>]) {
+        if self.dp.is_empty() {
+            out.fill(None);
+            return;
+        }
+        for (addrs, out) in addrs.chunks(PIPE).zip(out.chunks_mut(PIPE)) {
+            let mut at = [0u32; PIPE];
+            for a in addrs {
+                prefetch(&self.dp[a.bits(0, S) as usize]);
+            }
+            let mut at_node = 0u64;
+            for (l, a) in addrs.iter().enumerate() {
+                let e = self.dp[a.bits(0, S) as usize];
+                if e & LEAF != 0 {
+                    out[l] = some(e & !LEAF);
+                } else {
+                    at[l] = e;
+                    at_node |= 1 << l;
+                    prefetch(&self.nodes[e as usize]);
+                }
+            }
+            let (mut at_leaf, mut deeper) = (0u64, 0u64);
+            for l in lanes(at_node) {
+                let n = &self.nodes[at[l] as usize];
+                let c = addrs[l].bits(S, 6);
+                if n.vector >> c & 1 != 0 {
+                    at[l] = n.base1 + (n.vector & below(c)).count_ones();
+                    deeper |= 1 << l;
+                    prefetch(&self.nodes[at[l] as usize]);
+                } else {
+                    at[l] = n.base0 + (n.leafvec & upto(c)).count_ones() - 1;
+                    at_leaf |= 1 << l;
+                    prefetch(&self.leaves[at[l] as usize]);
+                }
+            }
+            for l in lanes(deeper) {
+                out[l] = some(self.walk_from(at[l], addrs[l], S + 6));
+            }
+            for l in lanes(at_leaf) {
+                out[l] = some(self.leaves[at[l] as usize]);
+            }
+        }
+    }
+
+    /// Lookups of a burst. IPv4 goes through [`Poptrie::pipeline`]. Deep walks (IPv6)
+    /// go in lockstep: every lane takes its next step before any takes two, so the
+    /// loads of one step are independent and their cache misses overlap (measured:
+    /// 21 -> 29 M/s on the IPv6 table).
     #[inline(always)]
     fn burst_generic(&self, addrs: &[A], out: &mut [Option<u32>]) {
         if A::BITS <= 32 {
-            for (a, o) in addrs.iter().zip(out.iter_mut()) {
-                *o = some(self.find_generic(*a));
-            }
+            self.pipeline(addrs, out);
             return;
         }
         for (addrs, out) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
