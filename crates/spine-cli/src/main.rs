@@ -131,6 +131,9 @@ enum BenchCmd {
         /// Also write bench-exec.json and bench-exec.svg here.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Only this bundled program's row, or `load` for the load time alone.
+        #[arg(long)]
+        only: Option<String>,
     },
     /// Packets per second through the adapter (mem ports, 64-byte frames): XDP_DROP,
     /// XDP_TX and port-to-port XDP_REDIRECT on one and two workers, with the kernel's
@@ -197,8 +200,9 @@ fn main() -> std::process::ExitCode {
         }
         Cmd::Tls { cmd } => control::tls(cmd).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Fib { cmd } => fib::main(cmd),
-        Cmd::Bench { cmd: BenchCmd::Exec { repeat, trials, json, out } } => {
-            bench::exec::main(repeat.max(1), trials.max(1), json, out.as_deref())
+        Cmd::Bench { cmd: BenchCmd::Exec { repeat, trials, json, out, only } } => {
+            let trials = trials.max(1);
+            bench::exec::main(repeat.max(1), trials, only.as_deref(), json, out.as_deref())
                 .map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Bench { cmd: BenchCmd::Forward { seconds, only, repeat_trials, json, out } } => {

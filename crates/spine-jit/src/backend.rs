@@ -1,13 +1,19 @@
-//! Cranelift setup: the host ISA (built once per process) and the compilation of the
-//! translated function to position-independent machine code without relocations.
+//! Cranelift setup: the host ISA and the budget trampoline (each built once per
+//! process), and the compilation of the translated function to position-independent
+//! machine code without relocations.
 
+use crate::code_mem::CodeMem;
+use crate::runtime::{OFF_BUDGET_FN, OFF_POINTS};
 use crate::{translate, JitError, JitOptions};
 use cranelift_codegen::control::ControlPlane;
-use cranelift_codegen::ir::{Function, UserFuncName};
-use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
+use cranelift_codegen::ir::types::I64;
+use cranelift_codegen::ir::{
+    AbiParam, Function, InstBuilder, MemFlagsData, Signature, UserFuncName,
+};
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa, TargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
-use cranelift_frontend::FunctionBuilderContext;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use spine_isa::Insn;
 use std::sync::OnceLock;
 
@@ -33,6 +39,59 @@ fn host_isa() -> Result<&'static dyn TargetIsa, JitError> {
     }
 }
 
+static BUDGET_TRAMPOLINE: OnceLock<Result<CodeMem, &'static str>> = OnceLock::new();
+
+/// Signature of the budget trampoline: `(ctx, pc)`, nothing returned, every register
+/// preserved ([`CallConv::PreserveAll`]).
+pub(crate) fn trampoline_signature() -> Signature {
+    let mut s = Signature::new(CallConv::PreserveAll);
+    s.params.extend([AbiParam::new(I64), AbiParam::new(I64)]);
+    s
+}
+
+/// The address of the budget trampoline: `(ctx, pc)` calls `ctx.budget_fn(ctx, pc)` (the
+/// System V `runtime::budget_expired::<E>`) and stores its answer in `ctx.points`,
+/// saving and restoring every register it or the callee may touch. A progress point's
+/// slow path calls it, so the rare renewal clobbers nothing and the register allocator
+/// keeps values in caller-saved registers across progress points instead of spilling
+/// them on the hot path. Built once, mapped for the life of the process.
+pub(crate) fn budget_trampoline() -> Result<usize, JitError> {
+    let t = BUDGET_TRAMPOLINE.get_or_init(|| {
+        let isa = host_isa().map_err(|_| "cranelift cannot target this host")?;
+        let mut func =
+            Function::with_name_signature(UserFuncName::user(0, 1), trampoline_signature());
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.seal_block(entry);
+        let (ctx, pc) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+        let mut sysv = Signature::new(isa.default_call_conv());
+        sysv.params.extend([AbiParam::new(I64), AbiParam::new(I64)]);
+        sysv.returns.push(AbiParam::new(I64));
+        let sig = b.import_signature(sysv);
+        let f = b.ins().load(I64, MemFlagsData::trusted(), ctx, OFF_BUDGET_FN);
+        let call = b.ins().call_indirect(sig, f, &[ctx, pc]);
+        let r = b.inst_results(call)[0];
+        b.ins().store(MemFlagsData::trusted(), r, ctx, OFF_POINTS);
+        b.ins().return_(&[]);
+        b.finalize(isa.frontend_config());
+        let mut ctx = Context::for_function(func);
+        let code = ctx
+            .compile(isa, &mut ControlPlane::default())
+            .map_err(|_| "cranelift cannot compile the budget trampoline")?;
+        if !code.buffer.relocs().is_empty() {
+            return Err("the budget trampoline needs relocating");
+        }
+        CodeMem::new(code.code_buffer()).map_err(|_| "cannot map the budget trampoline")
+    });
+    match t {
+        Ok(mem) => Ok(mem.as_ptr() as usize),
+        Err(why) => Err(JitError::UnsupportedHost(why)),
+    }
+}
+
 /// Translates and compiles `insns` (already validated) to machine code whose first byte
 /// is the entry point ([`crate::runtime::EntryFn`]).
 pub(crate) fn compile(insns: &[Insn], opts: &JitOptions) -> Result<Vec<u8>, JitError> {
@@ -43,7 +102,8 @@ pub(crate) fn compile(insns: &[Insn], opts: &JitOptions) -> Result<Vec<u8>, JitE
         translate::entry_signature(call_conv),
     );
     let mut fctx = FunctionBuilderContext::new();
-    translate::build(&mut func, &mut fctx, insns, opts, isa);
+    let trampoline = if opts.budget { budget_trampoline()? } else { 0 };
+    translate::build(&mut func, &mut fctx, insns, opts, isa, trampoline);
     let mut ctx = Context::for_function(func);
     let code = ctx
         .compile(isa, &mut ControlPlane::default())

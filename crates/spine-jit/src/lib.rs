@@ -20,10 +20,11 @@
 //!   call with a per-run runtime pointer, for helpers that cannot fail) and
 //!   [`InlineArrayLookup`] (an array-map lookup expanded inline when the map handle in
 //!   r1 is a constant loaded in the same basic block and the call is proven).
-//! - **Budget.** With [`JitOptions::budget`], a countdown in the run context (not a
-//!   register: it would crowd out the BPF registers) is decremented at each
-//!   progress point (taken backward jump, bpf-to-bpf call); at zero an `extern "C"`
-//!   slow path asks [`Env::budget_expired`], reproducing [`Fault::Budget`] exactly.
+//! - **Budget.** With [`JitOptions::budget`], a countdown variable (a register where
+//!   one is free) is decremented at each progress point (taken backward jump, counted
+//!   bpf-to-bpf call, callback invocation); at zero a `preserve_all` trampoline calls
+//!   the `extern "C"` slow path that asks [`Env::budget_expired`], reproducing
+//!   [`Fault::Budget`] exactly, without clobbering any register of the program.
 //! - **W^X.** Code is copied into fresh pages that are then made read+execute, never
 //!   writable and executable at once, and unmapped when the [`JitProgram`] drops.
 //!

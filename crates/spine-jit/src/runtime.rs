@@ -3,8 +3,8 @@
 //! the budget renewal, and fault recording.
 //!
 //! Generated code only reads the `repr(C)` fields before `frames` (at the offsets below),
-//! except `points`, which it counts down, and reads/writes `frames`; everything after is
-//! touched by Rust alone.
+//! except `points`, which the budget trampoline writes, and reads/writes `frames`;
+//! everything after is touched by Rust alone.
 
 use spine_isa::MAX_CALL_FRAMES;
 use spine_vm::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Iteration, Memory, Step};
@@ -44,8 +44,8 @@ pub(crate) struct RunCtx {
     pub stack_base: u64,
     /// Initial r10: one past the highest stack byte.
     pub stack_top: u64,
-    /// Progress points left before the next `Env::budget_expired` (the generated code's
-    /// countdown, kept here rather than in a register).
+    /// The first countdown, read once at entry; afterwards where the budget trampoline
+    /// leaves each renewal's answer (the countdown itself lives in a register).
     pub points: u64,
     /// Passed to native helpers as their last argument.
     pub rt: *mut c_void,

@@ -1,7 +1,7 @@
 //! eBPF → Cranelift IR, one function for the whole program.
 //!
-//! The eleven BPF registers and the call depth are Cranelift variables, so the register
-//! allocator places them; the budget countdown stays in the run context. bpf-to-bpf calls do not become
+//! The eleven BPF registers, the call depth and the budget countdown are Cranelift
+//! variables, so the register allocator places them. bpf-to-bpf calls do not become
 //! Cranelift calls: like the interpreter, a call saves r6-r9, r10 and a return-site
 //! index in the run context's frame array, moves r10 down one frame and jumps; `exit`
 //! at depth > 0 pops the frame and dispatches on the return-site index (`br_table`).
@@ -15,9 +15,9 @@
 
 use crate::runtime::{
     self, ABORTED_TAIL, CB_ABORT, CB_DONE, FAULT_BAD_RETURN, FAULT_CALL_DEPTH,
-    FAULT_MISALIGNED_ATOMIC, FAULT_NOT_A_CALLBACK, FRAME_WORDS, OFF_ABORTED, OFF_BUDGET_FN,
-    OFF_CB_ARGS, OFF_CB_NEXT_FN, OFF_CB_RET, OFF_CB_START_FN, OFF_FRAMES, OFF_HELPER_FN,
-    OFF_POINTS, OFF_RT, OFF_STACK_BASE, OFF_STACK_TOP, OFF_TAIL_FN,
+    FAULT_MISALIGNED_ATOMIC, FAULT_NOT_A_CALLBACK, FRAME_WORDS, OFF_ABORTED, OFF_CB_ARGS,
+    OFF_CB_NEXT_FN, OFF_CB_RET, OFF_CB_START_FN, OFF_FRAMES, OFF_HELPER_FN, OFF_POINTS, OFF_RT,
+    OFF_STACK_BASE, OFF_STACK_TOP, OFF_TAIL_FN,
 };
 use crate::{InlineArrayLookup, JitOptions, NativeHelper};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -96,6 +96,16 @@ fn shape(insns: &[Insn]) -> Shape {
     Shape { leader, late, has_local_calls, r10_written }
 }
 
+/// Whether any instruction is a progress point: a backward jump, a counted bpf-to-bpf
+/// call or a callback helper call. A program without one never reads its countdown.
+fn has_progress_points(insns: &[Insn], call_points: &[bool]) -> bool {
+    call_points.iter().any(|&c| c)
+        || insns.iter().enumerate().any(|(pc, i)| {
+            (i.is_helper_call() && is_callback_helper(i.imm as u32))
+                || (!i.is_local_call() && i.branch_target(pc).is_some_and(|t| t as usize <= pc))
+        })
+}
+
 /// The import signatures of the runtime functions.
 struct Sigs {
     helper: SigRef,
@@ -147,6 +157,7 @@ pub(crate) fn build(
     insns: &[Insn],
     opts: &JitOptions,
     isa: &dyn TargetIsa,
+    trampoline: usize,
 ) {
     let call_conv = isa.default_call_conv();
     let shape = shape(insns);
@@ -155,7 +166,7 @@ pub(crate) fn build(
         helper: b.import_signature(sig(call_conv, 7, true)),
         check: b.import_signature(sig(call_conv, 4, true)),
         fault: b.import_signature(sig(call_conv, 3, false)),
-        budget: b.import_signature(sig(call_conv, 2, true)),
+        budget: b.import_signature(crate::backend::trampoline_signature()),
         native: b.import_signature(sig(call_conv, 6, true)),
         cb_start: b.import_signature(sig(call_conv, 8, true)),
         cb_next: b.import_signature(sig(call_conv, 4, true)),
@@ -163,6 +174,7 @@ pub(crate) fn build(
     };
     let reg: [Variable; NUM_REGS] = std::array::from_fn(|_| b.declare_var(I64));
     let depth = b.declare_var(I64);
+    let points = b.declare_var(I64);
 
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -181,6 +193,13 @@ pub(crate) fn build(
     let top = b.ins().load(I64, ctx_fixed_flags(), ctx, OFF_STACK_TOP);
     b.def_var(reg[10], top);
     b.def_var(depth, zero);
+    let call_points = spine_vm::counted_calls(insns);
+    if opts.budget && has_progress_points(insns, &call_points) {
+        let p = b.ins().load(I64, ctx_flags(), ctx, OFF_POINTS);
+        b.def_var(points, p);
+    } else {
+        b.def_var(points, zero);
+    }
 
     let blocks: Vec<Option<Block>> =
         shape.leader.iter().map(|&l| if l { Some(b.create_block()) } else { None }).collect();
@@ -197,6 +216,8 @@ pub(crate) fn build(
         opts,
         reg,
         depth,
+        points,
+        trampoline,
         ctx,
         stack_base,
         blocks,
@@ -204,7 +225,7 @@ pub(crate) fn build(
         dispatch,
         late: shape.late,
         return_sites: Vec::new(),
-        call_points: spine_vm::counted_calls(insns),
+        call_points,
         callbacks: spine_vm::callback_entries(insns),
         fp_exact: !shape.r10_written,
         known: [None; NUM_REGS],
@@ -221,6 +242,10 @@ struct Translator<'a> {
     opts: &'a JitOptions,
     reg: [Variable; NUM_REGS],
     depth: Variable,
+    /// The budget countdown: progress points left before the next renewal.
+    points: Variable,
+    /// Address of the budget trampoline (`backend::budget_trampoline`), when budgeted.
+    trampoline: usize,
     /// The run context (entry parameter, dominates every block).
     ctx: Value,
     /// Lowest stack address (loaded in the entry block).
@@ -385,25 +410,27 @@ impl Translator<'_> {
         if !self.opts.budget {
             return;
         }
-        // The countdown lives in the run context, not in a register: a progress point is
-        // rare next to the code around it, and a register held for the whole program
-        // pushes the BPF registers into spill slots in programs that use most of them.
-        let p = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_POINTS);
+        // The countdown is a variable, so a register where one is free: a progress point
+        // is a test, a branch and a decrement. Renewal goes through the trampoline, which
+        // clobbers no register (a plain call here would make every value live across a
+        // progress point spill around it, on the hot path too) and leaves its answer in
+        // the run context.
+        let p = self.b.use_var(self.points);
         let slow = self.b.create_block();
         self.b.set_cold_block(slow);
         let cont = self.b.create_block();
         let pv = self.b.append_block_param(cont, I64);
         self.b.ins().brif(p, cont, &[BlockArg::Value(p)], slow, &[]);
         self.enter(slow);
-        let f = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_BUDGET_FN);
+        let f = self.fn_const(self.trampoline);
         let pcv = self.pc_const(pc);
-        let call = self.b.ins().call_indirect(self.sigs.budget, f, &[self.ctx, pcv]);
-        let r = self.b.inst_results(call)[0];
+        self.b.ins().call_indirect(self.sigs.budget, f, &[self.ctx, pcv]);
+        let r = self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_POINTS);
         let stop = self.b.ins().icmp_imm_s(IntCC::Equal, r, runtime::BUDGET_ABORT as i64);
         self.b.ins().brif(stop, self.abort, &[], cont, &[BlockArg::Value(r)]);
         self.enter(cont);
         let next = self.b.ins().iadd_imm_s(pv, -1);
-        self.b.ins().store(ctx_flags(), next, self.ctx, OFF_POINTS);
+        self.b.def_var(self.points, next);
     }
 
     /// Bounds check of `[addr, addr + len)` unless the verifier proved it. The stack is

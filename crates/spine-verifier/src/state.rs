@@ -12,6 +12,53 @@ use std::hash::{Hash, Hasher};
 /// A proven range `base + var + r <= data_end` therefore bounds `var` by this minus `r`.
 pub const MAX_PACKET_LEN: u64 = 0xffff;
 
+/// The hash of [`State::shape`]: a multiply-rotate mix (FxHash's) over the few small
+/// integers a shape is made of, finished with a 64-bit avalanche. Shapes only group
+/// states inside one verification, so it needs speed, not resistance to chosen input:
+/// two shapes that collide are merely joined, which blurs but stays sound.
+struct ShapeHasher(u64);
+
+impl ShapeHasher {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for ShapeHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn write_isize(&mut self, i: isize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        // splitmix64's finaliser: every input bit reaches every output bit.
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
 /// What is known about one stack byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Byte {
@@ -265,7 +312,7 @@ impl State {
     /// bytes are initialised, which hold pointers, the references and the lock. States
     /// of one shape are joined at loop heads; states of different shapes are kept apart.
     pub fn shape(&self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = ShapeHasher(0);
         self.frames.len().hash(&mut h);
         for f in &self.frames {
             (f.kind, f.callsite).hash(&mut h);

@@ -47,7 +47,14 @@ impl Row {
     }
 }
 
-pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path>) -> Result<()> {
+/// `only`: one bundled program's row, or `"load"` for the load time alone.
+pub fn main(
+    repeat: u32,
+    trials: usize,
+    only: Option<&str>,
+    json: bool,
+    out: Option<&std::path::Path>,
+) -> Result<()> {
     if let Err(e) = spine_sys::pin_current_thread(0) {
         eprintln!("bench: could not pin to CPU 0 ({e}); figures will be noisier");
     }
@@ -60,7 +67,11 @@ pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path
     };
     let gen = spine_ports::gen::GenConfig { seed: 42, ..Default::default() };
     let packets = spine_ports::gen::Generator::new(gen)?.take(PACKETS);
-    let all = spine_progs::all();
+    let all: Vec<_> =
+        spine_progs::all().iter().filter(|b| only.is_none_or(|o| o == b.name)).collect();
+    if let Some(o) = only.filter(|&o| o != "load" && all.is_empty()) {
+        anyhow::bail!("no bundled program `{o}` (or `load` for the load time alone)");
+    }
     let mut rows = Vec::new();
     for (i, b) in all.iter().enumerate() {
         progress(i, all.len(), b.name);
@@ -90,7 +101,10 @@ pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path
         });
     }
     progress(all.len(), all.len(), "load + verify + JIT");
-    let load = load_time(trials.max(5))?;
+    let load = match only {
+        None | Some("load") => Some(load_time(trials.max(5))?),
+        Some(_) => None,
+    };
     eprintln!();
 
     if json {
@@ -109,44 +123,48 @@ pub fn main(repeat: u32, trials: usize, json: bool, out: Option<&std::path::Path
         println!(
             "{}",
             json!({"machine": super::machine(), "repeat": repeat, "trials": trials, "packets": PACKETS, "programs": programs,
-                   "load_verify_jit": {"insns": load.0, "ms": load.1}})
+                   "load_verify_jit": load.map(|(insns, ms)| json!({"insns": insns, "ms": ms}))})
         );
     } else {
-        println!(
-            "{:<12} {:>10} {:>10} {:>10} {:>10}   {:>10} {:>10} {:>9}",
-            "program",
-            "interp ns",
-            "jit ns",
-            "no-wd ns",
-            "kernel ns",
-            "kernel/jit",
-            "interp/jit",
-            "watchdog"
-        );
-        for r in &rows {
+        if !rows.is_empty() {
             println!(
-                "{:<12} {:>10.1} {:>10.1} {:>10.1} {:>10}   {:>10} {:>10.1} {:>8.1}%",
-                r.program,
-                r.interp_ns,
-                r.jit_ns,
-                r.jit_no_watchdog_ns,
-                r.kernel_ns.map_or("-".into(), |k| format!("{k:.1}")),
-                r.kernel_over_jit().map_or("-".into(), |x| format!("{x:.2}")),
-                r.interp_over_jit(),
-                r.watchdog_pct()
+                "{:<12} {:>10} {:>10} {:>10} {:>10}   {:>10} {:>10} {:>9}",
+                "program",
+                "interp ns",
+                "jit ns",
+                "no-wd ns",
+                "kernel ns",
+                "kernel/jit",
+                "interp/jit",
+                "watchdog"
+            );
+            for r in &rows {
+                println!(
+                    "{:<12} {:>10.1} {:>10.1} {:>10.1} {:>10}   {:>10} {:>10.1} {:>8.1}%",
+                    r.program,
+                    r.interp_ns,
+                    r.jit_ns,
+                    r.jit_no_watchdog_ns,
+                    r.kernel_ns.map_or("-".into(), |k| format!("{k:.1}")),
+                    r.kernel_over_jit().map_or("-".into(), |x| format!("{x:.2}")),
+                    r.interp_over_jit(),
+                    r.watchdog_pct()
+                );
+            }
+        }
+        if let Some((insns, ms)) = load {
+            println!(
+                "load + verify + JIT of a {insns}-instruction program: {ms:.2} ms (median of {})",
+                trials.max(5)
             );
         }
-        println!(
-            "load + verify + JIT of a {}-instruction program: {:.2} ms (median of {})",
-            load.0,
-            load.1,
-            trials.max(5)
-        );
-        println!("\nspread over the trials, ns per run: median [min-max]");
-        println!("{:<12} {:>24} {:>24}", "program", "jit", "kernel");
-        for r in &rows {
-            let k = r.kernel_stat.map_or("-".into(), |k| k.to_string());
-            println!("{:<12} {:>24} {:>24}", r.program, r.jit_stat.to_string(), k);
+        if !rows.is_empty() {
+            println!("\nspread over the trials, ns per run: median [min-max]");
+            println!("{:<12} {:>24} {:>24}", "program", "jit", "kernel");
+            for r in &rows {
+                let k = r.kernel_stat.map_or("-".into(), |k| k.to_string());
+                println!("{:<12} {:>24} {:>24}", r.program, r.jit_stat.to_string(), k);
+            }
         }
         println!("machine: {}", super::machine_line(&super::machine()));
         println!("(ns per run, median of {trials} trials × {PACKETS} packets × {repeat} runs; kernel/jit > 1 means the JIT is faster)");

@@ -52,6 +52,19 @@ pub(crate) enum Flow {
     Done,
 }
 
+/// A state cached at a prune point, with its [`State::shape`] and how often it covered
+/// a later visit or failed to.
+struct Cached {
+    shape: u64,
+    state: State,
+    hits: u32,
+    misses: u32,
+}
+
+/// A cached state that fails to cover more than `EVICT_MISSES * (hits + 1)` visits is
+/// dropped, as the kernel drops its explored states (`miss_cnt > hit_cnt * 3 + 3`).
+const EVICT_MISSES: u32 = 3;
+
 struct LoopEntry {
     state: State,
     visits: u32,
@@ -65,8 +78,11 @@ pub(crate) struct Verifier<'a> {
     /// For each program map: index in `maps` of its inner template.
     inner: Vec<Option<u16>>,
     cfg: Cfg,
-    /// Cached states at each prune point, each with its [`State::shape`].
-    cache: Vec<Vec<(u64, State)>>,
+    /// Cached states at each prune point.
+    cache: Vec<Vec<Cached>>,
+    /// States ever cached at each prune point, evicted ones included: past
+    /// [`MAX_CACHED_PER_PC`] the point joins states like a loop head.
+    cached_total: Vec<usize>,
     /// Joined states at loop heads (and callback call sites, `true`), by shape.
     heads: HashMap<(bool, usize, u64), Vec<LoopEntry>>,
     /// The shapes seen at each loop head.
@@ -131,7 +147,8 @@ pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, Verify
         maps,
         inner,
         cfg,
-        cache: vec![Vec::new(); n],
+        cache: (0..n).map(|_| Vec::new()).collect(),
+        cached_total: vec![0; n],
         heads: HashMap::new(),
         head_shapes: HashMap::new(),
         pending: Vec::new(),
@@ -364,24 +381,40 @@ impl<'a> Verifier<'a> {
     fn visit(&mut self, pc: usize, st: State) -> Result<Option<State>, Fail> {
         let shape = st.shape();
         let mut cross = CROSS_SHAPE_PER_VISIT;
-        let covered = self.cache[pc].iter().rev().any(|(sh, old)| {
-            if *sh == shape {
-                old.includes(&st)
+        let cache = &mut self.cache[pc];
+        let mut stale = false;
+        let hit = cache.iter_mut().rposition(|e| {
+            let covers = if e.shape == shape {
+                e.state.includes(&st)
             } else if cross > 0 {
                 cross -= 1;
-                old.includes(&st)
+                e.state.includes(&st)
             } else {
-                false
+                return false;
+            };
+            if covers {
+                e.hits += 1;
+            } else {
+                e.misses += 1;
+                stale |= e.misses > e.hits * EVICT_MISSES + EVICT_MISSES;
             }
+            covers
         });
-        if covered {
+        if let Some(i) = hit {
+            // The state that covered this visit is the likeliest to cover the next one:
+            // it moves to where the scan starts.
+            cache[i..].rotate_left(1);
             return Ok(None);
         }
-        if self.cache[pc].len() >= MAX_CACHED_PER_PC {
+        if stale {
+            cache.retain(|e| e.misses <= e.hits * EVICT_MISSES + EVICT_MISSES);
+        }
+        if self.cached_total[pc] >= MAX_CACHED_PER_PC {
             // Too many distinct paths meet here: join them like at a loop head.
             return self.head(pc, st, false);
         }
-        self.cache[pc].push((shape, st.clone()));
+        self.cached_total[pc] += 1;
+        self.cache[pc].push(Cached { shape, state: st.clone(), hits: 0, misses: 0 });
         self.add_states(1, pc, &st)?;
         Ok(Some(st))
     }
