@@ -609,6 +609,11 @@ impl Live {
         Ok((fd, len))
     }
 
+    /// Where the values of map `map` of `ext` hold their `bpf_spin_lock`, if they do.
+    pub fn spin_lock_offset(&self, ext: &str, map: &str) -> Option<u32> {
+        self.map(ext, map).ok().and_then(|m| m.def().spin_lock)
+    }
+
     /// `BPF_MAP_LOOKUP_ELEM`: the value (every CPU's, padded, for per-CPU maps).
     pub fn map_lookup(&self, ext: &str, map: &str, key: &[u8]) -> Result<Vec<u8>, LiveError> {
         let m = self.map(ext, map)?;

@@ -5,7 +5,8 @@
 //! delivering); sends write in place into the endpoint's frames and receives read in
 //! place. [`Endpoint::recv`] polls; [`Endpoint::recv_blocking`] sleeps on the eventfd
 //! when nothing is ready. Messages of [`INLINE_BYTES`] or less travel inline in the
-//! ring entry itself and use no frame.
+//! ring entry itself and use no frame. [`Segment::open`] maps an extension's shared
+//! segment (a `BPF_F_MMAPABLE` array) from the same socket.
 #![deny(unsafe_code)]
 
 use std::io::{Read, Write};
@@ -108,6 +109,115 @@ pub fn endpoint_socket(control: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Sends one request line to the endpoint socket of `socket` and reads the answer
+/// line; fds, when the answer has any, ride on the byte after it.
+fn ask(socket: &Path, req: &impl Serialize) -> Result<(UnixStream, Vec<u8>), OpenError> {
+    let path = endpoint_socket(socket);
+    let mut sock = UnixStream::connect(&path)
+        .map_err(|source| OpenError::Connect { path: path.display().to_string(), source })?;
+    let mut line = serde_json::to_vec(req).map_err(|e| OpenError::Protocol(e.to_string()))?;
+    line.push(b'\n');
+    sock.write_all(&line)?;
+    // The answer line, a byte at a time: the fds ride on the byte after it.
+    let mut line = Vec::with_capacity(512);
+    let mut b = [0u8; 1];
+    loop {
+        if sock.read(&mut b)? == 0 {
+            return Err(OpenError::Protocol("the adapter closed the connection".into()));
+        }
+        if b[0] == b'\n' {
+            break;
+        }
+        line.push(b[0]);
+        if line.len() > 64 << 10 {
+            return Err(OpenError::Protocol("answer line too long".into()));
+        }
+    }
+    Ok((sock, line))
+}
+
+/// What the adapter says about a shared segment it hands out.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SegmentInfo {
+    pub extension: String,
+    pub map: String,
+    /// Bytes mapped (whole pages).
+    pub len: usize,
+    pub value_size: u32,
+    pub max_entries: u32,
+    /// Offset of the `bpf_spin_lock` in each value, if the value holds one.
+    pub spin_lock: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct SegmentAnswer {
+    segment: Option<SegmentInfo>,
+    error: Option<Refusal>,
+}
+
+/// A running adapter's shared segment (a `BPF_F_MMAPABLE` array of an extension)
+/// mapped into this process: value `i` at [`Segment::value_offset`]`(i)`. Dereferences
+/// to [`spine_endpoint::Segment`] for words, copies and the lock.
+#[derive(Debug)]
+pub struct Segment {
+    map: spine_endpoint::Segment,
+    info: SegmentInfo,
+}
+
+impl Segment {
+    /// Asks the adapter whose control socket is `socket` for map `map` of extension
+    /// `ext` and maps it.
+    pub fn open(socket: impl AsRef<Path>, ext: &str, map: &str) -> Result<Self, OpenError> {
+        let req = serde_json::json!({ "segment": { "extension": ext, "map": map } });
+        let (sock, line) = ask(socket.as_ref(), &req)?;
+        let answer: SegmentAnswer = serde_json::from_slice(&line)
+            .map_err(|e| OpenError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&line))))?;
+        if let Some(r) = answer.error {
+            return Err(OpenError::Refused { kind: r.kind, message: r.message });
+        }
+        let Some(info) = answer.segment else {
+            return Err(OpenError::Protocol("neither a segment nor an error".into()));
+        };
+        let fd = recv_fds(&sock)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| OpenError::Protocol("no segment descriptor".into()))?;
+        let map = spine_endpoint::Segment::map(fd)?;
+        if map.len() < info.len {
+            return Err(OpenError::Protocol(format!(
+                "segment of {} bytes, {} announced",
+                map.len(),
+                info.len
+            )));
+        }
+        Ok(Segment { map, info })
+    }
+
+    pub fn info(&self) -> &SegmentInfo {
+        &self.info
+    }
+
+    /// Where value `i` starts (`i * round_up(value_size, 8)`).
+    pub fn value_offset(&self, i: u32) -> usize {
+        assert!(i < self.info.max_entries, "value {i} of {}", self.info.max_entries);
+        i as usize * (self.info.value_size as usize).next_multiple_of(8)
+    }
+
+    /// Takes value `i`'s `bpf_spin_lock` (the value must hold one).
+    pub fn lock_value(&self, i: u32) -> spine_endpoint::SegmentGuard<'_> {
+        let at = self.info.spin_lock.expect("the value holds no bpf_spin_lock") as usize;
+        self.map.lock(self.value_offset(i) + at)
+    }
+}
+
+impl std::ops::Deref for Segment {
+    type Target = spine_endpoint::Segment;
+
+    fn deref(&self) -> &spine_endpoint::Segment {
+        &self.map
+    }
+}
+
 /// An open endpoint.
 #[derive(Debug)]
 pub struct Endpoint {
@@ -153,28 +263,7 @@ impl Endpoint {
     /// socket, see [`endpoint_socket`]) for an endpoint on `channel`. The endpoint lives
     /// until it is dropped (or the process ends): the adapter then reclaims it.
     pub fn open(socket: impl AsRef<Path>, channel: &Channel) -> Result<Self, OpenError> {
-        let path = endpoint_socket(socket.as_ref());
-        let mut sock = UnixStream::connect(&path)
-            .map_err(|source| OpenError::Connect { path: path.display().to_string(), source })?;
-        let mut req =
-            serde_json::to_vec(channel).map_err(|e| OpenError::Protocol(e.to_string()))?;
-        req.push(b'\n');
-        sock.write_all(&req)?;
-        // The answer line, a byte at a time: the fds ride on the byte after it.
-        let mut line = Vec::with_capacity(512);
-        let mut b = [0u8; 1];
-        loop {
-            if sock.read(&mut b)? == 0 {
-                return Err(OpenError::Protocol("the adapter closed the connection".into()));
-            }
-            if b[0] == b'\n' {
-                break;
-            }
-            line.push(b[0]);
-            if line.len() > 64 << 10 {
-                return Err(OpenError::Protocol("answer line too long".into()));
-            }
-        }
+        let (sock, line) = ask(socket.as_ref(), channel)?;
         let answer: Answer = serde_json::from_slice(&line)
             .map_err(|e| OpenError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&line))))?;
         if let Some(r) = answer.error {

@@ -11,6 +11,11 @@
 //! connection *is* the endpoint: the server keeps its end and watches it
 //! ([`ClientWatch`]); once the client's end closes (exit, kill, close) the endpoint is
 //! reclaimed. `DELETE /v1/endpoints/{id}` closes the connection from this side.
+//!
+//! The same socket hands out shared segments: a request `{"segment": {"extension":
+//! E, "map": M}}` is answered `{"segment": {...}}` and one byte carrying the memfd of
+//! map M's values (a `BPF_F_MMAPABLE` array), then the connection closes; the segment
+//! lives as long as the application keeps its descriptor or mapping.
 
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
@@ -47,6 +52,8 @@ pub struct EndpointStats {
     pub refused: AtomicU64,
     /// Endpoints reclaimed because their client went away.
     pub reclaimed: AtomicU64,
+    /// Shared segments handed out.
+    pub segments: AtomicU64,
 }
 
 pub(crate) struct EndpointServer {
@@ -85,9 +92,12 @@ fn serve(listener: UnixListener, live: &Live, stop: &AtomicBool, stats: &Endpoin
             Ok((stream, _)) => {
                 busy = true;
                 match open(live, stream) {
-                    Ok(w) => {
+                    Ok(Some(w)) => {
                         stats.opened.fetch_add(1, Ordering::Relaxed);
                         watches.push(w);
+                    }
+                    Ok(None) => {
+                        stats.segments.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => {
                         stats.refused.fetch_add(1, Ordering::Relaxed);
@@ -131,7 +141,10 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-fn open(live: &Live, mut stream: UnixStream) -> Result<(u64, ClientWatch), Refusal> {
+/// An endpoint and the watch of its client, or `None` for a segment handed out.
+type Opened = Option<(u64, ClientWatch)>;
+
+fn open(live: &Live, mut stream: UnixStream) -> Result<Opened, Refusal> {
     let r = answer(live, &mut stream);
     if let Err(Refusal(kind, message)) = &r {
         let body = ErrorBody {
@@ -189,9 +202,52 @@ fn read_request(stream: &mut UnixStream) -> Result<Vec<u8>, Refusal> {
     }
 }
 
-fn answer(live: &Live, stream: &mut UnixStream) -> Result<(u64, ClientWatch), Refusal> {
+/// A request for a shared segment.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SegmentRequest {
+    segment: SegmentName,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SegmentName {
+    extension: String,
+    map: String,
+}
+
+/// Hands out the memfd of a memory-mappable array (see the module docs).
+fn segment(live: &Live, stream: &mut UnixStream, req: &SegmentName) -> Result<Opened, Refusal> {
+    let (fd, len) =
+        live.segment(&req.extension, &req.map).map_err(|e| Refusal(e.kind(), e.to_string()))?;
+    let info =
+        live.map_info(&req.extension, &req.map).map_err(|e| Refusal(e.kind(), e.to_string()))?;
+    let body = serde_json::json!({ "segment": {
+        "extension": req.extension,
+        "map": req.map,
+        "len": len,
+        "value_size": info.value_size,
+        "max_entries": info.max_entries,
+        "spin_lock": live.spin_lock_offset(&req.extension, &req.map),
+    }});
+    let mut reply = serde_json::to_vec(&body).unwrap_or_default();
+    reply.push(b'\n');
+    stream
+        .write_all(&reply)
+        .map_err(|e| e.to_string())
+        .and_then(|()| send_fds(stream, &[fd.as_fd()]).map_err(|e| e.to_string()))
+        .map_err(|e| Refusal("segment_setup", format!("handing the segment over: {e}")))?;
+    Ok(None)
+}
+
+fn answer(live: &Live, stream: &mut UnixStream) -> Result<Opened, Refusal> {
     let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
     let line = read_request(stream)?;
+    if line.starts_with(b"{\"segment\"") {
+        let req: SegmentRequest = serde_json::from_slice(&line)
+            .map_err(|e| Refusal("bad_json", format!("segment request: {e}")))?;
+        return segment(live, stream, &req.segment);
+    }
     let req: EndpointRequest = serde_json::from_slice(&line)
         .map_err(|e| Refusal("bad_json", format!("endpoint request: {e}")))?;
     let watch_end = stream
@@ -212,5 +268,5 @@ fn answer(live: &Live, stream: &mut UnixStream) -> Result<(u64, ClientWatch), Re
         let _ = live.endpoint_close(id);
         return Err(Refusal("endpoint_setup", format!("handing the endpoint over: {e}")));
     }
-    Ok((id, watch))
+    Ok(Some((id, watch)))
 }

@@ -39,6 +39,7 @@ mod error;
 mod fdpass;
 mod layout;
 mod ring;
+mod segment;
 #[expect(unsafe_code, reason = "memfd, mmap and eventfd; frame copies in shared memory")]
 mod shm;
 #[expect(unsafe_code, reason = "poll(2) on the clients' connections")]
@@ -50,5 +51,6 @@ pub use desc::Desc;
 pub use error::EndpointError;
 pub use fdpass::{peer_pid, recv_fds, send_fds, MAX_FDS};
 pub use layout::{Layout, Payload, INLINE_BYTES};
+pub use segment::{Segment, SegmentGuard};
 pub use shm::{EventFd, Shm};
 pub use watch::{ClientWatch, Liveness};

@@ -77,6 +77,21 @@ impl Shm {
         Ok((shm, layout))
     }
 
+    /// Maps all of `fd` (its size from fstat), with no header: a shared segment.
+    pub(crate) fn map_whole(fd: OwnedFd) -> Result<Self, EndpointError> {
+        // SAFETY: fstat writes into the zeroed struct we pass.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd, valid out pointer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(EndpointError::last_os("fstat"));
+        }
+        let len = st.st_size as usize;
+        if len == 0 {
+            return Err(EndpointError::TooSmall { have: 0, need: 1 });
+        }
+        Self::map_fd(fd, len)
+    }
+
     fn map_fd(fd: OwnedFd, len: usize) -> Result<Self, EndpointError> {
         // SAFETY: a fresh shared mapping of `len` bytes of our fd; the kernel picks the
         // address. The size cannot change under it: the adapter seals the memfds it

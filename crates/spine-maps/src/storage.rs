@@ -67,7 +67,9 @@ impl Arena {
         let size = len.max(1).next_multiple_of(PAGE);
         let cname = std::ffi::CString::new(format!("spine-segment-{name}")).ok()?;
         // SAFETY: a valid C string; the flags are plain constants.
-        let raw_fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        let raw_fd = unsafe {
+            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
         if raw_fd < 0 {
             return None;
         }
@@ -75,6 +77,13 @@ impl Arena {
         let fd = unsafe { OwnedFd::from_raw_fd(raw_fd) };
         // SAFETY: ftruncate on our descriptor.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
+            return None;
+        }
+        // Sealed against shrinking and growing: a host that maps the segment can change
+        // its bytes, never its size (a shrunk file would fault the workers' accesses).
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: fcntl on our descriptor with plain integer arguments.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
             return None;
         }
         // SAFETY: a new shared mapping of the whole file; checked below.
