@@ -25,6 +25,7 @@ fn map(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u
         origin: MapOrigin::Btf,
         inner: None,
         init_slots: Vec::new(),
+        spin_lock: None,
     }
 }
 

@@ -2,27 +2,13 @@
 //! ext load → attach → traffic → map dump → ext replace → map update/lookup/delete →
 //! ext detach → ext unload, with `--json`, and errors that name the object, map or key.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Dir(PathBuf);
+mod common;
 
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The adapter, stopped with Ctrl-C when dropped.
-struct Adapter(Child);
-
-impl Drop for Adapter {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-INT", &self.0.id().to_string()]).status();
-        let _ = self.0.wait();
-    }
-}
+use common::{fails, json, ok, per_cpu_sum, Adapter, Dir};
 
 fn spine(socket: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spine"))
@@ -31,26 +17,6 @@ fn spine(socket: &Path, args: &[&str]) -> Output {
         .arg(socket)
         .output()
         .expect("run spine")
-}
-
-fn ok(o: Output) -> String {
-    let t = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{t}");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn fails(o: Output) -> String {
-    assert!(!o.status.success(), "expected a failure: {}", String::from_utf8_lossy(&o.stdout));
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json(o: Output) -> serde_json::Value {
-    serde_json::from_str(&ok(o)).expect("JSON")
-}
-
-fn per_cpu_sum(hexv: &str) -> u64 {
-    let b: Vec<u8> = hexv.split(' ').map(|x| u8::from_str_radix(x, 16).unwrap()).collect();
-    b.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).sum()
 }
 
 #[test]

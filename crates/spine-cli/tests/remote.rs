@@ -4,31 +4,17 @@
 //! detach and unload. A wrong token, a plain `http://` URL and an untrusted certificate
 //! are refused and change nothing.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use spine_testnet::netns::NetNs;
 
 const TOKEN: &str = "remote-token-0123456789abcdef";
 
-struct Dir(PathBuf);
+mod common;
 
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The adapter, stopped with Ctrl-C when dropped (before its namespace goes).
-struct Adapter(Child);
-
-impl Drop for Adapter {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-INT", &self.0.id().to_string()]).status();
-        let _ = self.0.wait();
-    }
-}
+use common::{fails, json, ok, per_cpu_sum, Adapter, Dir};
 
 /// `spine ARGS` run inside namespace `ns`.
 fn spine_in(ns: &NetNs, args: &[&str]) -> Output {
@@ -37,26 +23,6 @@ fn spine_in(ns: &NetNs, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run spine")
-}
-
-fn ok(o: Output) -> String {
-    let t = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{t}");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn fails(o: Output) -> String {
-    assert!(!o.status.success(), "expected a failure: {}", String::from_utf8_lossy(&o.stdout));
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json(o: Output) -> serde_json::Value {
-    serde_json::from_str(&ok(o)).expect("JSON")
-}
-
-fn per_cpu_sum(hexv: &str) -> u64 {
-    let b: Vec<u8> = hexv.split(' ').map(|x| u8::from_str_radix(x, 16).unwrap()).collect();
-    b.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).sum()
 }
 
 #[test]

@@ -13,7 +13,20 @@ use crate::storage::{Arena, ARENA_ALIGN};
 use crate::MapError;
 use std::sync::atomic::{AtomicU32, Ordering::*};
 
-/// A lock word taken from outside a program; released on drop.
+/// Who waits for a value's lock in a `BPF_F_LOCK` update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiter {
+    Program,
+    User,
+}
+
+/// How long a program's `BPF_F_LOCK` update waits for the lock (spinning): the
+/// runtime's limit for `bpf_spin_lock` too.
+const PROG_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
+/// How long a user-space `BPF_F_LOCK` update waits (spinning, then yielding).
+const USER_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A lock word taken by a `BPF_F_LOCK` update; released on drop.
 struct LockGuard<'a>(&'a AtomicU32);
 
 impl Drop for LockGuard<'_> {
@@ -88,9 +101,11 @@ impl ArrayMap {
         self.values.len()
     }
 
-    /// Takes element `i`'s lock from outside a program (`BPF_F_LOCK`), spinning and
-    /// then yielding for at most a second: the holder may be a host application.
-    fn lock_element(&self, i: u32) -> Result<LockGuard<'_>, MapError> {
+    /// Takes element `i`'s lock for an update with `BPF_F_LOCK`: the holder may be a
+    /// host application, so the wait is bounded (`EBUSY` after it). A program's update
+    /// spins at most [`PROG_LOCK_WAIT`] (a worker never sleeps); user space spins, then
+    /// yields, for at most [`USER_LOCK_WAIT`].
+    fn lock_element(&self, i: u32, side: Waiter) -> Result<LockGuard<'_>, MapError> {
         let off = self.spin_lock.ok_or_else(|| MapError::NoSpinLock { map: self.name.clone() })?;
         let word = self.values.lock_word(self.off(i, 0) + off);
         let t0 = std::time::Instant::now();
@@ -101,10 +116,15 @@ impl ArrayMap {
                 return Ok(LockGuard(word));
             }
             spins += 1;
-            if spins < 128 {
-                std::hint::spin_loop();
-            } else if t0.elapsed() > std::time::Duration::from_secs(1) {
+            let limit = match side {
+                Waiter::Program => PROG_LOCK_WAIT,
+                Waiter::User => USER_LOCK_WAIT,
+            };
+            if spins.is_multiple_of(128) && t0.elapsed() > limit {
                 return Err(MapError::LockTimeout { map: self.name.clone() });
+            }
+            if spins < 128 || side == Waiter::Program {
+                std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
             }
@@ -113,12 +133,19 @@ impl ArrayMap {
 
     /// Writes a whole value, leaving the lock word alone when there is one (the
     /// kernel's `copy_map_value`), under the lock with `BPF_F_LOCK`.
-    fn write_value(&self, i: u32, cpu: usize, value: &[u8], flags: u64) -> Result<(), MapError> {
+    fn write_value(
+        &self,
+        i: u32,
+        cpu: usize,
+        value: &[u8],
+        flags: u64,
+        side: Waiter,
+    ) -> Result<(), MapError> {
         let off = self.off(i, cpu);
         match self.spin_lock {
             None => self.values.write(off, value),
             Some(hole) => {
-                let _g = if flags & LOCK != 0 { Some(self.lock_element(i)?) } else { None };
+                let _g = if flags & LOCK != 0 { Some(self.lock_element(i, side)?) } else { None };
                 self.values.write_except(off, value, hole);
             }
         }
@@ -181,16 +208,27 @@ impl ArrayMap {
         flags: u64,
         cpu: usize,
     ) -> Result<(), MapError> {
+        self.update_from(key, value, flags, cpu, Waiter::Program)
+    }
+
+    fn update_from(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+        cpu: usize,
+        side: Waiter,
+    ) -> Result<(), MapError> {
         let i = Self::index(key);
         self.check_update(i, flags)?;
-        self.write_value(i, if self.percpu { cpu } else { 0 }, value, flags)
+        self.write_value(i, if self.percpu { cpu } else { 0 }, value, flags, side)
     }
 
     /// User-side update: `value` is one padded slot per CPU for a per-CPU array
     /// (`bpf_percpu_array_update`, which takes no `BPF_F_LOCK`).
     pub(crate) fn update_user(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         if !self.percpu {
-            return self.update(key, value, flags, 0);
+            return self.update_from(key, value, flags, 0, Waiter::User);
         }
         let i = Self::index(key);
         let map = || self.name.clone();
