@@ -1,6 +1,7 @@
 //! `spine run … --socket` and the commands that speak to it, end to end on mem ports:
 //! ext load → attach → traffic → map dump → ext replace → map update/lookup/delete →
-//! ext detach → ext unload, with `--json`, and errors that name the object, map or key.
+//! ext detach → ext unload, with `--json`, and errors that name the object, map or key;
+//! and the same on an AF_XDP port of a veth pair in a namespace.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -149,4 +150,84 @@ fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
     assert_eq!(json(spine(&sock, &["ext", "list", "--json"])), serde_json::json!([]));
     let e = fails(spine(&dir.0.join("nothing.sock"), &["ext", "list"]));
     assert!(e.contains("nothing.sock"), "a missing socket is named: {e}");
+}
+
+/// The same life cycle on a veth pair: the adapter (`spine run … --socket` in a
+/// namespace) runs an AF_XDP port on one end, frames are injected at the other, and
+/// every injected frame is counted under the extension that ran it.
+#[test]
+fn extensions_on_a_veth_port_of_a_running_adapter_from_the_command_line() {
+    use spine_testnet::netns::NetNs;
+    use spine_testnet::raw::{frame, Raw};
+    let Some(ns) = NetNs::new() else { return };
+    ns.veth("cw0", "cw1");
+    let dir = Dir(std::env::temp_dir().join(format!("spine-ctl-veth-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
+    let obj = dir.0.join("live.o");
+    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    let cfg = dir.0.join("adapter.toml");
+    std::fs::write(
+        &cfg,
+        "[adapter]\nworkers = 1\npin = false\n\n[[port]]\nname = \"wire\"\nkind = \"afxdp\"\ninterface = \"cw0\"\n",
+    )
+    .unwrap();
+    let sock = dir.0.join("spine.sock");
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns.name(), env!("CARGO_BIN_EXE_spine"), "run"])
+        .arg(&cfg)
+        .args(["--quiet", "--duration", "120", "--socket"])
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _adapter = Adapter(child);
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the adapter never served its socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let obj = obj.to_str().unwrap();
+    let hits = |ext: &str| {
+        let d = json(spine(&sock, &["map", "dump", ext, "hits", "--json"]));
+        per_cpu_sum(d["entries"][0]["value"].as_str().unwrap())
+    };
+    let inject = |from: u32, n: u32| {
+        ns.enter(|| {
+            let raw = Raw::bind("cw1");
+            for i in from..from + n {
+                raw.send(&frame(i, 64));
+            }
+        })
+    };
+    let wait_for = |what: &str, f: &dyn Fn() -> bool| {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    ok(spine(&sock, &["ext", "load", "a", obj, "--section", "version_a"]));
+    ok(spine(&sock, &["ext", "load", "b", obj, "--section", "version_b"]));
+    ok(spine(&sock, &["ext", "attach", "a", "wire"]));
+    inject(0, 100);
+    wait_for("a counts the 100 frames", &|| hits("a") >= 100);
+    let out = ok(spine(&sock, &["ext", "replace", "wire", "b"]));
+    assert!(out.contains("'a' replaced by 'b'"), "{out}");
+    inject(100, 50);
+    wait_for("b counts the 50 frames", &|| hits("b") >= 50);
+    // Only the injected frames reached the port (IPv6 is off in the namespace).
+    assert_eq!((hits("a"), hits("b")), (100, 50), "each frame under exactly one version");
+    assert_eq!(
+        json(spine(&sock, &["map", "lookup", "b", "table", "7", "--json"]))["value"],
+        "01 00 00 00 00 00 00 00"
+    );
+    let stats = json(spine(&sock, &["stats", "--json"]));
+    assert_eq!(stats["ports"][0]["name"], "wire");
+    ok(spine(&sock, &["ext", "detach", "wire"]));
+    ok(spine(&sock, &["ext", "unload", "a"]));
+    ok(spine(&sock, &["ext", "unload", "b"]));
+    assert_eq!(json(spine(&sock, &["ext", "list", "--json"])), serde_json::json!([]));
 }
