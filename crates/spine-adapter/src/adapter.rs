@@ -491,6 +491,7 @@ impl AdapterBuilder {
         let log = Arc::new(crate::logbuf::LogBuf::new(epoch_ns));
         let shared = Arc::new(Shared {
             log: log.clone(),
+            rings: crate::ringfollow::RingFollows::default(),
             ports: ports
                 .iter()
                 .zip(&slots)
@@ -783,9 +784,12 @@ impl Adapter {
     /// The ring buffer `map` of extension `ext`, for the control side to read: its
     /// [`RingBuf::consume`](spine_maps::RingBuf::consume) takes the records workers
     /// committed, in order, while they go on producing (one consumer at a time). The
-    /// `Arc` keeps the ring readable after the adapter has stopped.
+    /// `Arc` keeps the ring readable after the adapter has stopped. The ring is then the
+    /// caller's: the control API refuses to follow it.
     pub fn ring_buffer(&self, ext: &str, map: &str) -> Result<Arc<Map>, AdapterError> {
-        find_ring(self.shared.extension(ext), ext, map)
+        let ring = find_ring(self.shared.extension(ext), ext, map)?;
+        self.shared.rings.own(ext, map);
+        Ok(ring)
     }
 
     /// One round of every worker, in order, in the calling thread; returns the packets

@@ -29,6 +29,7 @@ pub mod logbuf;
 mod program;
 #[expect(unsafe_code, reason = "the lock-free worker-to-worker ring hands values across threads")]
 mod ring;
+pub mod ringfollow;
 pub mod slot;
 #[expect(unsafe_code, reason = "clock_gettime, if_nametoindex and sigaction")]
 pub mod sys;
@@ -48,3 +49,4 @@ pub use endpoints::{
 pub use flow::flow_hash;
 pub use live::{DomainView, ExtView, Live, LiveError, MapView, PortView};
 pub use logbuf::{LogLine, LogPage};
+pub use ringfollow::{RingPage, RingRecord};

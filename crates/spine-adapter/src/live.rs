@@ -76,6 +76,8 @@ pub(crate) struct Shared {
     pub workers: usize,
     /// `bpf_trace_printk` lines and watchdog events, for followers.
     pub log: Arc<crate::logbuf::LogBuf>,
+    /// Ring buffers followed through the control API, and those configured outputs read.
+    pub rings: crate::ringfollow::RingFollows,
     pub engine: EngineKind,
     pub seed: u64,
     /// The endpoints handed out, and their table as the workers see it.
@@ -191,6 +193,10 @@ pub enum LiveError {
     TagTaken { port: String, id: u64 },
     #[error("no endpoint {id}")]
     NoEndpoint { id: u64 },
+    #[error("extension '{ext}', map '{map}': not a ring buffer")]
+    NotRing { ext: String, map: String },
+    #[error("extension '{ext}', map '{map}': the ring is read by a [[ringbuf]] output of the configuration")]
+    RingOwned { ext: String, map: String },
 }
 
 impl LiveError {
@@ -234,6 +240,8 @@ impl LiveError {
             LiveError::NoEndpoint { .. } => "no_endpoint",
             LiveError::NotSegment { .. } => "not_segment",
             LiveError::SegmentFd { .. } => "io",
+            LiveError::NotRing { .. } => "not_ring",
+            LiveError::RingOwned { .. } => "ring_owned",
         }
     }
 
@@ -736,6 +744,29 @@ impl Live {
     /// Up to `max` log lines after sequence number `after` (0: every line kept).
     pub fn log_since(&self, after: u64, max: usize) -> crate::logbuf::LogPage {
         self.shared.log.since(after, max)
+    }
+
+    /// Up to `max` records of ring buffer `map` of `ext` after sequence number `after`
+    /// (0: every record kept). The first call makes the control side the ring's
+    /// consumer; each call takes what workers committed since (see
+    /// [`crate::ringfollow`]).
+    pub fn ring_since(
+        &self,
+        ext: &str,
+        map: &str,
+        after: u64,
+        max: usize,
+    ) -> Result<crate::ringfollow::RingPage, LiveError> {
+        use crate::ringfollow::FollowRefusal;
+        let ring = self.map(ext, map)?;
+        let now_s = self.started.elapsed().as_secs_f64();
+        self.shared.rings.since(ext, map, ring, now_s, after, max).map_err(|r| {
+            let (ext, map) = (ext.to_string(), map.to_string());
+            match r {
+                FollowRefusal::NotRing => LiveError::NotRing { ext, map },
+                FollowRefusal::Owned => LiveError::RingOwned { ext, map },
+            }
+        })
     }
 
     /// Whether a trace is being recorded.

@@ -393,36 +393,84 @@ pub struct LogArgs {
     /// Keep printing new lines until Ctrl-C.
     #[arg(long, short)]
     pub follow: bool,
+    /// Print the records of ring buffer MAP of extension EXT instead (one JSON line each,
+    /// as a `[[ringbuf]]` output writes them); the adapter consumes the ring for its
+    /// followers.
+    #[arg(long, value_name = "EXT/MAP")]
+    pub ring: Option<String>,
 }
 
-/// `spine log [-f]`: the adapter's `bpf_trace_printk` lines and watchdog events.
+/// `spine log [-f] [--ring EXT/MAP]`: the adapter's `bpf_trace_printk` lines and watchdog
+/// events, or a ring buffer's records.
 pub fn log(args: &LogArgs, conn: &Conn) -> Result<()> {
+    let ring = match &args.ring {
+        Some(r) => match r.split_once('/') {
+            Some((e, m)) if !e.is_empty() && !m.is_empty() => Some((e, m)),
+            _ => anyhow::bail!("--ring {r}: expected EXT/MAP"),
+        },
+        None => None,
+    };
     let mut c = conn.client()?;
     if args.follow && !spine_adapter::sys::catch_sigint() {
         eprintln!("spine: could not catch Ctrl-C");
     }
     let mut after = 0;
     loop {
-        let page = c.log_since(after)?;
-        for l in &page.lines {
-            if after != 0 && l.seq > after + 1 {
+        // (sequence numbers, lines to print, next) of one page.
+        let (seqs, lines, next): (Vec<u64>, Vec<String>, u64) = match ring {
+            Some((ext, map)) => {
+                let page = c.ring_since(ext, map, after)?;
+                let lines = page
+                    .records
+                    .iter()
+                    .map(|r| {
+                        crate::run::record_line(
+                            ext,
+                            map,
+                            r.seq,
+                            r.time_s,
+                            r.data.len() / 2,
+                            &r.data,
+                        )
+                    })
+                    .collect();
+                (page.records.iter().map(|r| r.seq).collect(), lines, page.next)
+            }
+            None => {
+                let page = c.log_since(after)?;
+                let lines = page
+                    .lines
+                    .iter()
+                    .map(|l| {
+                        if conn.json {
+                            serde_json::to_string(l).map_err(anyhow::Error::from)
+                        } else {
+                            Ok(format!(
+                                "[{:12.6}] worker{} {}: {}",
+                                l.time_s, l.worker, l.kind, l.text
+                            ))
+                        }
+                    })
+                    .collect::<Result<_>>()?;
+                (page.lines.iter().map(|l| l.seq).collect(), lines, page.next)
+            }
+        };
+        for (seq, line) in seqs.iter().zip(&lines) {
+            if after != 0 && *seq > after + 1 {
+                let what = if ring.is_some() { "records" } else { "lines" };
                 eprintln!(
-                    "spine: {} lines were overwritten before they were read",
-                    l.seq - after - 1
+                    "spine: {} {what} were overwritten before they were read",
+                    seq - after - 1
                 );
             }
-            after = l.seq;
-            if conn.json {
-                println!("{}", serde_json::to_string(l)?);
-            } else {
-                println!("[{:12.6}] worker{} {}: {}", l.time_s, l.worker, l.kind, l.text);
-            }
+            after = *seq;
+            println!("{line}");
         }
-        after = after.max(page.next);
+        after = after.max(next);
         if !args.follow || spine_adapter::sys::sigint_received() {
             break;
         }
-        if page.lines.is_empty() {
+        if lines.is_empty() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }

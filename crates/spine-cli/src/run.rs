@@ -229,7 +229,9 @@ impl RingSink {
         let mut written = Ok(());
         let n = consume(&mut |rec| {
             if written.is_ok() {
-                written = writeln!(out, "{}", record_line(extension, map, *seq, time_s, rec));
+                let data: String = rec.iter().map(|b| format!("{b:02x}")).collect();
+                let line = record_line(extension, map, *seq, time_s, rec.len(), &data);
+                written = writeln!(out, "{line}");
                 *seq += 1;
             }
         });
@@ -238,15 +240,23 @@ impl RingSink {
     }
 }
 
-fn record_line(extension: &str, map: &str, seq: u64, time_s: f64, rec: &[u8]) -> String {
-    let data: String = rec.iter().map(|b| format!("{b:02x}")).collect();
+/// One record as a JSON line (`data` is the record's `len` bytes in hex); what
+/// `[[ringbuf]]` outputs and `spine log --ring` print.
+pub(crate) fn record_line(
+    extension: &str,
+    map: &str,
+    seq: u64,
+    time_s: f64,
+    len: usize,
+    data: &str,
+) -> String {
     let time_s = (time_s * 1e6).round() / 1e6;
     serde_json::json!({
         "extension": extension,
         "map": map,
         "seq": seq,
         "time_s": time_s,
-        "len": rec.len(),
+        "len": len,
         "data": data,
     })
     .to_string()
@@ -377,7 +387,7 @@ mod tests {
 
     #[test]
     fn a_record_line_is_one_json_object() {
-        let line = record_line("log", "events", 7, 1.234_567_89, &[0x0a, 0xff, 0]);
+        let line = record_line("log", "events", 7, 1.234_567_89, 3, "0aff00");
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(
             v,

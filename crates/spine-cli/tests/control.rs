@@ -148,6 +148,33 @@ fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
     ok(spine(&sock, &["ext", "unload", "a"]));
     ok(spine(&sock, &["ext", "unload", "b"]));
     assert_eq!(json(spine(&sock, &["ext", "list", "--json"])), serde_json::json!([]));
+
+    // A ring buffer's records, followed from the command line (`log_all` writes one
+    // 24-byte record per frame), numbered from 1 without a gap across calls.
+    let maps_src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/maps.c");
+    let maps_obj = dir.0.join("maps.o");
+    spine_progs::compile_c(&maps_src, &maps_obj, &[]).expect("clang builds the fixture");
+    ok(spine(&sock, &["ext", "load", "log", maps_obj.to_str().unwrap(), "--section", "log_all"]));
+    let e = fails(spine(&sock, &["log", "--ring", "log"]));
+    assert!(e.contains("expected EXT/MAP"), "{e}");
+    let e = fails(spine(&sock, &["log", "--ring", "log/lost"]));
+    assert!(e.contains("'lost'") && e.contains("not a ring buffer"), "{e}");
+    ok(spine(&sock, &["ext", "attach", "log", "wire"]));
+    let mut seqs = Vec::new();
+    while seqs.len() < 600 {
+        for line in ok(spine(&sock, &["log", "--ring", "log/events"])).lines() {
+            let r: serde_json::Value = serde_json::from_str(line).expect("one JSON object a line");
+            assert_eq!((r["extension"].as_str(), r["map"].as_str()), (Some("log"), Some("events")));
+            assert_eq!((r["len"].as_u64(), r["data"].as_str().map(str::len)), (Some(24), Some(48)));
+            seqs.push(r["seq"].as_u64().unwrap());
+        }
+    }
+    // Each call prints what the adapter keeps (the last 4,096); the numbering carries on.
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1 || w[1] <= w[0]), "{:?}", &seqs[..20]);
+    assert_eq!(seqs[0], 1);
+    ok(spine(&sock, &["ext", "detach", "wire"]));
+    ok(spine(&sock, &["ext", "unload", "log"]));
     let e = fails(spine(&dir.0.join("nothing.sock"), &["ext", "list"]));
     assert!(e.contains("nothing.sock"), "a missing socket is named: {e}");
 }

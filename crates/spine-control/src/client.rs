@@ -542,6 +542,19 @@ impl Client {
         self.call("GET", &format!("/{VERSION}/log?after={after}"), None)
     }
 
+    /// `GET /v1/extensions/{ext}/maps/{map}/records?after=SEQ`: a ring buffer's records
+    /// after sequence number `after` (the adapter consumes the ring for its followers).
+    pub fn ring_since(
+        &mut self,
+        ext: &str,
+        map: &str,
+        after: u64,
+    ) -> Result<spine_adapter::RingPage, ClientError> {
+        let path =
+            format!("/{VERSION}/extensions/{}/maps/{}/records?after={after}", enc(ext), enc(map));
+        self.call("GET", &path, None)
+    }
+
     /// `GET /metrics`: the counters in the Prometheus text format.
     pub fn metrics(&mut self) -> Result<String, ClientError> {
         let r = self.checked("GET", "/metrics", None)?;

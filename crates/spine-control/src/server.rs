@@ -495,7 +495,8 @@ impl From<LiveError> for Fail {
             LiveError::Map { .. } => StatusCode::BAD_REQUEST,
             LiveError::TooMany { .. } => StatusCode::INSUFFICIENT_STORAGE,
             LiveError::NoTrace { .. } => StatusCode::CONFLICT,
-            LiveError::NotSegment { .. } => StatusCode::BAD_REQUEST,
+            LiveError::NotSegment { .. } | LiveError::NotRing { .. } => StatusCode::BAD_REQUEST,
+            LiveError::RingOwned { .. } => StatusCode::CONFLICT,
             LiveError::SegmentFd { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             LiveError::TraceSize { .. } => StatusCode::BAD_REQUEST,
             LiveError::NoEndpoint { .. } => StatusCode::NOT_FOUND,
@@ -574,6 +575,7 @@ fn router(app: App, cfg: &ServerConfig) -> Router {
         .route("/extensions/{ext}/maps/{map}/update", post(update))
         .route("/extensions/{ext}/maps/{map}/delete", post(delete_key))
         .route("/extensions/{ext}/maps/{map}/next_key", post(next_key))
+        .route("/extensions/{ext}/maps/{map}/records", get(records))
         .route("/stats", get(|State(a): State<App>| async move { Json(a.live.totals()) }))
         .route("/trace/start", post(trace_start))
         .route("/trace/stop", post(trace_stop))
@@ -830,6 +832,18 @@ struct LogQuery {
     after: u64,
     #[serde(default)]
     max: Option<usize>,
+}
+
+/// `GET /v1/extensions/{ext}/maps/{map}/records?after=SEQ[&max=N]`: the ring buffer's
+/// records after sequence number SEQ (the control side consumes the ring).
+async fn records(
+    State(a): State<App>,
+    UrlPath((ext, map)): UrlPath<(String, String)>,
+    q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> Reply<spine_adapter::RingPage> {
+    let Query(q) =
+        q.map_err(|e| Fail::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    Ok(Json(a.live.ring_since(&ext, &map, q.after, q.max.unwrap_or(1000).min(10_000))?))
 }
 
 /// `GET /v1/log?after=SEQ[&max=N]`: `bpf_trace_printk` lines and watchdog events after

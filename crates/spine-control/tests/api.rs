@@ -50,6 +50,18 @@ fn live_object() -> &'static [u8] {
     })
 }
 
+/// The adapter's map fixture (crates/spine-adapter/tests/fixtures/maps.c): `log_all`
+/// writes a 24-byte record per frame into ring buffer `events`.
+fn maps_object() -> &'static [u8] {
+    static OBJ: OnceLock<Vec<u8>> = OnceLock::new();
+    OBJ.get_or_init(|| {
+        let src =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/maps.c");
+        let dir = TempDir::new("fixture");
+        spine_progs::compile_c(&src, &dir.join("maps.o"), &[]).expect("clang builds the fixture")
+    })
+}
+
 fn frame(i: u8) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5, i];
     f.resize(60, 0xee);
@@ -324,6 +336,78 @@ fn connect_probe() {
         }
         Err(e) => println!("probe: other error: {e}"),
     }
+}
+
+#[test]
+fn ring_buffer_records_are_followed_by_sequence_and_none_is_lost() {
+    let dir = TempDir::new("ring");
+    let running = adapter();
+    let live = running.live();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    c.load("log", maps_object(), Some("log_all"), None).unwrap();
+    let kind = |e: spine_control::ClientError| e.api().expect("an API error").kind.clone();
+    assert_eq!(kind(c.ring_since("log", "lost", 0).unwrap_err()), "not_ring");
+    assert_eq!(kind(c.ring_since("log", "nope", 0).unwrap_err()), "no_map");
+    assert!(c.ring_since("log", "events", 0).unwrap().records.is_empty(), "no traffic yet");
+    c.attach("log", "wire").unwrap();
+    let sent: Vec<Vec<u8>> = (0..32).map(frame).collect();
+    let check = |r: &spine_adapter::RingRecord| {
+        let b: Vec<u8> = (0..r.data.len() / 2)
+            .map(|i| u8::from_str_radix(&r.data[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        assert_eq!(b.len(), 24, "struct event");
+        assert_eq!(u32::from_le_bytes(b[..4].try_into().unwrap()), 60);
+        assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()), 10_000, "the mem port");
+        assert!(sent.iter().any(|f| f[..16] == b[8..]), "a record of a frame that was sent");
+    };
+    // The ring holds 511 records and the port replays forever: the follower must keep
+    // draining it (what it misses is counted in `lost` by the program, never skipped).
+    let (mut after, mut records) = (0u64, 0u64);
+    while records < 3000 {
+        let page = c.ring_since("log", "events", after).unwrap();
+        for r in &page.records {
+            assert_eq!(r.seq, after + 1, "no record skipped or repeated");
+            check(r);
+            after = r.seq;
+        }
+        records += page.records.len() as u64;
+        assert_eq!(page.next, after);
+    }
+    // Another follower starting later still reads the history kept.
+    let from_start = c.ring_since("log", "events", 0).unwrap();
+    assert_eq!(from_start.records.first().map(|r| r.seq), Some(after.saturating_sub(4095).max(1)));
+    server.stop();
+    let lost = running.extension("log").unwrap().map("lost").unwrap().clone();
+    let report = running.stop().unwrap();
+    // What the workers committed before stopping is still in the ring.
+    let rest = live.ring_since("log", "events", after, usize::MAX).unwrap();
+    for r in &rest.records {
+        assert_eq!(r.seq, after + 1);
+        check(r);
+        after = r.seq;
+    }
+    let mut v = [0u8; 8];
+    lost.lookup_user(&0u32.to_le_bytes(), &mut v).unwrap();
+    let runs = report.totals.extension("log").unwrap().runs;
+    assert_eq!(after + u64::from_le_bytes(v), runs, "every run followed or counted as lost");
+}
+
+#[test]
+fn a_ring_read_by_a_configured_output_is_not_followed() {
+    let dir = TempDir::new("ring-owned");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    c.load("log", maps_object(), Some("log_all"), None).unwrap();
+    // What `spine run` does for an `[[ringbuf]]` of the configuration.
+    let _ring = running.ring_buffer("log", "events").unwrap();
+    let e = c.ring_since("log", "events", 0).unwrap_err();
+    let api = e.api().expect("an API error");
+    assert_eq!(api.kind, "ring_owned", "{e}");
+    assert!(api.message.contains("[[ringbuf]]"), "{e}");
+    server.stop();
+    running.stop().unwrap();
 }
 
 #[test]

@@ -1,0 +1,180 @@
+//! Ring-buffer records as the control API follows them (`spine log --ring EXT/MAP -f`).
+//!
+//! A `BPF_MAP_TYPE_RINGBUF` has one consumer. The first follower of a ring makes the
+//! control side its consumer: each request drains what workers committed into a bounded
+//! history numbered by sequence, and every follower reads that history after the number
+//! it last saw, as `spine log -f` reads the log. Between requests records wait in the
+//! ring itself; a ring that fills up makes `bpf_ringbuf_reserve` return NULL, as in the
+//! kernel when user space does not consume. A ring that an `[[ringbuf]]` output of the
+//! configuration reads ([`Adapter::ring_buffer`](crate::Adapter::ring_buffer)) is that
+//! output's, and the API refuses to follow it rather than split its records.
+//!
+//! Nothing here runs on a worker.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use spine_maps::Map;
+
+/// Records kept per ring for followers; older ones give way (a gap in `seq`).
+pub const RING_RECORDS: usize = 4096;
+/// Bytes of record data kept per ring, whichever limit comes first.
+pub const RING_BYTES: usize = 4 << 20;
+
+/// One record a program committed (`bpf_ringbuf_submit`/`bpf_ringbuf_output`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RingRecord {
+    pub seq: u64,
+    /// Seconds since the adapter started, when the control side drained it.
+    pub time_s: f64,
+    /// The record's bytes, in hex.
+    pub data: String,
+}
+
+/// What a follower gets: the records after the sequence number it asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RingPage {
+    pub records: Vec<RingRecord>,
+    /// Ask for records after this next time.
+    pub next: u64,
+}
+
+/// One followed ring: its consumer side and the history followers read.
+struct Follow {
+    /// The map followed (an extension loaded again under the same name has a new one).
+    ring: Arc<Map>,
+    history: VecDeque<RingRecord>,
+    /// Bytes of `history`'s records.
+    bytes: usize,
+    /// Sequence number of the last record drained.
+    last: u64,
+}
+
+/// Every followed ring, and the rings a configured output reads.
+#[derive(Default)]
+pub(crate) struct RingFollows {
+    /// `(extension, map)` pairs read by an `[[ringbuf]]` output.
+    owned: Mutex<Vec<(String, String)>>,
+    follows: Mutex<HashMap<(String, String), Follow>>,
+}
+
+/// Why a ring cannot be followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FollowRefusal {
+    NotRing,
+    Owned,
+}
+
+impl RingFollows {
+    /// Marks the ring as read by a configured output.
+    pub fn own(&self, ext: &str, map: &str) {
+        let mut o = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+        o.push((ext.to_string(), map.to_string()));
+    }
+
+    /// Drains `ring` (map `map` of `ext`) into its history and returns up to `max`
+    /// records after `after`.
+    pub fn since(
+        &self,
+        ext: &str,
+        map: &str,
+        ring: Arc<Map>,
+        now_s: f64,
+        after: u64,
+        max: usize,
+    ) -> Result<RingPage, FollowRefusal> {
+        let Some(rb) = ring.ringbuf() else { return Err(FollowRefusal::NotRing) };
+        let key = (ext.to_string(), map.to_string());
+        if self.owned.lock().unwrap_or_else(PoisonError::into_inner).contains(&key) {
+            return Err(FollowRefusal::Owned);
+        }
+        let mut follows = self.follows.lock().unwrap_or_else(PoisonError::into_inner);
+        let f = follows.entry(key).or_insert_with(|| Follow {
+            ring: ring.clone(),
+            history: VecDeque::new(),
+            bytes: 0,
+            last: 0,
+        });
+        if !Arc::ptr_eq(&f.ring, &ring) {
+            // Loaded again under the same name: a new ring, numbering carries on.
+            f.ring = ring.clone();
+        }
+        rb.consume(|rec| {
+            f.last += 1;
+            let data: String = rec.iter().map(|b| format!("{b:02x}")).collect();
+            f.bytes += data.len() / 2;
+            f.history.push_back(RingRecord { seq: f.last, time_s: now_s, data });
+            while f.history.len() > RING_RECORDS || f.bytes > RING_BYTES {
+                let Some(old) = f.history.pop_front() else { break };
+                f.bytes -= old.data.len() / 2;
+            }
+        });
+        let records: Vec<RingRecord> =
+            f.history.iter().filter(|r| r.seq > after).take(max).cloned().collect();
+        let next = records.last().map_or(after, |r| r.seq);
+        Ok(RingPage { records, next })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spine_maps::{MapDef, MapOptions};
+
+    fn map(map_type: u32, key: u32, value: u32, entries: u32) -> Arc<Map> {
+        let def = MapDef::new("m", map_type, key, value, entries, 0);
+        Arc::new(Map::create(def, &MapOptions::default()).expect("a map"))
+    }
+
+    fn ring(size: u32) -> Arc<Map> {
+        map(spine_abi::map_type::RINGBUF, 0, 0, size)
+    }
+
+    #[test]
+    fn followers_read_every_record_once_drained_in_order() {
+        let rf = RingFollows::default();
+        let m = ring(4096);
+        let rb = m.ringbuf().expect("ring");
+        for i in 0u8..5 {
+            rb.output(&[i, i + 1], 0).expect("room");
+        }
+        let p = rf.since("e", "events", m.clone(), 1.0, 0, 3).expect("followed");
+        assert_eq!(
+            p.records.iter().map(|r| r.data.as_str()).collect::<Vec<_>>(),
+            ["0001", "0102", "0203"]
+        );
+        assert_eq!(p.next, 3);
+        rb.output(&[9], 0).expect("room");
+        let q = rf.since("e", "events", m.clone(), 2.0, p.next, 100).expect("followed");
+        assert_eq!(q.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [4, 5, 6]);
+        assert_eq!(q.records[2].data, "09");
+        // A second follower from the start sees the same history.
+        let all = rf.since("e", "events", m, 3.0, 0, 100).expect("followed");
+        assert_eq!(all.records.len(), 6);
+        assert_eq!(all.next, 6);
+    }
+
+    #[test]
+    fn history_is_bounded_and_owned_rings_are_refused() {
+        let rf = RingFollows::default();
+        let m = ring(1 << 16);
+        let rb = m.ringbuf().expect("ring");
+        let mut drained = 0;
+        for i in 0..RING_RECORDS + 10 {
+            rb.output(&(i as u32).to_le_bytes(), 0).expect("room");
+            if i % 1000 == 999 {
+                drained = rf.since("e", "r", m.clone(), 0.0, u64::MAX, 1).expect("followed").next;
+            }
+        }
+        assert_eq!(drained, u64::MAX, "nothing after MAX");
+        let p = rf.since("e", "r", m.clone(), 0.0, 0, usize::MAX).expect("followed");
+        assert_eq!(p.records.len(), RING_RECORDS);
+        assert_eq!(p.records[0].seq, 11, "the oldest 10 gave way");
+        assert_eq!(p.records[0].data, "0a000000");
+        rf.own("e", "other");
+        assert_eq!(rf.since("e", "other", m, 0.0, 0, 1), Err(FollowRefusal::Owned));
+        let hash = map(spine_abi::map_type::HASH, 4, 4, 4);
+        assert_eq!(rf.since("e", "h", hash, 0.0, 0, 1), Err(FollowRefusal::NotRing));
+    }
+}
