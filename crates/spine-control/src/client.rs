@@ -30,9 +30,17 @@ pub enum ClientError {
     Api { status: u16, error: ApiError },
     #[error("control socket {path}: malformed response: {what}")]
     Protocol { path: String, what: String },
-    /// A remote address that is not `https://HOST:PORT`, or TLS that cannot be set up.
+    /// A remote address that is not `https://HOST:PORT`.
     #[error("remote adapter {url}: {what}")]
     Remote { url: String, what: String },
+    /// The token, or the certificate authorities to trust, cannot be used.
+    #[error("remote adapter {url}: {source}")]
+    RemoteSetup { url: String, source: crate::tls::TlsError },
+    /// The TLS session could not be set up or its handshake failed (a certificate the
+    /// client does not trust, a server that does not speak TLS); `source` wraps
+    /// rustls's error where it has one.
+    #[error("remote adapter {url}: TLS: {source}")]
+    Tls { url: String, source: std::io::Error },
 }
 
 impl ClientError {
@@ -149,8 +157,9 @@ impl Client {
         let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
         let name = ServerName::try_from(bare.to_string())
             .map_err(|e| fail(format!("host '{host}': {e}")))?;
-        crate::tls::check_token(token).map_err(|e| fail(e.to_string()))?;
-        let config = crate::tls::client_config(ca).map_err(|e| fail(e.to_string()))?;
+        let setup = |source| ClientError::RemoteSetup { url: url.to_string(), source };
+        crate::tls::check_token(token).map_err(setup)?;
+        let config = crate::tls::client_config(ca).map_err(setup)?;
         Ok(Client {
             path: PathBuf::from(url),
             target: Target::Remote(Box::new(Remote {
@@ -193,18 +202,14 @@ impl Client {
                     s.set_read_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
                     s.set_write_timeout(Some(self.timeout)).map_err(|e| self.io(e))?;
                     s.set_nodelay(true).map_err(|e| self.io(e))?;
-                    let c =
-                        rustls::ClientConnection::new(r.config.clone(), r.name.clone()).map_err(
-                            |e| ClientError::Remote { url: r.url.clone(), what: e.to_string() },
-                        )?;
+                    let tls_err = |source| ClientError::Tls { url: r.url.clone(), source };
+                    let c = rustls::ClientConnection::new(r.config.clone(), r.name.clone())
+                        .map_err(|e| tls_err(std::io::Error::other(e)))?;
                     let mut tls = rustls::StreamOwned::new(c, s);
                     // Handshake now, so that a refused certificate is reported as such
                     // rather than as a failed write.
                     while tls.conn.is_handshaking() {
-                        tls.conn.complete_io(&mut tls.sock).map_err(|e| ClientError::Remote {
-                            url: r.url.clone(),
-                            what: format!("TLS: {e}"),
-                        })?;
+                        tls.conn.complete_io(&mut tls.sock).map_err(tls_err)?;
                     }
                     Stream::Tls(Box::new(tls))
                 }

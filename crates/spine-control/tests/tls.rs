@@ -132,6 +132,10 @@ fn the_api_is_served_over_tls_with_a_token_and_everything_else_is_refused() {
     let msg = e.to_string();
     assert!(msg.contains("TLS") && msg.contains(&url), "{msg}");
     assert!(!msg.contains(TOKEN), "the token is never printed: {msg}");
+    // The handshake's error is kept as a source, not only as text: rustls's own.
+    let spine_control::ClientError::Tls { source, .. } = &e else { panic!("{e:?}") };
+    let rustls_err = source.get_ref().and_then(|s| s.downcast_ref::<rustls::Error>());
+    assert!(matches!(rustls_err, Some(rustls::Error::InvalidCertificate(_))), "{source:?}");
 
     // URLs and tokens the client refuses before connecting.
     for (u, why) in [
