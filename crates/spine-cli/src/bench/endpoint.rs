@@ -1,17 +1,23 @@
-//! `spine bench endpoint`: round-trip latency of a 64-byte frame through one adapter to
-//! an application's endpoint and back, next to kernel UDP sockets on loopback, in one
-//! run.
+//! `spine bench endpoint`: round-trip latency and streaming throughput of UDP messages
+//! through one adapter to an application's endpoint and back, against message size,
+//! next to kernel UDP sockets on loopback, in one run.
 //!
 //! The spine path: the bench thread plays the wire of port `wire` (an endpoint port it
-//! drives) and sends a 64-byte Ethernet/IPv4/UDP frame into it; the adapter's worker
-//! passes it (no extension) and, the tag matching, copies it into the application's
-//! endpoint (opened through the endpoint socket with `spine_client::Endpoint::open`);
-//! the application, on its own thread, sleeps on the endpoint's eventfd until it is
-//! signalled and sends the frame back; the worker takes it and sends it out of `wire`,
-//! where the bench thread receives it (polling, yielding its CPU between polls). The
-//! worker never sleeps. The kernel references: a 64-byte UDP payload sent between two
-//! sockets on 127.0.0.1 and echoed by a thread, once with the receivers busy-polling
-//! non-blocking sockets and once blocking in `recv`.
+//! drives) and sends an Ethernet/IPv4/UDP frame carrying the message into it; the
+//! adapter's worker passes it (no extension) and, the tag matching, copies it into the
+//! application's endpoint (opened through the endpoint socket with
+//! `spine_client::Endpoint::open`); the application, on its own thread, sleeps on the
+//! endpoint's eventfd until it is signalled and sends the frame back; the worker takes it
+//! and sends it out of `wire`, where the bench thread receives it (polling, yielding its
+//! CPU between polls). The worker never sleeps. The kernel references: the same message
+//! as a UDP payload between two sockets on 127.0.0.1, echoed by a thread, once with the
+//! receivers busy-polling non-blocking sockets and once blocking in `recv`.
+//!
+//! Per size: the round trips' median and 99th percentile (one message in flight), and
+//! the echo throughput with up to [`WINDOW`] messages in flight (fewer above 2 KiB, see
+//! [`window`]; messages per second and payload Gbit/s one way). A message travels in one frame of the endpoint (at most
+//! 4,096 bytes with its 42 bytes of headers); larger sizes are measured on the kernel
+//! paths only and reported as not carried by spine (bulk messages are not built yet).
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,18 +36,82 @@ pub struct EndpointArgs {
     /// Round trips measured per path (after 1,000 not measured).
     #[arg(long, default_value_t = 20_000)]
     pub count: usize,
+    /// UDP payload sizes in bytes (each 16..=65,000).
+    #[arg(long, value_delimiter = ',', default_value = "16,64,256,1024,1472,4000,8192")]
+    pub sizes: Vec<usize>,
     #[arg(long)]
     pub json: bool,
+    /// Also write `endpoint.json` and `endpoint.svg` (median round trip per size) here.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
 }
 
-/// A 64-byte Ethernet/IPv4/UDP frame to port 7777, numbered `i`.
-fn frame(i: u32) -> Vec<u8> {
+/// Ethernet, IPv4 and UDP headers in front of each message on the spine path.
+const HEADERS: usize = 42;
+/// The largest frame an endpoint carries (the endpoint socket's frame-size limit).
+const MAX_FRAME: usize = 4096;
+/// Most messages in flight in the throughput runs.
+pub const WINDOW: usize = 32;
+
+/// Messages in flight at `size`: [`WINDOW`], fewer for large messages so that what is in
+/// flight (64 KiB at most) fits a loopback socket's default receive buffer, where the
+/// kernel path would otherwise drop them.
+fn window(size: usize) -> usize {
+    (65_536 / size).clamp(1, WINDOW)
+}
+
+/// A message of `size` bytes numbered `i` (its first four bytes).
+fn message(i: u32, size: usize) -> Vec<u8> {
+    let mut m = i.to_le_bytes().to_vec();
+    m.resize(size, 0x5a);
+    m
+}
+
+/// An Ethernet/IPv4/UDP frame to port 7777 carrying message `i` of `size` bytes.
+fn frame(i: u32, size: usize) -> Vec<u8> {
+    let (ip_len, udp_len) = ((size + 28) as u16, (size + 8) as u16);
     let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
-    f.extend_from_slice(&[0x45, 0, 0, 50, 0, 0, 0, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1]);
-    f.extend_from_slice(&[0x13, 0x88, 0x1e, 0x61, 0, 30, 0, 0]);
-    f.extend_from_slice(&i.to_le_bytes());
-    f.resize(64, 0x5a);
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1]);
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f.extend_from_slice(&[0x13, 0x88, 0x1e, 0x61, 0, 0, 0, 0]);
+    f[38..40].copy_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&message(i, size));
     f
+}
+
+/// What one path measured at one size.
+struct Measured {
+    rtts: Vec<u64>,
+    /// Messages echoed per second with [`window`] in flight.
+    msgs_per_s: f64,
+}
+
+/// Streams `count` messages with up to `window` in flight through `send`/`recv`
+/// (`recv` returns how many of ours came back); messages echoed per second.
+fn stream(
+    count: usize,
+    window: usize,
+    mut send: impl FnMut(u32) -> Result<bool>,
+    mut recv: impl FnMut() -> Result<usize>,
+) -> Result<f64> {
+    let (mut sent, mut back) = (0usize, 0usize);
+    let t0 = Instant::now();
+    let mut last = Instant::now();
+    while back < count {
+        while sent < count && sent - back < window && send(sent as u32)? {
+            sent += 1;
+        }
+        let n = recv()?;
+        if n > 0 {
+            back += n;
+            last = Instant::now();
+        } else if last.elapsed() > Duration::from_secs(10) {
+            bail!("{} of {count} messages did not come back within 10 s", count - back);
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    Ok(count as f64 / t0.elapsed().as_secs_f64())
 }
 
 /// Median and 99th percentile, in µs, of `ns`.
@@ -53,15 +123,12 @@ fn stats(mut ns: Vec<u64>) -> (f64, f64) {
 
 const WARMUP: usize = 1_000;
 
-fn spine_path(count: usize) -> Result<Vec<u64>> {
-    let opts = AdapterOptions {
-        workers: 1,
-        idle_sleep_us: 0,
-        pool: PoolConfig::new(1024),
-        ..Default::default()
-    };
+fn spine_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
+    let mut pool = PoolConfig::new(1024);
+    pool.buf_size = 8192;
+    let opts = AdapterOptions { workers: 1, idle_sleep_us: 0, pool, ..Default::default() };
     let mut b = AdapterBuilder::new(opts)?;
-    let end = AdapterEnd::create(Layout::new(256, 2048, 256)?)?;
+    let end = AdapterEnd::create(Layout::new(256, MAX_FRAME as u32, 256)?)?;
     let mut wire = ClientEnd::open(end.shm().fd().try_clone_to_owned()?)?;
     let w =
         b.add_port("wire", Device::Other(Box::new(EndpointPort::new("wire", end, None, 0))), None)?;
@@ -73,8 +140,8 @@ fn spine_path(count: usize) -> Result<Vec<u64>> {
     let sock = dir.join("spine.sock");
     let server = serve(running.live(), ServerConfig::new(&sock))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let mut ep =
-        Endpoint::open(&sock, &Channel::udp4("wire", 7777)).context("opening the endpoint")?;
+    let channel = Channel { frame_size: Some(MAX_FRAME as u32), ..Channel::udp4("wire", 7777) };
+    let mut ep = Endpoint::open(&sock, &channel).context("opening the endpoint")?;
     let live = running.live();
     let deadline = Instant::now() + Duration::from_secs(5);
     while !live.endpoints().iter().all(|e| e.served) {
@@ -85,137 +152,278 @@ fn spine_path(count: usize) -> Result<Vec<u64>> {
     }
     let stop2 = stop.clone();
     let app = std::thread::spawn(move || {
-        let mut held: Vec<u8> = Vec::with_capacity(2048);
+        let mut held: Vec<Vec<u8>> = Vec::with_capacity(WINDOW);
         while !stop2.load(Ordering::Relaxed) {
             held.clear();
             // Sleeps on the eventfd when nothing is there (the adapter signals it after
             // a round that delivered): on a machine with few cores a third spinning
             // thread would only take the worker's CPU.
-            let got = ep.recv_blocking(1, 50, |m| held.extend_from_slice(m)).unwrap_or(0);
-            if got == 1 {
-                while !ep.send_with(held.len(), |b| b.copy_from_slice(&held)) {
+            let got = ep.recv_blocking(WINDOW, 50, |m| held.push(m.to_vec())).unwrap_or(0);
+            for m in &held[..got] {
+                while !ep.send_with(m.len(), |b| b.copy_from_slice(m)) {
                     std::hint::spin_loop();
                 }
             }
         }
     });
-    let mut rtts = Vec::with_capacity(count);
-    let mut err = None;
-    for i in 0..(WARMUP + count) as u32 {
-        let f = frame(i);
-        let t0 = Instant::now();
-        if !wire.send(&f) {
-            err = Some("the wire's transmit ring is full");
-            break;
-        }
-        let mut back = false;
-        while !back {
-            if wire.recv(1, |m| back = m == &f[..]) == 0 {
-                std::thread::yield_now();
+    let mut run = || -> Result<Vec<Option<Measured>>> {
+        let mut out = Vec::new();
+        for &size in sizes {
+            if size + HEADERS > MAX_FRAME {
+                out.push(None);
+                continue;
             }
-            if !back && t0.elapsed() > Duration::from_secs(10) {
-                err = Some("a frame did not come back within 10 s");
-                break;
+            let mut rtts = Vec::with_capacity(count);
+            for i in 0..(WARMUP + count) as u32 {
+                let f = frame(i, size);
+                let t0 = Instant::now();
+                if !wire.send(&f) {
+                    bail!("spine path: the wire's transmit ring is full");
+                }
+                let mut back = false;
+                while !back {
+                    if wire.recv(1, |m| back = m == &f[..]) == 0 {
+                        std::thread::yield_now();
+                    }
+                    if !back && t0.elapsed() > Duration::from_secs(10) {
+                        bail!("spine path: a {size}-byte message did not come back within 10 s");
+                    }
+                }
+                if i as usize >= WARMUP {
+                    rtts.push(t0.elapsed().as_nanos() as u64);
+                }
             }
+            let f = frame(0, size);
+            let msgs_per_s = {
+                let wire = std::cell::RefCell::new(&mut wire);
+                stream(
+                    count,
+                    window(size),
+                    |_| Ok(wire.borrow_mut().send(&f)),
+                    || Ok(wire.borrow_mut().recv(WINDOW, |m| debug_assert_eq!(m.len(), f.len()))),
+                )
+                .context("spine path")?
+            };
+            out.push(Some(Measured { rtts, msgs_per_s }));
         }
-        if err.is_some() {
-            break;
-        }
-        if i as usize >= WARMUP {
-            rtts.push(t0.elapsed().as_nanos() as u64);
-        }
-    }
+        Ok(out)
+    };
+    let out = run();
     stop.store(true, Ordering::Relaxed);
     let _ = app.join();
     server.stop();
     running.stop()?;
     let _ = std::fs::remove_dir_all(&dir);
-    if let Some(e) = err {
-        bail!("spine path: {e}");
-    }
-    Ok(rtts)
+    out
 }
 
-fn kernel_udp(count: usize, busy: bool) -> Result<Vec<u64>> {
+fn kernel_udp(sizes: &[usize], count: usize, busy: bool) -> Result<Vec<Measured>> {
     let a = UdpSocket::bind("127.0.0.1:0")?;
     let b = UdpSocket::bind("127.0.0.1:0")?;
     a.connect(b.local_addr()?)?;
     b.connect(a.local_addr()?)?;
     a.set_nonblocking(busy)?;
     b.set_nonblocking(busy)?;
-    b.set_read_timeout(if busy { None } else { Some(Duration::from_millis(50)) })?;
+    let wait = if busy { None } else { Some(Duration::from_millis(50)) };
+    a.set_read_timeout(wait)?;
+    b.set_read_timeout(wait)?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let echo = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
+        let mut buf = vec![0u8; 65_536];
         while !stop2.load(Ordering::Relaxed) {
             if let Ok(n) = b.recv(&mut buf) {
                 let _ = b.send(&buf[..n]);
             }
         }
     });
-    let mut rtts = Vec::with_capacity(count);
-    let mut buf = [0u8; 2048];
-    for i in 0..(WARMUP + count) as u32 {
-        let msg = frame(i);
-        let t0 = Instant::now();
-        a.send(&msg)?;
-        loop {
-            match a.recv(&mut buf) {
-                Ok(n) if buf[..n] == msg[..] => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
-                Err(e) => return Err(e.into()),
+    let idle = |e: &std::io::Error| {
+        matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+    };
+    let run = || -> Result<Vec<Measured>> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        for &size in sizes {
+            let mut rtts = Vec::with_capacity(count);
+            for i in 0..(WARMUP + count) as u32 {
+                let msg = message(i, size);
+                let t0 = Instant::now();
+                a.send(&msg)?;
+                loop {
+                    match a.recv(&mut buf) {
+                        Ok(n) if buf[..n] == msg[..] => break,
+                        Ok(_) => {}
+                        Err(e) if idle(&e) => std::hint::spin_loop(),
+                        Err(e) => return Err(e.into()),
+                    }
+                    if t0.elapsed() > Duration::from_secs(10) {
+                        bail!("kernel UDP: a {size}-byte message did not come back within 10 s");
+                    }
+                }
+                if i as usize >= WARMUP {
+                    rtts.push(t0.elapsed().as_nanos() as u64);
+                }
             }
-            if t0.elapsed() > Duration::from_secs(10) {
-                bail!("kernel UDP: a message did not come back within 10 s");
-            }
+            let msg = message(0, size);
+            let sock = &a;
+            let mut rbuf = vec![0u8; 65_536];
+            let msgs_per_s = stream(
+                count,
+                window(size),
+                |_| match sock.send(&msg) {
+                    Ok(_) => Ok(true),
+                    Err(e) if idle(&e) => Ok(false),
+                    Err(e) => Err(e.into()),
+                },
+                || match sock.recv(&mut rbuf) {
+                    Ok(_) => Ok(1),
+                    Err(e) if idle(&e) => Ok(0),
+                    Err(e) => Err(e.into()),
+                },
+            )
+            .context("kernel UDP")?;
+            out.push(Measured { rtts, msgs_per_s });
         }
-        if i as usize >= WARMUP {
-            rtts.push(t0.elapsed().as_nanos() as u64);
-        }
-    }
+        Ok(out)
+    };
+    let out = run();
     stop.store(true, Ordering::Relaxed);
     let _ = echo.join();
-    Ok(rtts)
+    out
+}
+
+/// One path's figures at one size, as printed and written.
+#[derive(serde::Serialize)]
+struct Row {
+    path: &'static str,
+    bytes: usize,
+    median_us: f64,
+    p99_us: f64,
+    msgs_per_s: f64,
+    /// Payload bits per second, one way.
+    gbit_s: f64,
 }
 
 pub fn main(args: &EndpointArgs) -> Result<()> {
     if args.count == 0 {
         bail!("--count must be at least 1");
     }
+    if let Some(s) = args.sizes.iter().find(|s| !(16..=65_000).contains(*s)) {
+        bail!("--sizes: {s} is outside 16..=65000");
+    }
     let machine = super::machine::machine();
-    let rows = [
-        ("spine endpoint (one adapter, app on eventfd)", spine_path(args.count)?),
-        ("kernel UDP loopback, busy-polling", kernel_udp(args.count, true)?),
-        ("kernel UDP loopback, blocking", kernel_udp(args.count, false)?),
+    let some = |v: Vec<Measured>| v.into_iter().map(Some).collect();
+    let paths: [(&'static str, Vec<Option<Measured>>); 3] = [
+        (paths_name(0), spine_path(&args.sizes, args.count)?),
+        (paths_name(1), some(kernel_udp(&args.sizes, args.count, true)?)),
+        (paths_name(2), some(kernel_udp(&args.sizes, args.count, false)?)),
     ];
-    let rows: Vec<(&str, f64, f64)> = rows
-        .into_iter()
-        .map(|(n, r)| {
-            let (m, p) = stats(r);
-            (n, m, p)
+    let mut rows = Vec::new();
+    for (path, per_size) in paths {
+        for (m, &bytes) in per_size.into_iter().zip(&args.sizes) {
+            let Some(m) = m else { continue };
+            let (median_us, p99_us) = stats(m.rtts);
+            let gbit_s = m.msgs_per_s * bytes as f64 * 8.0 / 1e9;
+            rows.push(Row { path, bytes, median_us, p99_us, msgs_per_s: m.msgs_per_s, gbit_s });
+        }
+    }
+    // spine / kernel busy-polling per size, where spine carries the size.
+    let find = |path: &str, b: usize| rows.iter().find(|r| r.path == path && r.bytes == b);
+    let ratios: Vec<serde_json::Value> = args
+        .sizes
+        .iter()
+        .filter_map(|&b| {
+            let (s, k) = (find(paths_name(0), b)?, find(paths_name(1), b)?);
+            Some(serde_json::json!({
+                "bytes": b,
+                "median_ratio": s.median_us / k.median_us,
+                "throughput_ratio": s.msgs_per_s / k.msgs_per_s,
+            }))
         })
         .collect();
-    let (spine_med, kernel_med) = (rows[0].1, rows[1].1);
+    let not_carried: Vec<usize> =
+        args.sizes.iter().copied().filter(|b| b + HEADERS > MAX_FRAME).collect();
+    let out = serde_json::json!({
+        "machine": machine,
+        "round_trips": args.count,
+        "window": WINDOW,
+        "rows": rows,
+        "spine_over_kernel_busy": ratios,
+        "not_carried_by_spine": not_carried,
+    });
     if args.json {
-        let out = serde_json::json!({
-            "machine": machine,
-            "bytes": 64,
-            "round_trips": args.count,
-            "paths": rows.iter().map(|(n, m, p)| serde_json::json!({
-                "path": n, "median_us": m, "p99_us": p,
-            })).collect::<Vec<_>>(),
-            "spine_over_kernel_busy_median": spine_med / kernel_med,
-        });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("{}", super::machine::line(&machine));
-        println!("64-byte round trips, {} each (after {WARMUP} not measured):", args.count);
-        for (n, m, p) in &rows {
-            println!("  {n:<45} median {m:>8.2} µs   p99 {p:>8.2} µs");
+        println!(
+            "UDP messages, {} round trips per size (after {WARMUP} not measured), then {} \
+             streamed with up to {WINDOW} in flight (64 KiB at most):",
+            args.count, args.count
+        );
+        for r in &rows {
+            println!(
+                "  {:<45} {:>5} B  median {:>8.2} µs  p99 {:>9.2} µs  {:>10.0} msg/s  {:>6.2} Gbit/s",
+                r.path, r.bytes, r.median_us, r.p99_us, r.msgs_per_s, r.gbit_s
+            );
         }
-        println!("  spine / kernel busy-polling, median: {:.2}", spine_med / kernel_med);
+        for r in &ratios {
+            println!(
+                "  spine / kernel busy-polling at {:>5} B: median {:.2}, throughput {:.2}",
+                r["bytes"],
+                r["median_ratio"].as_f64().unwrap_or(0.0),
+                r["throughput_ratio"].as_f64().unwrap_or(0.0)
+            );
+        }
+        for b in &not_carried {
+            println!("  {b} B: not carried by spine (one endpoint frame holds at most {MAX_FRAME} B; bulk messages are not built)");
+        }
+    }
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(dir.join("endpoint.json"), serde_json::to_string_pretty(&out)?)?;
+        let labels: Vec<String> = args.sizes.iter().map(|b| format!("{b} B")).collect();
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let series: Vec<(&str, Vec<f64>)> = (0..3)
+            .map(|p| {
+                let name = paths_name(p);
+                let v = args.sizes.iter().map(|&b| find(name, b).map_or(0.0, |r| r.median_us));
+                (name, v.collect())
+            })
+            .collect();
+        let plot = super::svg::bars("median round trip, µs (log scale)", &labels, &series, true);
+        std::fs::write(dir.join("endpoint.svg"), plot)?;
     }
     Ok(())
+}
+
+/// The paths' names, in the order measured.
+fn paths_name(i: usize) -> &'static str {
+    [
+        "spine endpoint (one adapter, app on eventfd)",
+        "kernel UDP loopback, busy-polling",
+        "kernel UDP loopback, blocking",
+    ][i]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_carry_the_message_with_consistent_lengths() {
+        for size in [16, 64, 1472, MAX_FRAME - HEADERS] {
+            let f = frame(7, size);
+            assert_eq!(f.len(), HEADERS + size);
+            assert_eq!(usize::from(u16::from_be_bytes([f[16], f[17]])), size + 28, "IPv4 length");
+            assert_eq!(usize::from(u16::from_be_bytes([f[38], f[39]])), size + 8, "UDP length");
+            assert_eq!(f[HEADERS..], message(7, size)[..]);
+            assert_eq!(u16::from_be_bytes([f[36], f[37]]), 7777, "the endpoint's tag");
+        }
+    }
+
+    #[test]
+    fn large_messages_have_a_smaller_window() {
+        assert_eq!((window(16), window(1472), window(4000), window(8192)), (32, 32, 16, 8));
+        assert_eq!(window(65_000), 1);
+    }
 }
