@@ -11,7 +11,11 @@
 //! and sends it out of `wire`, where the bench thread receives it (polling, yielding its
 //! CPU between polls). The worker never sleeps. The kernel references: the same message
 //! as a UDP payload between two sockets on 127.0.0.1, echoed by a thread, once with the
-//! receivers busy-polling non-blocking sockets and once blocking in `recv`.
+//! receivers busy-polling non-blocking sockets and once blocking in `recv`. Then the
+//! same across two adapters joined by a UDP tunnel on loopback: the bench thread is an
+//! application with an endpoint on adapter A, the echoing one has its endpoint on
+//! adapter B (each adapter one worker that never sleeps: on a machine with few cores the
+//! two workers and the two applications share them).
 //!
 //! Per size: the round trips' median and 99th percentile (one message in flight), and
 //! the echo throughput with up to [`WINDOW`] messages in flight (fewer above 2 KiB, see
@@ -29,7 +33,7 @@ use spine_adapter::{AdapterBuilder, AdapterOptions, Device};
 use spine_client::{Channel, Endpoint};
 use spine_control::{serve, ServerConfig};
 use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
-use spine_ports::{EndpointPort, MemPort, PoolConfig};
+use spine_ports::{EndpointPort, MemPort, PoolConfig, UdpPort};
 
 #[derive(Debug, clap::Args)]
 pub struct EndpointArgs {
@@ -123,97 +127,223 @@ fn stats(mut ns: Vec<u64>) -> (f64, f64) {
 
 const WARMUP: usize = 1_000;
 
-fn spine_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
+/// One side of a measured path: sends a frame (false: no room now) and receives up to
+/// `max` frames, passing each to the callback (how many).
+trait Wire {
+    fn send(&mut self, f: &[u8]) -> bool;
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize;
+}
+
+impl Wire for ClientEnd {
+    fn send(&mut self, f: &[u8]) -> bool {
+        ClientEnd::send(self, f)
+    }
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        ClientEnd::recv(self, max, f)
+    }
+}
+
+impl Wire for Endpoint {
+    fn send(&mut self, f: &[u8]) -> bool {
+        self.send_with(f.len(), |b| b.copy_from_slice(f))
+    }
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        Endpoint::recv(self, max, f)
+    }
+}
+
+/// Round trips and streaming throughput of frames through `wire` at every size (`None`
+/// for sizes an endpoint frame cannot carry).
+fn measure(
+    what: &str,
+    wire: &mut dyn Wire,
+    sizes: &[usize],
+    count: usize,
+) -> Result<Vec<Option<Measured>>> {
+    let mut out = Vec::new();
+    for &size in sizes {
+        if size + HEADERS > MAX_FRAME {
+            out.push(None);
+            continue;
+        }
+        let mut rtts = Vec::with_capacity(count);
+        for i in 0..(WARMUP + count) as u32 {
+            let f = frame(i, size);
+            let t0 = Instant::now();
+            if !wire.send(&f) {
+                bail!("{what}: the transmit ring is full");
+            }
+            let mut back = false;
+            while !back {
+                if wire.recv(1, &mut |m| back = m == &f[..]) == 0 {
+                    std::thread::yield_now();
+                }
+                if !back && t0.elapsed() > Duration::from_secs(10) {
+                    bail!("{what}: a {size}-byte message did not come back within 10 s");
+                }
+            }
+            if i as usize >= WARMUP {
+                rtts.push(t0.elapsed().as_nanos() as u64);
+            }
+        }
+        let f = frame(0, size);
+        let wire = std::cell::RefCell::new(&mut *wire);
+        let msgs_per_s = stream(
+            count,
+            window(size),
+            |_| Ok(wire.borrow_mut().send(&f)),
+            || Ok(wire.borrow_mut().recv(WINDOW, &mut |_| {})),
+        )
+        .context(what.to_string())?;
+        out.push(Some(Measured { rtts, msgs_per_s }));
+    }
+    Ok(out)
+}
+
+/// An adapter of one worker that never sleeps, serving its control socket in `dir`.
+struct Served {
+    running: Option<spine_adapter::Running>,
+    server: Option<spine_control::Server>,
+    sock: std::path::PathBuf,
+}
+
+impl Served {
+    fn start(b: AdapterBuilder, dir: &std::path::Path, name: &str) -> Result<Served> {
+        let running = b.build()?.start()?;
+        let sock = dir.join(format!("{name}.sock"));
+        let server = serve(running.live(), ServerConfig::new(&sock))?;
+        Ok(Served { running: Some(running), server: Some(server), sock })
+    }
+
+    /// Opens an endpoint for UDP port 7777 on `port` and waits for the worker to serve it.
+    fn endpoint(&self, port: &str) -> Result<Endpoint> {
+        let channel = Channel { frame_size: Some(MAX_FRAME as u32), ..Channel::udp4(port, 7777) };
+        let ep = Endpoint::open(&self.sock, &channel).context("opening the endpoint")?;
+        let live = self.running.as_ref().expect("running").live();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !live.endpoints().iter().all(|e| e.served) {
+            if Instant::now() > deadline {
+                bail!("the worker never picked the endpoint up");
+            }
+            std::thread::yield_now();
+        }
+        Ok(ep)
+    }
+
+    fn stop(mut self) -> Result<()> {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+        if let Some(r) = self.running.take() {
+            r.stop()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+        if let Some(r) = self.running.take() {
+            let _ = r.stop();
+        }
+    }
+}
+
+fn builder() -> Result<AdapterBuilder> {
     let mut pool = PoolConfig::new(1024);
     pool.buf_size = 8192;
     let opts = AdapterOptions { workers: 1, idle_sleep_us: 0, pool, ..Default::default() };
-    let mut b = AdapterBuilder::new(opts)?;
+    Ok(AdapterBuilder::new(opts)?)
+}
+
+/// The application: echoes every message of its endpoint, sleeping on the eventfd when
+/// nothing is there (the adapter signals it after a round that delivered): on a machine
+/// with few cores another spinning thread would only take the workers' CPU.
+fn echo_app(mut ep: Endpoint, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut held: Vec<Vec<u8>> = Vec::with_capacity(WINDOW);
+        while !stop.load(Ordering::Relaxed) {
+            held.clear();
+            let got = ep.recv_blocking(WINDOW, 50, |m| held.push(m.to_vec())).unwrap_or(0);
+            for m in &held[..got] {
+                while !Wire::send(&mut ep, m) {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    })
+}
+
+/// A temporary folder for the control sockets, removed when dropped.
+struct SockDir(std::path::PathBuf);
+
+impl SockDir {
+    fn new(tag: &str) -> Result<SockDir> {
+        let d = std::env::temp_dir().join(format!("spine-bench-ep-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&d)?;
+        Ok(SockDir(d))
+    }
+}
+
+impl Drop for SockDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The bench thread plays the wire of port `wire`; the application's endpoint on the
+/// same adapter echoes.
+fn spine_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
+    let dir = SockDir::new("one")?;
+    let mut b = builder()?;
     let end = AdapterEnd::create(Layout::new(256, MAX_FRAME as u32, 256)?)?;
     let mut wire = ClientEnd::open(end.shm().fd().try_clone_to_owned()?)?;
     let w =
         b.add_port("wire", Device::Other(Box::new(EndpointPort::new("wire", end, None, 0))), None)?;
     let h = b.add_port("host", Device::Mem { port: MemPort::sink("host"), sink: true }, None)?;
     b.set_host_path(w, h)?;
-    let running = b.build()?.start()?;
-    let dir = std::env::temp_dir().join(format!("spine-bench-ep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let sock = dir.join("spine.sock");
-    let server = serve(running.live(), ServerConfig::new(&sock))?;
+    let adapter = Served::start(b, &dir.0, "one")?;
     let stop = Arc::new(AtomicBool::new(false));
-    let channel = Channel { frame_size: Some(MAX_FRAME as u32), ..Channel::udp4("wire", 7777) };
-    let mut ep = Endpoint::open(&sock, &channel).context("opening the endpoint")?;
-    let live = running.live();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !live.endpoints().iter().all(|e| e.served) {
-        if Instant::now() > deadline {
-            bail!("the worker never picked the endpoint up");
-        }
-        std::thread::yield_now();
-    }
-    let stop2 = stop.clone();
-    let app = std::thread::spawn(move || {
-        let mut held: Vec<Vec<u8>> = Vec::with_capacity(WINDOW);
-        while !stop2.load(Ordering::Relaxed) {
-            held.clear();
-            // Sleeps on the eventfd when nothing is there (the adapter signals it after
-            // a round that delivered): on a machine with few cores a third spinning
-            // thread would only take the worker's CPU.
-            let got = ep.recv_blocking(WINDOW, 50, |m| held.push(m.to_vec())).unwrap_or(0);
-            for m in &held[..got] {
-                while !ep.send_with(m.len(), |b| b.copy_from_slice(m)) {
-                    std::hint::spin_loop();
-                }
-            }
-        }
-    });
-    let mut run = || -> Result<Vec<Option<Measured>>> {
-        let mut out = Vec::new();
-        for &size in sizes {
-            if size + HEADERS > MAX_FRAME {
-                out.push(None);
-                continue;
-            }
-            let mut rtts = Vec::with_capacity(count);
-            for i in 0..(WARMUP + count) as u32 {
-                let f = frame(i, size);
-                let t0 = Instant::now();
-                if !wire.send(&f) {
-                    bail!("spine path: the wire's transmit ring is full");
-                }
-                let mut back = false;
-                while !back {
-                    if wire.recv(1, |m| back = m == &f[..]) == 0 {
-                        std::thread::yield_now();
-                    }
-                    if !back && t0.elapsed() > Duration::from_secs(10) {
-                        bail!("spine path: a {size}-byte message did not come back within 10 s");
-                    }
-                }
-                if i as usize >= WARMUP {
-                    rtts.push(t0.elapsed().as_nanos() as u64);
-                }
-            }
-            let f = frame(0, size);
-            let msgs_per_s = {
-                let wire = std::cell::RefCell::new(&mut wire);
-                stream(
-                    count,
-                    window(size),
-                    |_| Ok(wire.borrow_mut().send(&f)),
-                    || Ok(wire.borrow_mut().recv(WINDOW, |m| debug_assert_eq!(m.len(), f.len()))),
-                )
-                .context("spine path")?
-            };
-            out.push(Some(Measured { rtts, msgs_per_s }));
-        }
-        Ok(out)
-    };
-    let out = run();
+    let app = echo_app(adapter.endpoint("wire")?, stop.clone());
+    let out = measure("spine path", &mut wire, sizes, count);
     stop.store(true, Ordering::Relaxed);
     let _ = app.join();
-    server.stop();
-    running.stop()?;
-    let _ = std::fs::remove_dir_all(&dir);
+    adapter.stop()?;
+    out
+}
+
+/// Two adapters joined by a UDP tunnel on loopback: the bench thread is an application
+/// with an endpoint on adapter A's tunnel port; the echoing application's endpoint is on
+/// adapter B's. A frame crosses A, the tunnel, B, and back.
+fn tunnel_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
+    let dir = SockDir::new("two")?;
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse()?;
+    // Bound first to learn the ports, then connected each to the other.
+    let (pa, pb) = (UdpSocket::bind(any)?, UdpSocket::bind(any)?);
+    let (la, lb) = (pa.local_addr()?, pb.local_addr()?);
+    drop((pa, pb));
+    let side = |name: &str, local, peer| -> Result<Served> {
+        let mut b = builder()?;
+        let t = b.add_port("tun", Device::Udp(UdpPort::open("tun", local, peer, 0)?), None)?;
+        let h =
+            b.add_port("host", Device::Mem { port: MemPort::sink("host"), sink: true }, None)?;
+        b.set_host_path(t, h)?;
+        Served::start(b, &dir.0, name)
+    };
+    let a = side("a", la, lb)?;
+    let b = side("b", lb, la)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let app = echo_app(b.endpoint("tun")?, stop.clone());
+    let mut mine = a.endpoint("tun")?;
+    let out = measure("two adapters over a tunnel", &mut mine, sizes, count);
+    stop.store(true, Ordering::Relaxed);
+    let _ = app.join();
+    drop(mine);
+    a.stop()?;
+    b.stop()?;
     out
 }
 
@@ -313,10 +443,11 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
     }
     let machine = super::machine::machine();
     let some = |v: Vec<Measured>| v.into_iter().map(Some).collect();
-    let paths: [(&'static str, Vec<Option<Measured>>); 3] = [
+    let paths: [(&'static str, Vec<Option<Measured>>); 4] = [
         (paths_name(0), spine_path(&args.sizes, args.count)?),
         (paths_name(1), some(kernel_udp(&args.sizes, args.count, true)?)),
         (paths_name(2), some(kernel_udp(&args.sizes, args.count, false)?)),
+        (paths_name(3), tunnel_path(&args.sizes, args.count)?),
     ];
     let mut rows = Vec::new();
     for (path, per_size) in paths {
@@ -334,10 +465,12 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
         .iter()
         .filter_map(|&b| {
             let (s, k) = (find(paths_name(0), b)?, find(paths_name(1), b)?);
+            let t = find(paths_name(3), b)?;
             Some(serde_json::json!({
                 "bytes": b,
                 "median_ratio": s.median_us / k.median_us,
                 "throughput_ratio": s.msgs_per_s / k.msgs_per_s,
+                "tunnel_median_ratio": t.median_us / k.median_us,
             }))
         })
         .collect();
@@ -383,7 +516,7 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
         std::fs::write(dir.join("endpoint.json"), serde_json::to_string_pretty(&out)?)?;
         let labels: Vec<String> = args.sizes.iter().map(|b| format!("{b} B")).collect();
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-        let series: Vec<(&str, Vec<f64>)> = (0..3)
+        let series: Vec<(&str, Vec<f64>)> = (0..4)
             .map(|p| {
                 let name = paths_name(p);
                 let v = args.sizes.iter().map(|&b| find(name, b).map_or(0.0, |r| r.median_us));
@@ -402,6 +535,7 @@ fn paths_name(i: usize) -> &'static str {
         "spine endpoint (one adapter, app on eventfd)",
         "kernel UDP loopback, busy-polling",
         "kernel UDP loopback, blocking",
+        "spine, two adapters over a UDP tunnel",
     ][i]
 }
 
