@@ -39,27 +39,28 @@ impl Drop for TempDir {
     }
 }
 
-/// The adapter's live-management fixture (crates/spine-adapter/tests/fixtures/live.c).
-fn live_object() -> &'static [u8] {
-    static OBJ: OnceLock<Vec<u8>> = OnceLock::new();
-    OBJ.get_or_init(|| {
-        let src =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
+/// An object built from crates/spine-adapter/tests/fixtures/`name`.c, once.
+fn fixture(name: &str, built: &'static OnceLock<Vec<u8>>) -> &'static [u8] {
+    built.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../spine-adapter/tests/fixtures/{name}.c"));
         let dir = TempDir::new("fixture");
-        spine_progs::compile_c(&src, &dir.join("live.o"), &[]).expect("clang builds the fixture")
+        spine_progs::compile_c(&src, &dir.join(&format!("{name}.o")), &[])
+            .expect("clang builds the fixture")
     })
 }
 
-/// The adapter's map fixture (crates/spine-adapter/tests/fixtures/maps.c): `log_all`
-/// writes a 24-byte record per frame into ring buffer `events`.
+/// The adapter's live-management fixture.
+fn live_object() -> &'static [u8] {
+    static OBJ: OnceLock<Vec<u8>> = OnceLock::new();
+    fixture("live", &OBJ)
+}
+
+/// The adapter's map fixture: `log_all` writes a 24-byte record per frame into ring
+/// buffer `events`.
 fn maps_object() -> &'static [u8] {
     static OBJ: OnceLock<Vec<u8>> = OnceLock::new();
-    OBJ.get_or_init(|| {
-        let src =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/maps.c");
-        let dir = TempDir::new("fixture");
-        spine_progs::compile_c(&src, &dir.join("maps.o"), &[]).expect("clang builds the fixture")
-    })
+    fixture("maps", &OBJ)
 }
 
 fn frame(i: u8) -> Vec<u8> {
