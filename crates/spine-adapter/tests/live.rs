@@ -56,6 +56,11 @@ fn replacement_under_load_counts_every_packet_under_exactly_one_version() {
     }
     assert_eq!(live.ports()[0].extension.as_deref(), Some("a"));
     assert_eq!(live.ports()[0].generation, 1_000);
+    // b runs at least once whatever the machine's speed.
+    assert_eq!(live.replace("wire", "b").unwrap(), "a");
+    while per_cpu_sum(&live, "b", "hits") == 0 {
+        std::thread::yield_now();
+    }
     let report = running.stop().unwrap();
     let t = &report.totals;
     let wire = t.port("wire").unwrap();

@@ -455,11 +455,21 @@ fn replacement_through_the_api_under_load_loses_no_packet() {
     let zero = 0u32.to_le_bytes();
     // Packets before the first attach are unhandled; count from the attach on.
     c.attach("a", "wire").unwrap();
+    // Each version runs at least once whatever the machine's speed: a before the
+    // replacements, b after them.
+    let ran = |c: &mut Client, ext: &str| {
+        while per_cpu_sum(&c.lookup(ext, "hits", &zero).unwrap()) == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    ran(&mut c, "a");
     for i in 0..1_000 {
         let (new, old) = if i % 2 == 0 { ("b", "a") } else { ("a", "b") };
         let r = c.replace("wire", new).unwrap();
         assert_eq!(r.previous.as_deref(), Some(old));
     }
+    c.replace("wire", "b").unwrap();
+    ran(&mut c, "b");
     c.detach("wire").unwrap();
     server.stop();
     // Read once every worker is done: a round under way finishes under its program.
