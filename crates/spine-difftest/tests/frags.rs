@@ -178,17 +178,19 @@ fn tails(size: usize) -> Vec<i32> {
     v
 }
 
+/// `moves`: the head and metadata deltas.
 fn wide_probe(
     size: usize,
     off: u32,
     len: u32,
     store_off: u32,
     tails: [i32; 2],
-    head: i32,
+    moves: [i32; 2],
 ) -> Vec<u8> {
     let mut p = vec![0u8; 14];
     p[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-    for w in [off, len.wrapping_sub(1), store_off, tails[0] as u32, tails[1] as u32, head as u32] {
+    let [head, meta] = moves.map(|m| m as u32);
+    for w in [off, len.wrapping_sub(1), store_off, tails[0] as u32, tails[1] as u32, head, meta] {
         p.extend_from_slice(&w.to_le_bytes());
     }
     let mut x = size as u32 ^ off ^ store_off.rotate_left(7);
@@ -213,6 +215,9 @@ fn wide_packets() -> Vec<Vec<u8>> {
     };
     let lens = [1u32, 8, 63, 64, 100, 1000, 4096, 4097, 5000, 8192];
     let heads = [0i32, -1, -16, 14, 100, -300, 3506, 3507, 4000];
+    // Metadata: none, 4 and 8 bytes, the most a fresh headroom allows (216) and past
+    // it, a length that is no multiple of 4 (-EACCES), and forward past `data`.
+    let metas = [0i32, 0, -4, -8, -216, -220, -3, 4];
     for size in SIZES {
         let offs = edges(size);
         let ts = tails(size);
@@ -225,7 +230,8 @@ fn wide_packets() -> Vec<Vec<u8>> {
             let store_off =
                 (offs[pick(offs.len())] - i64::from(pick(2) as u32 * len)).max(0) as u32;
             let t = [ts[pick(ts.len())], ts[pick(ts.len())]];
-            v.push(wide_probe(size, off, len, store_off, t, heads[pick(heads.len())]));
+            let moves = [heads[pick(heads.len())], metas[pick(metas.len())]];
+            v.push(wide_probe(size, off, len, store_off, t, moves));
         }
     }
     v
