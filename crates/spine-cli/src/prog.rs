@@ -10,7 +10,7 @@ use serde_json::json;
 use spine_obj::{Object, ParseOptions, ProgType, Program};
 use spine_runtime::{
     load_object, load_selected, select_program, Budget, EngineKind, Frame, Geometry, LoadOptions,
-    LoadedObject, RxInfo, XdpRunner,
+    LoadedObject, RxInfo, XdpRunner, MAX_FRAGS,
 };
 
 use crate::host::CliHost;
@@ -110,7 +110,9 @@ pub enum ProgCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Run a program on one packet: return value and average ns per run.
+    /// Run a program on one packet: return value and average ns per run. A packet longer
+    /// than 3,520 bytes runs as a multi-buffer frame, as in the kernel's test run (a
+    /// 3,520-byte head, then up to 17 fragments of 4,096 bytes).
     Run {
         #[command(flatten)]
         load: LoadArgs,
@@ -129,7 +131,8 @@ pub enum ProgCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Replay a capture through a program: verdict counts, packets that leave written out.
+    /// Replay a capture through a program: verdict counts, packets that leave written out
+    /// (packets longer than 3,520 bytes run as multi-buffer frames, as with `run`).
     Test {
         #[command(flatten)]
         load: LoadArgs,
@@ -320,7 +323,7 @@ fn run(
     let section = section.as_deref();
     let packet =
         std::fs::read(data_in).with_context(|| format!("reading {}", data_in.display()))?;
-    let mut frame = Frame::new(Geometry::TEST_RUN);
+    let mut frame = Frame::with_frags(Geometry::TEST_RUN, MAX_FRAGS);
     frame.load(&packet).with_context(|| format!("packet {}", data_in.display()))?;
     let mut host = CliHost::new();
     host.echo = repeat == 1;
@@ -337,7 +340,8 @@ fn run(
         Ok(v) => (*v, None),
         Err(f) => (spine_abi::xdp_action::ABORTED, Some(f.to_string())),
     };
-    let out = frame.meta_and_packet().to_vec();
+    let mut out = Vec::new();
+    frame.copy_out(&mut out);
     if let Some(path) = data_out {
         std::fs::write(path, &out).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -426,14 +430,15 @@ fn test(args: &LoadArgs, pcap_in: &Path, pcap_out: Option<&Path>, json: bool) ->
         Some(p) => {
             let f =
                 std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
-            Some(spine_ports::PcapWriter::new(std::io::BufWriter::new(f), capture.linktype, 65535)?)
+            Some(spine_ports::PcapWriter::new(std::io::BufWriter::new(f), capture.linktype, 0)?)
         }
         None => None,
     };
     let mut host = CliHost::new();
     let mut counts = Counts::default();
-    let mut frame = Frame::new(Geometry::TEST_RUN);
+    let mut frame = Frame::with_frags(Geometry::TEST_RUN, MAX_FRAGS);
     let mut busy = std::time::Duration::ZERO;
+    let mut leaving = Vec::new();
     for pkt in &capture.packets {
         if frame.load(&pkt.data).is_err() {
             counts.unfit += 1;
@@ -450,7 +455,8 @@ fn test(args: &LoadArgs, pcap_in: &Path, pcap_out: Option<&Path>, json: bool) ->
                 | spine_abi::xdp_action::REDIRECT
         ) {
             if let Some(w) = writer.as_mut() {
-                w.write(pkt.ts_ns, frame.packet())?;
+                frame.copy_packet(&mut leaving);
+                w.write(pkt.ts_ns, &leaving)?;
                 counts.written += 1;
             }
         }

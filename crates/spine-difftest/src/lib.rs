@@ -2,6 +2,9 @@
 //! the kernel; every packet runs through both (`BPF_PROG_TEST_RUN` with repeat 1, so no
 //! changes pile up), and after every packet the verdict, the output bytes (metadata and
 //! packet, as the kernel copies them out) and the full contents of every map must agree.
+//! Packets longer than one buffer (up to 3,520 + 17 × 4,096 bytes) run as multi-buffer
+//! frames on both sides, laid out as the kernel's test run lays them out (a 3,520-byte
+//! head, then page-sized fragments); the output is then the head and every fragment.
 //!
 //! Per-CPU maps are compared slot by slot, so the caller pins its thread to one CPU
 //! (the kernel runs the test on the calling CPU) and spine runs as that CPU.
@@ -13,7 +16,7 @@ use std::sync::Arc;
 use spine_maps::Map;
 use spine_runtime::{
     load_object, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, LoadedObject, RxInfo,
-    XdpRunner,
+    XdpRunner, MAX_FRAGS,
 };
 use spine_sys::{KernelMap, KernelObject, TestRun};
 
@@ -113,6 +116,8 @@ pub struct Report {
     pub packets: usize,
     /// Verdicts both sides agreed on, by value 0..=4; 5 = anything else.
     pub verdicts: [usize; 6],
+    /// Packets that ran as multi-buffer frames (longer than the 3,520-byte head).
+    pub multi_buffer: usize,
     /// Packets both sides refused (shorter than 14 bytes or longer than a frame).
     pub refused: usize,
     /// Map comparisons made (maps × packets).
@@ -125,9 +130,10 @@ impl fmt::Display for Report {
         let [ab, dr, pa, tx, re, other] = self.verdicts;
         write!(
             f,
-            "{} packets (aborted {ab}, drop {dr}, pass {pa}, tx {tx}, redirect {re}, other {other}, \
-             refused by both {}), {} map checks, {} mismatches",
+            "{} packets ({} multi-buffer; aborted {ab}, drop {dr}, pass {pa}, tx {tx}, redirect {re}, \
+             other {other}, refused by both {}), {} map checks, {} mismatches",
             self.packets,
+            self.multi_buffer,
             self.refused,
             self.map_checks,
             self.mismatches.len()
@@ -234,7 +240,8 @@ impl Pair {
     /// after `max_mismatches` disagreements.
     pub fn run(&mut self, packets: &[Vec<u8>], max_mismatches: usize) -> Result<Report, DiffError> {
         let mut report = Report::default();
-        let mut frame = Frame::new(Geometry::TEST_RUN);
+        let mut frame = Frame::with_frags(Geometry::TEST_RUN, MAX_FRAGS);
+        let mut out = Vec::new();
         for (i, pkt) in packets.iter().enumerate() {
             if report.mismatches.len() >= max_mismatches {
                 break;
@@ -268,6 +275,7 @@ impl Pair {
                     continue;
                 }
             };
+            report.multi_buffer += usize::from(frame.is_multi_buffer());
             let spine = self.runner.run(&mut frame, RxInfo::default(), &mut self.host);
             match &spine {
                 Ok(v) if *v == k.retval => report.verdicts[(*v as usize).min(5)] += 1,
@@ -279,13 +287,11 @@ impl Pair {
                     },
                 }),
             }
-            if frame.meta_and_packet() != k.data_out.as_slice() {
+            frame.copy_out(&mut out);
+            if out != k.data_out {
                 report.mismatches.push(Mismatch {
                     packet: i,
-                    what: MismatchKind::Output {
-                        spine: frame.meta_and_packet().to_vec(),
-                        kernel: k.data_out.clone(),
-                    },
+                    what: MismatchKind::Output { spine: out.clone(), kernel: k.data_out.clone() },
                 });
             }
             for (index, m) in &self.maps {

@@ -123,6 +123,8 @@ pub(crate) enum Engine {
 pub struct Extension {
     name: String,
     section: String,
+    /// Loaded as `xdp.frags` (the kernel's `BPF_F_XDP_HAS_FRAGS`).
+    frags_aware: bool,
     license: String,
     domain: Arc<Domain>,
     maps: Arc<MapTable>,
@@ -392,6 +394,7 @@ fn load_program(
     Ok(Extension {
         name: program,
         section: prog.section.clone(),
+        frags_aware: prog.prog_type == ProgType::XdpFrags,
         license: obj.license.clone(),
         domain: domain.clone(),
         maps: maps.clone(),
@@ -444,6 +447,12 @@ impl Extension {
     }
     pub fn section(&self) -> &str {
         &self.section
+    }
+    /// Whether the program was loaded as multi-buffer aware (`xdp.frags`, the kernel's
+    /// `BPF_F_XDP_HAS_FRAGS`): an attach point that delivers frames longer than one
+    /// buffer takes only such programs, as the kernel's drivers do.
+    pub fn frags_aware(&self) -> bool {
+        self.frags_aware
     }
     pub fn license(&self) -> &str {
         &self.license

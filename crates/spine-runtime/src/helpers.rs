@@ -23,6 +23,7 @@ use spine_vm::{BudgetVerdict, CallAbort, Env, Fault, Iteration, Memory, Region, 
 use crate::csum;
 use crate::ctx::XdpCtx;
 use crate::ext::{Engine, Extension};
+use crate::frags::Frags;
 use crate::frame::{Geometry, ETH_HLEN};
 use crate::maps::{map_index, Held, MapTable};
 use crate::printk;
@@ -72,6 +73,9 @@ pub(crate) struct XdpEnv<'a> {
     pub ctx: *mut XdpCtx,
     /// The frame buffer, exclusively borrowed for the invocation.
     pub frame: *mut u8,
+    /// The fragments of a multi-buffer frame, exclusively borrowed for the invocation;
+    /// null for a linear frame (every frame of the adapter's pools).
+    pub frags: *mut Frags,
     pub geometry: Geometry,
     /// Index of the packet region (`[data_meta, data_end)`) in the invocation's memory.
     pub pkt_region: usize,
@@ -249,7 +253,49 @@ impl<'a> XdpEnv<'a> {
         0
     }
 
-    fn adjust_tail(&mut self, mem: &mut Memory, delta: i64) -> u64 {
+    /// The frame's fragments, when it has any (a multi-buffer frame: the kernel's
+    /// `xdp_buff_has_frags`).
+    fn frags_mut(&mut self) -> Option<&mut Frags> {
+        // SAFETY: `frags` is null or points at the fragments the runner borrowed
+        // exclusively for the invocation; no other reference to them lives while a
+        // helper runs (programs cannot address fragments).
+        unsafe { self.frags.as_mut() }.filter(|f| f.count() > 0)
+    }
+
+    /// `bpf_xdp_get_buff_len`: the head and every fragment.
+    fn buff_len(&mut self) -> u64 {
+        let c = self.ctx();
+        let frags = self.frags_mut().map_or(0, |f| f.total());
+        c.data_end - c.data + frags as u64
+    }
+
+    /// `bpf_xdp_adjust_tail`, as the kernel's: on a multi-buffer frame a negative delta
+    /// takes bytes off the fragments (last first, dropping those it empties, then off
+    /// the head once none is left) and may not leave less than `ETH_HLEN` bytes in all;
+    /// a positive one grows the last fragment within its buffer. On a linear frame the
+    /// end moves within the head buffer's hard end.
+    fn adjust_tail(&mut self, mem: &mut Memory, delta: i32) -> u64 {
+        let buff_len = self.buff_len();
+        if let Some(f) = self.frags_mut() {
+            if delta >= 0 {
+                return if f.grow(delta as usize) { 0 } else { neg(errno::EINVAL) };
+            }
+            // The kernel negates in `int`: -INT_MIN stays negative, passes the check
+            // below and takes nothing.
+            let shrink = delta.wrapping_neg();
+            if i64::from(shrink) > buff_len as i64 - ETH_HLEN as i64 {
+                return neg(errno::EINVAL);
+            }
+            let left = f.shrink(shrink.max(0) as usize);
+            if f.count() == 0 {
+                // Every fragment went: the frame is linear again and the rest comes off
+                // the head (which keeps ETH_HLEN bytes: checked above).
+                let c = self.ctx();
+                self.set_bounds(mem, c.data_meta, c.data, c.data_end - left as u64);
+            }
+            return 0;
+        }
+        let delta = i64::from(delta);
         let c = self.ctx();
         let end = c.data_end.wrapping_add(delta as u64);
         if end > self.frame_addr(self.geometry.hard_end()) || end < c.data + ETH_HLEN as u64 {
@@ -263,19 +309,59 @@ impl<'a> XdpEnv<'a> {
         0
     }
 
-    /// `bpf_xdp_load_bytes`/`store_bytes`: the packet range `[offset, offset + len)`, or
-    /// the kernel's error (`bpf_xdp_pointer`): an offset or length past 0xffff is
-    /// `-EFAULT`, a range past the end of the frame `-EINVAL`.
-    fn packet_range(&self, offset: u64, len: u64) -> Result<(u64, usize), u64> {
+    /// `bpf_xdp_load_bytes`/`store_bytes`: checks the packet range `[offset, offset +
+    /// len)` as the kernel's `bpf_xdp_pointer`: an offset or length past 0xffff is
+    /// `-EFAULT`, a range past the end of the frame (fragments included) `-EINVAL`.
+    fn packet_range(&mut self, offset: u64, len: u64) -> Result<(usize, usize), u64> {
         if offset > 0xffff || len > 0xffff {
             return Err(neg(errno::EFAULT));
         }
-        let c = self.ctx();
-        let plen = c.data_end - c.data;
-        if len > 0 && offset + len <= plen {
-            Ok((c.data + offset, len as usize))
+        if len > 0 && offset + len <= self.buff_len() {
+            Ok((offset as usize, len as usize))
         } else {
             Err(neg(errno::EINVAL))
+        }
+    }
+
+    /// Copies the packet bytes `[offset, offset + len)` (checked by `packet_range`) to
+    /// `buf`, or `buf` to them when `store`, across the head and the fragments.
+    ///
+    /// # Safety
+    /// `buf` is `len` bytes of program memory (writable unless `store`), which may
+    /// overlap the head but never the fragments.
+    unsafe fn copy_packet(&mut self, offset: usize, buf: *mut u8, len: usize, store: bool) {
+        let c = self.ctx();
+        let head = (c.data_end - c.data) as usize;
+        let n = len.min(head.saturating_sub(offset));
+        if n > 0 {
+            let p = (c.data + offset as u64) as *mut u8;
+            // SAFETY: `[offset, offset + n)` lies in the head, inside the frame buffer
+            // borrowed for the invocation; `buf` has `len >= n` bytes (the caller's
+            // contract); `copy` allows the two to overlap.
+            unsafe {
+                if store {
+                    std::ptr::copy(buf, p, n);
+                } else {
+                    std::ptr::copy(p, buf, n);
+                }
+            }
+        }
+        if n == len {
+            return;
+        }
+        let at = offset + n - head;
+        // `packet_range` counted the fragments: a range past the head means there are.
+        if let Some(f) = self.frags_mut() {
+            if store {
+                // SAFETY: `buf + n .. buf + len` is the rest of the caller's buffer, which
+                // does not overlap the fragments (programs cannot address them).
+                let rest = unsafe { std::slice::from_raw_parts(buf.add(n), len - n) };
+                f.write(at, rest);
+            } else {
+                // SAFETY: as above; the caller's buffer is writable for a load.
+                let rest = unsafe { std::slice::from_raw_parts_mut(buf.add(n), len - n) };
+                f.read(at, rest);
+            }
         }
     }
 
@@ -493,31 +579,29 @@ impl Env for XdpEnv<'_> {
             }
             helper::XDP_ADJUST_TAIL => {
                 self.check_ctx(a[0])?;
-                self.adjust_tail(mem, i64::from(a[1] as i32))
+                self.adjust_tail(mem, a[1] as i32)
             }
             helper::XDP_GET_BUFF_LEN => {
                 self.check_ctx(a[0])?;
-                let c = self.ctx();
-                c.data_end - c.data
+                self.buff_len()
             }
             helper::XDP_LOAD_BYTES | helper::XDP_STORE_BYTES => {
                 self.check_ctx(a[0])?;
-                let (pkt, len) = match self.packet_range(a[1] as u32 as u64, a[3] as u32 as u64) {
+                let (offset, len) = match self.packet_range(a[1] as u32 as u64, a[3] as u32 as u64)
+                {
                     Ok(range) => range,
                     Err(e) => return Ok(e),
                 };
-                if id == helper::XDP_LOAD_BYTES {
-                    let buf = mem.slice_mut(a[2], len).ok_or_else(bad_ptr)?.as_mut_ptr();
-                    // SAFETY: `pkt..pkt+len` lies in the packet (checked above), `buf` in a
-                    // writable region; a program buffer never overlaps the packet region
-                    // of its own invocation except through the packet itself, and `copy`
-                    // allows overlap.
-                    unsafe { std::ptr::copy(pkt as *const u8, buf, len) };
+                let store = id == helper::XDP_STORE_BYTES;
+                let buf = if store {
+                    mem.slice(a[2], len).ok_or_else(bad_ptr)?.as_ptr().cast_mut()
                 } else {
-                    let buf = mem.slice(a[2], len).ok_or_else(bad_ptr)?.as_ptr();
-                    // SAFETY: as above, in the other direction.
-                    unsafe { std::ptr::copy(buf, pkt as *mut u8, len) };
-                }
+                    mem.slice_mut(a[2], len).ok_or_else(bad_ptr)?.as_mut_ptr()
+                };
+                // SAFETY: `buf` is `len` bytes of a region of the invocation (writable
+                // for a load); program memory never includes the fragments, and overlaps
+                // the head only through the packet region itself.
+                unsafe { self.copy_packet(offset, buf, len, store) };
                 0
             }
             helper::TAIL_CALL => {

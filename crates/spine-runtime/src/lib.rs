@@ -11,6 +11,7 @@ mod ctx;
 mod domain;
 mod ext;
 pub mod fib_lookup;
+mod frags;
 mod frame;
 mod helpers;
 mod host;
@@ -25,6 +26,7 @@ pub use ext::{
     load_object, load_selected, select_program, verify_program, EngineKind, Extension, LoadError,
     LoadOptions, LoadedObject, VerifyStats,
 };
+pub use frags::{Frags, MAX_FRAGS};
 pub use frame::{Bounds, Frame, FrameError, Geometry, ETH_HLEN};
 pub use helpers::{Redirect, MAX_TAIL_CALLS};
 pub use host::{splitmix64, Event, FixedHost, Host};

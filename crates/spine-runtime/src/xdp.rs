@@ -181,7 +181,10 @@ impl XdpRunner {
 
     /// Runs the extension on `frame` and returns its verdict (r0 truncated to 32 bits, as
     /// the kernel's `bpf_prog_run_xdp`), following tail calls. The frame's packet bounds
-    /// follow whatever the program did with `xdp_adjust_*`. A fault leaves the frame as
+    /// follow whatever the program did with `xdp_adjust_*`. A multi-buffer frame (see
+    /// [`Frame::with_frags`]) runs as the kernel's `BPF_PROG_TEST_RUN` runs one, whether
+    /// or not the program is [`Extension::frags_aware`]: `data`/`data_end` cover the head
+    /// and the frags helpers reach the fragments. A fault leaves the frame as
     /// the program left it; it is counted against the extension that faulted (which the
     /// watchdog may then detach) and the caller treats the packet as `XDP_ABORTED`. The
     /// fault is boxed so the common result fits in registers; faults are the slow path.
@@ -192,8 +195,12 @@ impl XdpRunner {
         rx: RxInfo,
         host: &mut dyn Host,
     ) -> Result<u32, Box<Fault>> {
-        let (buf, geometry, bounds) = frame.parts();
-        self.run_raw(buf, geometry, bounds, rx, host)
+        let (buf, geometry, bounds, frags) = frame.parts();
+        let mut burst = self.burst(geometry, rx, host);
+        if let Some(f) = frags {
+            burst.env.frags = f;
+        }
+        burst.run_one(buf, bounds)
     }
 
     /// As [`XdpRunner::run`], on any buffer: `bounds` says where the packet lies in `buf`
@@ -243,6 +250,7 @@ impl XdpRunner {
                 host,
                 ctx,
                 frame: std::ptr::null_mut(),
+                frags: std::ptr::null_mut(),
                 geometry,
                 pkt_region: self.pkt_region,
                 tail: None,

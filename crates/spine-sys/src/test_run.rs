@@ -5,7 +5,9 @@
 //! 4096-byte buffer with `XDP_PACKET_HEADROOM` (256) bytes before the packet and
 //! `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` (320 on x86-64) after the largest
 //! linear packet, which is therefore 3520 bytes; the rest of a longer `data_in` goes into
-//! page fragments (only `xdp.frags` programs can reach them). `data_in` must hold at least
+//! up to `MAX_SKB_FRAGS` (17) page fragments, longer is `ENOMEM`. Any XDP program gets
+//! such a frame: the test run does not look at `BPF_F_XDP_HAS_FRAGS` (a plain program
+//! sees `bpf_xdp_get_buff_len` count the fragments). `data_in` must hold at least
 //! 14 bytes (`ETH_HLEN`) after any metadata, else `EINVAL`. Without a context
 //! `data_meta == data`.
 //!
