@@ -7,7 +7,10 @@
 //! lock word touched, an unlock without a lock, unlocking another element) must be
 //! refused by spine too, and those it accepts accepted. The kernel finds the locks
 //! through the object's own BTF, loaded by spine-sys. Needs root (bpf(2)); without it
-//! each test says SKIP loudly and passes.
+//! each kernel test says SKIP loudly and passes.
+//!
+//! Two tests need no kernel: two workers counting into one hash value lose no
+//! increment, and a program the watchdog stops while it holds a lock leaves it free.
 
 mod common;
 
@@ -119,4 +122,88 @@ fn the_verifier_accepts_and_refuses_lock_programs_as_the_kernel_does() {
         agreed += 1;
     }
     assert_eq!(agreed, cases.len());
+}
+
+/// Loads `program` into spine alone, on the JIT.
+fn spine_only(program: &str) -> std::sync::Arc<spine_runtime::Extension> {
+    let obj = spine_obj::parse(&object(program)).expect("parses");
+    let opts = spine_runtime::LoadOptions { ncpus: 2, ..spine_runtime::LoadOptions::default() };
+    let loaded = spine_runtime::load_object(&obj, &opts).expect("spine accepts it");
+    loaded.program(None).expect("one program").clone()
+}
+
+/// The extension's map `name`.
+fn map_of(ext: &spine_runtime::Extension, name: &str) -> std::sync::Arc<spine_maps::Map> {
+    ext.maps()
+        .data_maps()
+        .find(|m| &*m.def().name == name)
+        .unwrap_or_else(|| panic!("no map {name}"))
+        .clone()
+}
+
+fn run_one(runner: &mut spine_runtime::XdpRunner, pkt: &[u8]) -> Result<u32, Box<spine_vm::Fault>> {
+    let mut frame = spine_runtime::Frame::new(spine_runtime::Geometry::TEST_RUN);
+    frame.load(pkt).expect("fits");
+    runner.run(&mut frame, spine_runtime::RxInfo::default(), &mut spine_runtime::FixedHost::new(1))
+}
+
+/// Two workers count into one hash value under its lock: no increment is lost.
+#[test]
+fn two_workers_count_into_one_hash_value_exactly() {
+    let ext = spine_only("hash");
+    let map = map_of(&ext, "hash");
+    let key = 5u32.to_le_bytes();
+    map.update_user(&key, &[0; 24], 0).expect("seeded");
+    let mut probe = key.to_vec();
+    probe.push(0);
+    let pkt = packet(&probe, 3);
+    const RUNS: usize = 20_000;
+    let workers: Vec<_> = (0..2)
+        .map(|cpu| {
+            let ext = ext.clone();
+            let pkt = pkt.clone();
+            std::thread::spawn(move || {
+                let mut r = spine_runtime::XdpRunner::new(ext, cpu)
+                    .expect("runner")
+                    .with_budget(spine_runtime::Budget::UNLIMITED);
+                for _ in 0..RUNS {
+                    run_one(&mut r, &pkt).expect("runs");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let mut v = [0u8; 24];
+    map.lookup_user_flags(&key, &mut v, spine_abi::update_flags::LOCK).unwrap();
+    let hits = u64::from_le_bytes(v[..8].try_into().unwrap());
+    let sum = u64::from_le_bytes(v[16..24].try_into().unwrap());
+    assert_eq!(hits, 2 * RUNS as u64, "every increment made under the lock");
+    assert_eq!(sum, 2 * RUNS as u64 * pkt.len() as u64);
+}
+
+/// A program stopped by the watchdog while it holds a lock leaves the lock free: the
+/// next invocation takes it at once instead of faulting after its spin limit.
+#[test]
+fn a_program_stopped_while_holding_a_lock_leaves_it_free() {
+    let stuck = spine_only("stuck");
+    let mut r = spine_runtime::XdpRunner::new(stuck, 0).expect("runner");
+    let mut probe = 7u32.to_le_bytes().to_vec();
+    probe.push(0);
+    let pkt = packet(&probe, 3);
+    for _ in 0..3 {
+        let f = run_one(&mut r, &pkt).expect_err("the watchdog stops it");
+        assert!(matches!(*f, spine_vm::Fault::Budget { .. }), "{f}");
+    }
+    // The same map, through the same extension: the stuck program's own arr[0]. With
+    // sum == key it takes the lock and returns at once; it could not if a stopped
+    // invocation had left the lock taken (its wait would fault).
+    let arr = map_of(r.extension(), "arr");
+    let mut v = [0u8; 24];
+    arr.lookup_user(&0u32.to_le_bytes(), &mut v).unwrap();
+    v[16..24].copy_from_slice(&7u64.to_le_bytes());
+    arr.update_user(&0u32.to_le_bytes(), &v, spine_abi::update_flags::LOCK)
+        .expect("the lock is free for user space too");
+    assert_eq!(run_one(&mut r, &pkt).expect("runs to the end"), 2, "XDP_PASS");
 }
