@@ -26,6 +26,8 @@ fn map(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u
         inner: None,
         init_slots: Vec::new(),
         spin_lock: None,
+        btf_key_type_id: 0,
+        btf_value_type_id: 0,
     }
 }
 
@@ -53,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
         }],
         maps: vec![map("arr", ARRAY, 4, 16, 4), map("hash", HASH, 8, 8, 8), map("pcpu", PERCPU_ARRAY, 4, 8, 2)],
         skipped: Vec::new(),
+        btf: None,
     };
     let opts = LoadOptions { engine: EngineKind::Interpreter, ..LoadOptions::default() };
     let Ok(loaded) = load_object(&obj, &opts) else { return };

@@ -219,6 +219,16 @@ impl Pair {
         Ok(())
     }
 
+    /// The kernel's side: its maps (in the object's order) and program.
+    pub fn kernel(&self) -> &KernelObject {
+        &self.kernel
+    }
+
+    /// Spine's map `map`, if the program has it.
+    pub fn spine_map(&self, map: &str) -> Option<&Arc<Map>> {
+        self.maps.iter().find(|(_, m)| &*m.def().name == map).map(|(_, m)| m)
+    }
+
     /// Spine's array map `map` as `u64`s, key by key (the first 8 bytes of each value;
     /// empty if there is no such map): what a test asserts beyond "same as the kernel".
     pub fn spine_map_u64(&self, map: &str) -> Vec<u64> {

@@ -4,64 +4,19 @@
 //! callbacks changed, on both engines. Needs root (bpf(2)); without it each test says
 //! SKIP loudly and passes.
 
+mod common;
+
+use common::{kernel_available, packet};
 use spine_difftest::Pair;
-use spine_runtime::EngineKind;
-
-const ENGINES: [EngineKind; 2] = [EngineKind::Interpreter, EngineKind::Jit];
-
-fn kernel_available() -> bool {
-    match spine_sys::probe() {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("SKIP: differential test needs bpf(2), which is unavailable: {e}");
-            false
-        }
-    }
-}
 
 fn object(program: &str) -> Vec<u8> {
-    // Tests run in parallel: one directory per build.
-    let dir =
-        std::env::temp_dir().join(format!("spine-callbacks-{}-{program}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/callbacks.c");
-    let object = spine_progs::compile_c(&src, &dir.join("callbacks.o"), &[]).expect("clang");
-    std::fs::remove_dir_all(&dir).ok();
-    object
-}
-
-/// An Ethernet header, then `probe`, padded to `len` bytes (at least the probe's end).
-fn packet(probe: &[u8], room: usize) -> Vec<u8> {
-    let mut p = vec![0u8; 14];
-    p[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-    p.extend_from_slice(probe);
-    p.resize(14 + probe.len() + room, 0);
-    p
+    common::fixture("callbacks", program, &[])
 }
 
 /// Runs `pkts` through `program` on both engines and the kernel; every verdict, byte and
 /// map must agree. Returns the verdict counts of the last engine.
 fn check(program: &str, pkts: &[Vec<u8>], setup: impl Fn(&mut Pair)) -> [usize; 6] {
-    spine_sys::pin_current_thread(0).expect("pinning to CPU 0");
-    let object = object(program);
-    let mut verdicts = [0; 6];
-    for engine in ENGINES {
-        let mut pair = Pair::load(&object, Some(program), 0, engine)
-            .unwrap_or_else(|e| panic!("{program} ({engine:?}): {e}"));
-        setup(&mut pair);
-        let report = pair.run(pkts, 5).unwrap_or_else(|e| panic!("{program} ({engine:?}): {e}"));
-        println!("{program} ({engine:?}): {report}");
-        for m in &report.mismatches {
-            println!("  {m}");
-        }
-        assert!(
-            report.mismatches.is_empty(),
-            "{program} ({engine:?}): spine and the kernel disagree"
-        );
-        assert_eq!(report.packets, pkts.len());
-        verdicts = report.verdicts;
-    }
-    verdicts
+    common::check(&object(program), program, pkts, setup).0.verdicts
 }
 
 fn loop_probe(nr: u32, stop: u32, flags: u64) -> Vec<u8> {

@@ -7,29 +7,14 @@
 //! builds them) with loads, stores and tail moves across every fragment boundary.
 //! Needs root (bpf(2)); without it each test says SKIP loudly and passes.
 
-use spine_difftest::{Pair, Report};
-use spine_runtime::EngineKind;
+mod common;
 
-const ENGINES: [EngineKind; 2] = [EngineKind::Interpreter, EngineKind::Jit];
+use spine_difftest::Report;
 
-fn kernel_available() -> bool {
-    match spine_sys::probe() {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("SKIP: differential test needs bpf(2), which is unavailable: {e}");
-            false
-        }
-    }
-}
+use common::kernel_available;
 
 fn object(program: &str) -> Vec<u8> {
-    // Tests run in parallel: one directory per build.
-    let dir = std::env::temp_dir().join(format!("spine-frags-{}-{program}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/frags.c");
-    let object = spine_progs::compile_c(&src, &dir.join("frags.o"), &[]).expect("clang");
-    std::fs::remove_dir_all(&dir).ok();
-    object
+    common::fixture("frags", program, &[])
 }
 
 fn probe(off: u32, len: u32, tail: i32, size: usize) -> Vec<u8> {
@@ -71,25 +56,7 @@ fn check(program: &str) -> [usize; 6] {
 /// Runs `pkts` through `program` on both engines and the kernel; every packet must agree.
 /// Returns the last engine's report.
 fn check_packets(program: &str, pkts: &[Vec<u8>]) -> Report {
-    spine_sys::pin_current_thread(0).expect("pinning to CPU 0");
-    let object = object(program);
-    let mut last = Report::default();
-    for engine in ENGINES {
-        let mut pair = Pair::load(&object, Some(program), 0, engine)
-            .unwrap_or_else(|e| panic!("{program} ({engine:?}): {e}"));
-        let report = pair.run(pkts, 5).unwrap_or_else(|e| panic!("{program} ({engine:?}): {e}"));
-        println!("{program} ({engine:?}): {report}");
-        for m in &report.mismatches {
-            println!("  {m}");
-        }
-        assert!(
-            report.mismatches.is_empty(),
-            "{program} ({engine:?}): spine and the kernel disagree"
-        );
-        assert_eq!(report.packets, pkts.len());
-        last = report;
-    }
-    last
+    common::check(&object(program), program, pkts, |_| {}).0
 }
 
 #[test]

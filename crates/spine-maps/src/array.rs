@@ -10,30 +10,8 @@ use spine_abi::update_flags::{EXIST, LOCK, NOEXIST};
 
 use crate::def::{round8, MapDef};
 use crate::storage::{Arena, ARENA_ALIGN};
+use crate::value_lock::{self, LockGuard, Waiter};
 use crate::MapError;
-use std::sync::atomic::{AtomicU32, Ordering::*};
-
-/// Who waits for a value's lock in a `BPF_F_LOCK` update.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Waiter {
-    Program,
-    User,
-}
-
-/// How long a program's `BPF_F_LOCK` update waits for the lock (spinning): the
-/// runtime's limit for `bpf_spin_lock` too.
-const PROG_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
-/// How long a user-space `BPF_F_LOCK` update waits (spinning, then yielding).
-const USER_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// A lock word taken by a `BPF_F_LOCK` update; released on drop.
-struct LockGuard<'a>(&'a AtomicU32);
-
-impl Drop for LockGuard<'_> {
-    fn drop(&mut self) {
-        self.0.store(0, Release);
-    }
-}
 
 #[derive(Debug)]
 pub(crate) struct ArrayMap {
@@ -101,34 +79,12 @@ impl ArrayMap {
         self.values.len()
     }
 
-    /// Takes element `i`'s lock for an update with `BPF_F_LOCK`: the holder may be a
-    /// host application, so the wait is bounded (`EBUSY` after it). A program's update
-    /// spins at most [`PROG_LOCK_WAIT`] (a worker never sleeps); user space spins, then
-    /// yields, for at most [`USER_LOCK_WAIT`].
+    /// Takes element `i`'s lock for a `BPF_F_LOCK` update or lookup: the holder may
+    /// be a host application, so the wait is bounded (`EBUSY` after it; see
+    /// [`value_lock::take`]).
     fn lock_element(&self, i: u32, side: Waiter) -> Result<LockGuard<'_>, MapError> {
         let off = self.spin_lock.ok_or_else(|| MapError::NoSpinLock { map: self.name.clone() })?;
-        let word = self.values.lock_word(self.off(i, 0) + off);
-        let t0 = std::time::Instant::now();
-        let mut spins = 0u32;
-        loop {
-            if word.load(Relaxed) == 0 && word.compare_exchange_weak(0, 1, Acquire, Relaxed).is_ok()
-            {
-                return Ok(LockGuard(word));
-            }
-            spins += 1;
-            let limit = match side {
-                Waiter::Program => PROG_LOCK_WAIT,
-                Waiter::User => USER_LOCK_WAIT,
-            };
-            if spins.is_multiple_of(128) && t0.elapsed() > limit {
-                return Err(MapError::LockTimeout { map: self.name.clone() });
-            }
-            if spins < 128 || side == Waiter::Program {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        value_lock::take(self.values.lock_word(self.off(i, 0) + off), side, &self.name)
     }
 
     /// Writes a whole value, leaving the lock word alone when there is one (the
@@ -252,12 +208,19 @@ impl ArrayMap {
         Err(MapError::DeleteFromArray { map: self.name.clone() })
     }
 
-    /// User-side lookup: the value, or every CPU's padded slot for a per-CPU array.
-    pub(crate) fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
+    /// User-side lookup: the value, or every CPU's padded slot for a per-CPU array;
+    /// with `lock` (`BPF_F_LOCK`, checked by the caller) read under the value's lock.
+    pub(crate) fn lookup_user(
+        &self,
+        key: &[u8],
+        out: &mut [u8],
+        lock: bool,
+    ) -> Result<(), MapError> {
         let i = Self::index(key);
         if i >= self.max_entries {
             return Err(MapError::NotFound { map: self.name.clone() });
         }
+        let _g = if lock { Some(self.lock_element(i, Waiter::User)?) } else { None };
         if self.percpu {
             for cpu in 0..self.ncpus {
                 let slot = &mut out[cpu * self.stride..(cpu + 1) * self.stride];

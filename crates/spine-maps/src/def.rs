@@ -335,13 +335,13 @@ fn check_common(def: &MapDef, ncpus: usize) -> Result<(), MapError> {
 }
 
 /// `map_check_btf` for a value with a `bpf_spin_lock`: inside the value, 4-byte
-/// aligned, and only in the map types spine supports it in: arrays (the kernel also
-/// allows hash maps and local storages; spine refuses a hash map's lock for now, with
-/// the kernel's `EOPNOTSUPP` for the types it never allows).
+/// aligned, and only in arrays and plain hash maps, the kernel's `EOPNOTSUPP` for the
+/// other types spine has (it also allows local storages, which spine has not; per-CPU
+/// and LRU flavours it refuses).
 fn check_spin_lock(def: &MapDef) -> Result<(), MapError> {
     let Some(off) = def.spin_lock else { return Ok(()) };
     let map = def.name.clone();
-    if def.map_type != mt::ARRAY {
+    if def.map_type != mt::ARRAY && def.map_type != mt::HASH {
         return Err(MapError::SpinLockType { map, map_type: def.map_type });
     }
     if !off.is_multiple_of(4) || u64::from(off) + 4 > u64::from(def.value_size) {
@@ -506,7 +506,7 @@ mod tests {
     }
 
     #[test]
-    fn spin_locks_only_in_arrays_inside_the_value_and_aligned() {
+    fn spin_locks_only_in_arrays_and_hashes_inside_the_value_and_aligned() {
         let lock = |t: u32, v: u32, off: u32| {
             let def = MapDef::new("t", t, 4, v, 4, 0).with_spin_lock(Some(off));
             check(&def, 2).err().map_or(0, |e| e.errno())
@@ -517,7 +517,10 @@ mod tests {
         assert_eq!(lock(mt::ARRAY, 16, 16), -22, "past the value");
         assert_eq!(lock(mt::PERCPU_ARRAY, 16, 0), -95, "the kernel's EOPNOTSUPP");
         assert_eq!(lock(mt::LRU_HASH, 16, 0), -95);
-        assert_eq!(lock(mt::HASH, 16, 0), -95, "spine: arrays only for now");
+        assert_eq!(lock(mt::HASH, 16, 8), 0);
+        assert_eq!(lock(mt::HASH, 16, 13), -22, "unaligned");
+        assert_eq!(lock(mt::PERCPU_HASH, 16, 0), -95);
+        assert_eq!(lock(mt::LRU_PERCPU_HASH, 16, 0), -95);
     }
 
     /// Each row was measured with `bpf(BPF_MAP_CREATE)` on Linux 6.18 (2 CPUs).

@@ -138,7 +138,7 @@ impl DevMapHash {
     }
 
     pub(crate) fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
-        self.tab.lookup_user(key, out)
+        self.tab.lookup_user(key, out, false)
     }
 
     pub(crate) fn next_key(&self, key: Option<&[u8]>, out: &mut [u8]) -> Result<(), MapError> {

@@ -142,11 +142,11 @@ pub enum MapError {
     InvalidFlags { map: Arc<str>, flags: u64 },
     #[error("map {map}: BPF_F_LOCK needs a struct bpf_spin_lock in the value")]
     NoSpinLock { map: Arc<str> },
-    #[error("map {map}: a struct bpf_spin_lock is not supported in a {} map (arrays only)", map_type::name(*map_type))]
+    #[error("map {map}: a struct bpf_spin_lock is not supported in a {} map (arrays and plain hash maps only)", map_type::name(*map_type))]
     SpinLockType { map: Arc<str>, map_type: u32 },
     #[error("map {map}: struct bpf_spin_lock at offset {off} does not fit a {value_size}-byte value aligned")]
     SpinLockPlace { map: Arc<str>, off: u32, value_size: u32 },
-    #[error("map {map}: its bpf_spin_lock stayed taken for over a second")]
+    #[error("map {map}: its bpf_spin_lock stayed taken too long (a program waits 10 ms, user space a second)")]
     LockTimeout { map: Arc<str> },
     #[error("map {map}: no such key")]
     NotFound { map: Arc<str> },

@@ -18,6 +18,13 @@
 //! old one into this CPU's spare ("extra") element, as the kernel does; so replacing
 //! works even when the map is full, and a reader sees either the old or the new value,
 //! never a mix. Per-CPU maps update existing values in place.
+//!
+//! A plain hash map's value may hold a `bpf_spin_lock` (the kernel allows no other
+//! hash flavour). Its word is never written by a value copy (`copy_map_value`): an
+//! element deleted or replaced while a program holds its lock keeps the word taken
+//! until that program releases it, even if the element is reused meanwhile, as in the
+//! kernel. A `BPF_F_LOCK` update of an existing key copies the value in place under
+//! the element's lock instead of linking a new element (`copy_map_value_locked`).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
@@ -32,6 +39,7 @@ use crate::jhash::jhash;
 use crate::lru::Lru;
 use crate::spinlock::SpinLock;
 use crate::storage::{zeroed_slice, Arena, ARENA_ALIGN};
+use crate::value_lock::{self, LockGuard, Waiter};
 use crate::MapError;
 
 /// Set in a link that is a nulls marker; the low bits name the bucket.
@@ -91,6 +99,8 @@ pub(crate) struct HashTab {
     lru: Option<Lru>,
     /// Serialises user-space writers, so that they share the one user spare element.
     user_lock: Mutex<()>,
+    /// Offset of the value's `bpf_spin_lock` (plain hash maps only).
+    spin_lock: Option<usize>,
 }
 
 /// Element and byte counts of a hash map with this definition.
@@ -206,6 +216,7 @@ impl HashTab {
             extra,
             lru,
             user_lock: Mutex::new(()),
+            spin_lock: def.spin_lock.map(|o| o as usize),
         })
     }
 
@@ -344,8 +355,15 @@ impl HashTab {
         Some(self.values.ptr_at(self.value_off(idx, cpu)))
     }
 
-    /// User-side lookup (`bpf_map_copy_value`): does not mark an LRU element.
-    pub(crate) fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
+    /// User-side lookup (`bpf_map_copy_value`): does not mark an LRU element. With
+    /// `lock` (`BPF_F_LOCK`, checked by the caller) the value is read under its lock;
+    /// the lock word reads as 0 either way (`check_and_init_map_value`).
+    pub(crate) fn lookup_user(
+        &self,
+        key: &[u8],
+        out: &mut [u8],
+        lock: bool,
+    ) -> Result<(), MapError> {
         let idx = self
             .find(key, self.hash(key))
             .ok_or_else(|| MapError::NotFound { map: self.name.clone() })?;
@@ -355,16 +373,35 @@ impl HashTab {
                 self.values.read(self.value_off(idx, cpu), slot);
             }
         } else {
+            let _g = if lock { Some(self.lock_element(idx, Waiter::User)?) } else { None };
             self.values.read(self.value_off(idx, 0), &mut out[..self.value_size]);
+            if let Some(l) = self.spin_lock {
+                out[l..l + 4].fill(0);
+            }
         }
         Ok(())
+    }
+
+    /// Takes element `idx`'s `bpf_spin_lock` (bounded wait, `EBUSY` after it).
+    fn lock_element(&self, idx: u32, side: Waiter) -> Result<LockGuard<'_>, MapError> {
+        let off = self.spin_lock.ok_or_else(|| MapError::NoSpinLock { map: self.name.clone() })?;
+        value_lock::take(self.values.lock_word(self.value_off(idx, 0) + off), side, &self.name)
+    }
+
+    /// Writes a plain map's value, around its lock word if it has one.
+    fn write_plain(&self, idx: u32, value: &[u8]) {
+        let off = self.value_off(idx, 0);
+        match self.spin_lock {
+            Some(hole) => self.values.write_except(off, value, hole),
+            None => self.values.write(off, value),
+        }
     }
 
     /// Writes a new element's value(s) (`alloc_htab_elem` / `pcpu_init_value`): from a
     /// program, this CPU's value and zeros on the others; from user space, every CPU.
     fn init_value(&self, idx: u32, value: &[u8], side: Side) {
         if !self.percpu {
-            self.values.write(self.value_off(idx, 0), value);
+            self.write_plain(idx, value);
             return;
         }
         match side {
@@ -439,15 +476,42 @@ impl HashTab {
         if flags & !LOCK > EXIST {
             return Err(MapError::InvalidFlags { map: self.name.clone(), flags });
         }
-        if flags & LOCK != 0 {
+        let locked = flags & LOCK != 0;
+        if locked && self.spin_lock.is_none() {
             return Err(MapError::NoSpinLock { map: self.name.clone() });
         }
         let list = self.list(side);
         let hash = self.hash(key);
         let b = &self.buckets[(hash & self.mask) as usize];
-        let _g = b.lock.lock();
-        let old = self.find_locked(b, key, hash);
-        self.check_flags(old, flags)?;
+        let waiter = match side {
+            Side::Prog(_) => Waiter::Program,
+            Side::User => Waiter::User,
+        };
+        let (_g, old) = loop {
+            if locked {
+                // An existing element is updated in place under its own lock, found
+                // without the bucket lock (`htab_map_update_elem`'s BPF_F_LOCK path).
+                let old = self.find(key, hash);
+                self.check_flags(old, flags)?;
+                if let Some(idx) = old {
+                    let _l = self.lock_element(idx, waiter)?;
+                    self.write_plain(idx, value);
+                    return Ok(());
+                }
+            }
+            let g = b.lock.lock();
+            let old = self.find_locked(b, key, hash);
+            self.check_flags(old, flags)?;
+            if locked && old.is_some() {
+                // Inserted since the lock-free look: the kernel then takes the element's
+                // lock inside the bucket's; spine never waits for a value lock (which a
+                // program may hold) with a bucket lock held, so it looks again.
+                drop(g);
+                std::hint::spin_loop();
+                continue;
+            }
+            break (g, old);
+        };
         // A replacement takes this CPU's spare and leaves the old element as the new
         // spare. If the spare is in use (two threads sharing one `cpu`), it falls back
         // to the free list and returns the old element there.

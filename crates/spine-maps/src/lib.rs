@@ -23,7 +23,8 @@
 //! [`Map::set_inner`], [`Map::inner`], [`Map::lookup_inner`] and [`Map::inner_by_slot`].
 //! Program arrays hold programs and live in the runtime.
 //!
-//! Values with a `bpf_spin_lock` (arrays only) and `BPF_F_LOCK`; memory-mappable arrays
+//! Values with a `bpf_spin_lock` (arrays and plain hash maps, as the kernel allows)
+//! and `BPF_F_LOCK` updates and lookups; memory-mappable arrays
 //! are shared segments (`Map::segment`). Not supported yet: batch operations,
 //! `lookup_and_delete`, devmap and cpumap entry programs (`EINVAL`/`ENOMEM`, as the
 //! kernel for an fd that names no usable program), the other map types (`Unsupported`,
@@ -47,6 +48,7 @@ mod outer;
 pub mod ringbuf;
 mod spinlock;
 mod storage;
+mod value_lock;
 mod xskmap;
 
 pub use def::{MapDef, MapOptions, LPM_INDEX_AT};

@@ -364,12 +364,31 @@ impl Map {
     /// for LRU maps, as in the kernel. A devmap's or cpumap's program id reads 0; a
     /// map-in-map gives the inner map's [`Map::id`]; a ring buffer `ENOTSUPP`.
     pub fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
+        self.lookup_user_flags(key, out, 0)
+    }
+
+    /// [`Map::lookup_user`] with `BPF_MAP_LOOKUP_ELEM`'s flags: `BPF_F_LOCK` copies the
+    /// value under its `bpf_spin_lock` (`EINVAL` if the value has none, `EBUSY` if the
+    /// lock stays taken for a second); any other flag is `EINVAL`.
+    pub fn lookup_user_flags(
+        &self,
+        key: &[u8],
+        out: &mut [u8],
+        flags: u64,
+    ) -> Result<(), MapError> {
+        if flags & !LOCK != 0 {
+            return Err(MapError::InvalidFlags { map: self.name(), flags });
+        }
+        let lock = flags & LOCK != 0;
+        if lock && self.def.spin_lock.is_none() {
+            return Err(MapError::NoSpinLock { map: self.name() });
+        }
         self.check_user_read()?;
         self.check_key(key)?;
         self.check_len(out.len(), self.user_value_size())?;
         match &self.inner {
-            Inner::Array(a) => a.lookup_user(key, out),
-            Inner::Hash(h) => h.lookup_user(key, out),
+            Inner::Array(a) => a.lookup_user(key, out, lock),
+            Inner::Hash(h) => h.lookup_user(key, out, lock),
             Inner::Lpm(t) => t.lookup_user(key, out),
             Inner::DevMap(d) => d.entries().lookup_user(key, out),
             Inner::DevMapHash(d) => d.lookup_user(key, out),

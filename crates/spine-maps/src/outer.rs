@@ -171,7 +171,7 @@ impl OuterMap {
     /// The slot and generation a hash_of_maps entry names.
     fn hash_slot(tab: &HashTab, key: &[u8]) -> Option<(u32, u32)> {
         let mut v = [0u8; 8];
-        tab.lookup_user(key, &mut v).ok()?;
+        tab.lookup_user(key, &mut v, false).ok()?;
         let w = u64::from_ne_bytes(v);
         Some((w as u32, (w >> 32) as u32))
     }

@@ -32,6 +32,8 @@ struct Def {
     inner: Option<Box<Def>>,
     values_offset: Option<u64>,
     spin_lock: Option<u32>,
+    key_type: u32,
+    value_type: u32,
 }
 
 /// A key or value size, from `*_size` or from a type, which must agree.
@@ -98,6 +100,14 @@ fn get_type_size(btf: &Btf<'_>, m: &Member, name: &str) -> Result<u32, MapErrorK
     }
 }
 
+/// The type id `T` of `__type(name, T)` (a pointer to `T`), 0 if it is not one.
+fn pointee(btf: &Btf<'_>, m: &Member) -> u32 {
+    match btf.get(m.ty) {
+        Some(Type::Ptr { target }) => *target,
+        _ => 0,
+    }
+}
+
 /// Where the value type of `__type(value, T)` holds its `struct bpf_spin_lock`: `T`
 /// itself, or one of its top-level members (the kernel's `btf_find_field` for
 /// `BPF_SPIN_LOCK`); two locks are refused.
@@ -154,9 +164,13 @@ fn parse_members(
             "numa_node" => def.numa_node = get_int(btf, m, name)?,
             "key_size" => def.key.set(get_int(btf, m, name)?, "key_size", "key")?,
             "value_size" => def.value.set(get_int(btf, m, name)?, "value_size", "value")?,
-            "key" => def.key.set(get_type_size(btf, m, name)?, "key_size", "key")?,
+            "key" => {
+                def.key.set(get_type_size(btf, m, name)?, "key_size", "key")?;
+                def.key_type = pointee(btf, m);
+            }
             "value" => {
                 def.value.set(get_type_size(btf, m, name)?, "value_size", "value")?;
+                def.value_type = pointee(btf, m);
                 def.spin_lock = find_spin_lock(btf, m)?;
             }
             "pinning" => {
@@ -231,6 +245,8 @@ fn to_spec(name: &str, def: &Def) -> Result<MapSpec, ObjError> {
     spec.numa_node = def.numa_node;
     spec.map_extra = def.map_extra;
     spec.spin_lock = def.spin_lock;
+    spec.btf_key_type_id = def.key_type;
+    spec.btf_value_type_id = def.value_type;
     check(&spec).map_err(|kind| ObjError::Map { map: name.to_string(), kind })?;
     if let Some(inner) = &def.inner {
         spec.inner = Some(Box::new(to_spec(&format!("{name}.inner"), inner)?));

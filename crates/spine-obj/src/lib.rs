@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 mod btf;
+mod btf_fixup;
 mod btf_maps;
 mod core;
 mod elf;
@@ -87,6 +88,7 @@ pub fn parse_with(bytes: &[u8], options: &ParseOptions) -> Result<Object, ObjErr
         programs,
         maps: defs.into_iter().map(|d| d.spec).collect(),
         skipped: code.skipped(),
+        btf: btf_fixup::kernel_btf(&elf).map(std::sync::Arc::from),
     })
 }
 

@@ -50,6 +50,11 @@ pub struct MapSpec {
     /// Offset of the `struct bpf_spin_lock` in the value (a top-level member of the
     /// value type, found through BTF as the kernel finds it); `None` without one.
     pub spin_lock: Option<u32>,
+    /// Ids of the key and value types in [`Object::btf`] (`__type(key, T)`,
+    /// `__type(value, T)`), what `BPF_MAP_CREATE` takes as `btf_key_type_id` and
+    /// `btf_value_type_id`; 0 when the definition gives none.
+    pub btf_key_type_id: u32,
+    pub btf_value_type_id: u32,
 }
 
 /// What an initial slot of a map-in-map or program array refers to.
@@ -115,6 +120,9 @@ pub struct Object {
     /// [`ParseOptions::section_types`] entry set: listed, never loaded, so that their
     /// siblings still load.
     pub skipped: Vec<SkippedProgram>,
+    /// The object's `.BTF`, fixed up as libbpf fixes it for `BPF_BTF_LOAD` (data
+    /// sections sized, variables placed); `None` without BTF or when it cannot be.
+    pub btf: Option<std::sync::Arc<[u8]>>,
 }
 
 /// A program of the object that was not loaded, and why.

@@ -221,3 +221,37 @@ fn program_array_slots_must_be_entry_points() {
         "{r:?}"
     );
 }
+
+/// BTF-defined maps name their key and value types for `BPF_MAP_CREATE`, and the
+/// object's BTF comes with its data sections sized and its variables placed (clang
+/// leaves both 0, which the kernel refuses; the kernel test of this is
+/// `spine-difftest/tests/spin_lock.rs`, whose maps the kernel creates with it).
+#[test]
+fn key_and_value_types_and_a_loadable_btf() {
+    let src = format!(
+        "{PRELUDE}struct v {{ __u64 n; struct bpf_spin_lock l; }};\n\
+         struct {{ __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4); __type(key, __u32); __type(value, struct v); }} a SEC(\".maps\");\n\
+         struct {{ __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4); __type(key, __u32); __type(value, __u64); }} b SEC(\".maps\");\n\
+         int g = 3;\n{PROGRAM}"
+    );
+    let bytes = common::compile_source("btf_types", &src);
+    let obj = parse(&bytes).unwrap();
+    let (a, b) = (&obj.maps[0], &obj.maps[1]);
+    assert_eq!((a.name.as_str(), b.name.as_str()), ("a", "b"));
+    assert_eq!(a.spin_lock, Some(8));
+    assert_ne!(a.btf_key_type_id, 0);
+    assert_eq!(a.btf_key_type_id, b.btf_key_type_id, "both keys are __u32");
+    assert_ne!(a.btf_value_type_id, 0);
+    assert_ne!(a.btf_value_type_id, b.btf_value_type_id);
+    let data = obj.maps.iter().find(|m| m.name == ".data").expect(".data");
+    assert_eq!((data.btf_key_type_id, data.btf_value_type_id), (0, 0), "not BTF-defined");
+
+    let fixed = obj.btf.as_deref().expect("the object has BTF");
+    let raw = {
+        use object::{Object as _, ObjectSection as _};
+        let f = object::File::parse(&*bytes).unwrap();
+        f.section_by_name(".BTF").unwrap().data().unwrap().to_vec()
+    };
+    assert_eq!(fixed.len(), raw.len(), "fixed in place");
+    assert_ne!(fixed, &raw[..], "data sections were sized");
+}

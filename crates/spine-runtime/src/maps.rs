@@ -666,11 +666,19 @@ mod tests {
             inner: None,
             init_slots: Vec::new(),
             spin_lock: None,
+            btf_key_type_id: 0,
+            btf_value_type_id: 0,
         }
     }
 
     fn object(maps: Vec<MapSpec>) -> Object {
-        Object { license: String::new(), programs: Vec::new(), maps, skipped: Vec::new() }
+        Object {
+            license: String::new(),
+            programs: Vec::new(),
+            maps,
+            skipped: Vec::new(),
+            btf: None,
+        }
     }
 
     #[test]

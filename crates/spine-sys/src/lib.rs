@@ -46,7 +46,7 @@ pub use btf::{kernel_btf, KERNEL_BTF};
 pub use cpus::{parse_cpu_list, possible_cpus, possible_cpus_exact};
 pub use error::SysError;
 pub use link::{prog_by_id, XdpLink};
-pub use map::{is_percpu, Entry, KernelMap, MapDef, MapInfo};
+pub use map::{is_percpu, Entry, KernelMap, MapBtf, MapDef, MapInfo};
 pub use netlink::{
     attach_xdp, detach_xdp, query_xdp, NetlinkError, XdpAttachment, XdpMode, XDP_FLAGS_DRV_MODE,
     XDP_FLAGS_HW_MODE, XDP_FLAGS_REPLACE, XDP_FLAGS_SKB_MODE, XDP_FLAGS_UPDATE_IF_NOEXIST,

@@ -34,6 +34,22 @@ impl MapDef {
     }
 }
 
+/// The BTF a map is created with (`btf_fd`, `btf_key_type_id`, `btf_value_type_id`):
+/// what lets the kernel find a `struct bpf_spin_lock` in the value.
+#[derive(Debug, Clone, Copy)]
+pub struct MapBtf<'a> {
+    pub fd: BorrowedFd<'a>,
+    /// 0: no key type.
+    pub key_type_id: u32,
+    pub value_type_id: u32,
+    /// The value holds a `bpf_spin_lock` (from the object's BTF): lookups of
+    /// [`KernelMap::entries`] are then made with `BPF_F_LOCK`.
+    pub spin_lock: bool,
+}
+
+/// `BPF_F_LOCK` for `BPF_MAP_LOOKUP_ELEM` and `BPF_MAP_UPDATE_ELEM`.
+const F_LOCK: u64 = 4;
+
 /// A map living in the kernel, closed when dropped.
 #[derive(Debug)]
 pub struct KernelMap {
@@ -44,6 +60,8 @@ pub struct KernelMap {
     slots: usize,
     /// Bytes of one slot from user space: `value_size`, rounded up to 8 for per-CPU maps.
     slot_size: usize,
+    /// Created with BTF naming a `bpf_spin_lock` in the value.
+    spin_lock: bool,
 }
 
 /// A `(key, value)` pair read from a map, the value in its user-space layout.
@@ -76,6 +94,18 @@ impl KernelMap {
         def: MapDef,
         inner: Option<BorrowedFd<'_>>,
     ) -> Result<KernelMap, SysError> {
+        Self::create_with_btf(name, def, inner, None)
+    }
+
+    /// [`create`](Self::create) with the key and value types from a loaded BTF, as
+    /// libbpf creates BTF-defined maps (the kernel then checks the types' sizes and
+    /// finds special fields such as a `bpf_spin_lock`).
+    pub fn create_with_btf(
+        name: &str,
+        def: MapDef,
+        inner: Option<BorrowedFd<'_>>,
+        btf: Option<MapBtf<'_>>,
+    ) -> Result<KernelMap, SysError> {
         let (slots, slot_size) = if is_percpu(def.map_type) {
             (possible_cpus_exact()?, (def.value_size as usize).next_multiple_of(8))
         } else {
@@ -92,11 +122,15 @@ impl KernelMap {
             numa_node: def.numa_node,
             map_name: sys::name_field(name),
             map_extra: def.map_extra,
+            btf_fd: btf.map_or(0, |b| b.fd.as_raw_fd() as u32),
+            btf_key_type_id: btf.map_or(0, |b| b.key_type_id),
+            btf_value_type_id: btf.map_or(0, |b| b.value_type_id),
             ..MapCreateAttr::default()
         };
         // SAFETY: BPF_MAP_CREATE reads no user pointers; it returns a new fd.
         let fd = unsafe { bpf_fd(Cmd::MapCreate, &mut attr) }?;
-        Ok(KernelMap { fd, def, name: sys::sanitize_name(name), slots, slot_size })
+        let spin_lock = btf.is_some_and(|b| b.spin_lock);
+        Ok(KernelMap { fd, def, name: sys::sanitize_name(name), slots, slot_size, spin_lock })
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -156,9 +190,15 @@ impl KernelMap {
     /// `key` must be `key_size` bytes and `out` [`user_value_size`](Self::user_value_size)
     /// bytes, else `EINVAL`.
     pub fn lookup(&self, key: &[u8], out: &mut [u8]) -> Result<bool, SysError> {
+        self.lookup_flags(key, out, 0)
+    }
+
+    /// [`lookup`](Self::lookup) with flags: `BPF_F_LOCK` (4) copies the value under its
+    /// `bpf_spin_lock` (`EINVAL` if the map's BTF names none).
+    pub fn lookup_flags(&self, key: &[u8], out: &mut [u8], flags: u64) -> Result<bool, SysError> {
         self.check_key(Cmd::MapLookupElem, key)?;
         self.check_value(Cmd::MapLookupElem, out.len())?;
-        let mut attr = self.elem_attr(sys::uptr(key), sys::uptr_mut(out), 0);
+        let mut attr = self.elem_attr(sys::uptr(key), sys::uptr_mut(out), flags);
         // SAFETY: the kernel reads key_size bytes of `key` and writes user_value_size
         // bytes to `out`; both lengths were just checked.
         match unsafe { bpf(Cmd::MapLookupElem, &mut attr) } {
@@ -229,15 +269,23 @@ impl KernelMap {
     }
 
     /// Every `(key, value)` pair, in iteration order; keys deleted between listing and
-    /// reading are left out.
+    /// reading are left out. A value holding a `bpf_spin_lock` is read under it
+    /// (`BPF_F_LOCK`); its lock word reads as 0.
     pub fn entries(&self) -> Result<Vec<Entry>, SysError> {
+        let flags = if self.spin_lock { F_LOCK } else { 0 };
         let mut out = Vec::new();
         for key in self.keys()? {
-            if let Some(v) = self.lookup_vec(&key)? {
+            let mut v = vec![0u8; self.user_value_size()];
+            if self.lookup_flags(&key, &mut v, flags)? {
                 out.push((key, v));
             }
         }
         Ok(out)
+    }
+
+    /// Whether the map was created with BTF naming a `bpf_spin_lock` in its value.
+    pub fn has_spin_lock(&self) -> bool {
+        self.spin_lock
     }
 
     /// Makes the map read-only from user space: later updates, and a second freeze, are

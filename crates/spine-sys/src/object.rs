@@ -1,15 +1,16 @@
-//! Loading one program of a parsed object into the kernel, as libbpf does: create every
-//! map of the object, write global data and freeze `.rodata`, fill map-in-map slots,
-//! point each map reference of the program at the kernel map's fd, and load.
+//! Loading one program of a parsed object into the kernel, as libbpf does: load the
+//! object's BTF, create every map of the object (BTF-defined ones with their key and
+//! value types), write global data and freeze `.rodata`, fill map-in-map slots, point
+//! each map reference of the program at the kernel map's fd, and load.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use spine_abi::{map_flags, map_type, update_flags};
 use spine_isa::op;
 use spine_obj::{MapOrigin, MapSpec, Object, Program, SlotTarget};
 
 use crate::prog::{ProgLoad, ATTACH_XDP, PROG_F_XDP_HAS_FRAGS};
-use crate::{KernelMap, KernelProg, MapDef, SysError};
+use crate::{KernelMap, KernelProg, MapBtf, MapDef, SysError};
 
 /// An object's program loaded into the kernel, with the maps it was linked against.
 #[derive(Debug)]
@@ -48,17 +49,29 @@ pub enum LoadError {
     Prog { program: String, error: SysError },
     #[error("map '{map}': slot {slot} names program '{program}', which the object does not have")]
     NoSlotProgram { map: String, slot: u32, program: String },
+    #[error("map '{map}' holds a bpf_spin_lock, which the kernel finds only through BTF, and the object's BTF did not load: {error}")]
+    Btf { map: String, error: SysError },
+    #[error("map '{map}' holds a bpf_spin_lock, but the object has no BTF the kernel could load")]
+    NoBtf { map: String },
 }
 
 /// Loads `prog` of `obj` into the kernel with kernel maps for all of `obj.maps`.
 ///
-/// Global-data maps get their initial bytes at key 0 and are frozen when read-only, after
-/// being created with `BPF_F_RDONLY_PROG` (libbpf's flags for `.rodata`), so the verifier
-/// may treat their contents as constants exactly as it does for libbpf. Program-array
-/// slots are filled with the programs they name (loaded too); pinning is not supported; BTF is not loaded, so maps whose values need it
-/// (spin locks, timers) are refused by the kernel.
+/// The object's BTF ([`Object::btf`], fixed up as libbpf fixes it) is loaded, and each
+/// BTF-defined map is created with its key and value types, so the kernel finds a
+/// `bpf_spin_lock` in a value itself; as libbpf does, a map the kernel refuses with
+/// BTF is created again without it, unless it needs BTF (a lock). Global-data maps get
+/// their initial bytes at key 0 and are frozen when read-only, after being created with
+/// `BPF_F_RDONLY_PROG` (libbpf's flags for `.rodata`), so the verifier may treat their
+/// contents as constants exactly as it does for libbpf. Program-array slots are filled
+/// with the programs they name (loaded too); pinning is not supported.
 pub fn load_object_program(obj: &Object, prog: &Program) -> Result<KernelObject, LoadError> {
-    let maps = obj.maps.iter().map(create_map).collect::<Result<Vec<_>, _>>()?;
+    let btf = load_btf(obj)?;
+    let maps = obj
+        .maps
+        .iter()
+        .map(|spec| create_map(spec, btf.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
     for (spec, map) in obj.maps.iter().zip(&maps) {
         fill_slots(spec, map, &maps)?;
     }
@@ -118,9 +131,33 @@ fn map_err(spec: &MapSpec) -> impl Fn(SysError) -> LoadError + '_ {
     move |error| LoadError::Map { map: spec.name.clone(), error }
 }
 
+/// Every map spec of the object, inner templates included.
+fn all_specs(obj: &Object) -> impl Iterator<Item = &MapSpec> {
+    obj.maps.iter().flat_map(|m| std::iter::once(m).chain(m.inner.as_deref()))
+}
+
+/// `BPF_BTF_LOAD` of the object's BTF. A failure matters only if a map needs BTF (its
+/// value holds a `bpf_spin_lock`); otherwise the maps are created without it.
+fn load_btf(obj: &Object) -> Result<Option<OwnedFd>, LoadError> {
+    let needs = all_specs(obj).find(|m| m.spin_lock.is_some());
+    let Some(blob) = &obj.btf else {
+        return match needs {
+            Some(m) => Err(LoadError::NoBtf { map: m.name.clone() }),
+            None => Ok(None),
+        };
+    };
+    match crate::func_info::load_btf(blob) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(error) => match needs {
+            Some(m) => Err(LoadError::Btf { map: m.name.clone(), error }),
+            None => Ok(None),
+        },
+    }
+}
+
 /// Creates one map (and, for a map-in-map, its temporary inner template) and writes its
 /// global data.
-fn create_map(spec: &MapSpec) -> Result<KernelMap, LoadError> {
+fn create_map(spec: &MapSpec, btf: Option<&OwnedFd>) -> Result<KernelMap, LoadError> {
     let mut flags = spec.flags;
     if let MapOrigin::GlobalData { read_only: true, .. } = spec.origin {
         flags |= map_flags::RDONLY_PROG;
@@ -137,12 +174,24 @@ fn create_map(spec: &MapSpec) -> Result<KernelMap, LoadError> {
     let is_map_in_map = matches!(spec.map_type, map_type::ARRAY_OF_MAPS | map_type::HASH_OF_MAPS);
     // libbpf creates the inner template, creates the outer map from it, then closes it.
     let inner = match (&spec.inner, is_map_in_map) {
-        (Some(inner), true) => Some(create_map(inner)?),
+        (Some(inner), true) => Some(create_map(inner, btf)?),
         (None, true) => return Err(LoadError::NoInnerTemplate { map: spec.name.clone() }),
         (_, false) => None,
     };
-    let map = KernelMap::create(&spec.name, def, inner.as_ref().map(KernelMap::fd))
-        .map_err(map_err(spec))?;
+    let inner_fd = inner.as_ref().map(KernelMap::fd);
+    let typed = btf.filter(|_| spec.btf_value_type_id != 0).map(|fd| MapBtf {
+        fd: fd.as_fd(),
+        key_type_id: spec.btf_key_type_id,
+        value_type_id: spec.btf_value_type_id,
+        spin_lock: spec.spin_lock.is_some(),
+    });
+    let map = match KernelMap::create_with_btf(&spec.name, def, inner_fd, typed) {
+        Err(_) if typed.is_some() && spec.spin_lock.is_none() => {
+            KernelMap::create(&spec.name, def, inner_fd)
+        }
+        r => r,
+    }
+    .map_err(map_err(spec))?;
     drop(inner);
 
     if let MapOrigin::GlobalData { read_only, .. } = spec.origin {

@@ -24,6 +24,8 @@ fn map(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u
         inner: None,
         init_slots: Vec::new(),
         spin_lock: None,
+        btf_key_type_id: 0,
+        btf_value_type_id: 0,
     }
 }
 
@@ -46,7 +48,13 @@ fn program(insns: Vec<Insn>) -> Program {
 }
 
 fn object(maps: Vec<MapSpec>, prog: &Program) -> Object {
-    Object { license: "GPL".into(), programs: vec![prog.clone()], maps, skipped: Vec::new() }
+    Object {
+        license: "GPL".into(),
+        programs: vec![prog.clone()],
+        maps,
+        skipped: Vec::new(),
+        btf: None,
+    }
 }
 
 /// `r0 = *(u32 *)lookup(map, &key)` with `key` a u32 on the stack, or XDP_DROP if absent.

@@ -178,6 +178,8 @@ pub enum VerifyErrorKind {
     LockAlreadyHeld,
     #[error("bpf_spin_unlock without a taken lock")]
     UnlockWithoutLock,
+    #[error("bpf_spin_unlock of different lock (held: map {held_map}'s value with pointer id {held_id}; given: map {given_map}'s, id {given_id})")]
+    UnlockOtherLock { held_map: u16, held_id: u32, given_map: u16, given_id: u32 },
     #[error("function calls are not allowed while holding a lock")]
     CallWhileLocked,
     #[error("bpf_spin_unlock is missing at exit")]
@@ -249,6 +251,7 @@ impl VerifyErrorKind {
             TailCallWithReference => "TailCallWithReference",
             LockAlreadyHeld => "LockAlreadyHeld",
             UnlockWithoutLock => "UnlockWithoutLock",
+            UnlockOtherLock { .. } => "UnlockOtherLock",
             CallWhileLocked => "CallWhileLocked",
             ExitWithLock => "ExitWithLock",
             NoSpinLock { .. } => "NoSpinLock",

@@ -176,8 +176,11 @@ pub struct State {
     pub frames: Vec<Frame>,
     /// Acquired references (ring-buffer records) not yet released.
     pub refs: Vec<u32>,
-    /// The spin lock held: map and offset in its value.
-    pub lock: Option<(MapIdx, i64)>,
+    /// The spin lock held: its map and the id of the value pointer it was taken
+    /// through (the kernel's `active_lock` ptr and id; every copy of that pointer
+    /// carries the id, so only the same element can be unlocked). Id 0: a pointer
+    /// with no identity (a callback's value argument), as in the kernel.
+    pub lock: Option<(MapIdx, u32)>,
 }
 
 impl State {
@@ -335,17 +338,23 @@ impl State {
             }
         }
         self.refs.len().hash(&mut h);
-        self.lock.hash(&mut h);
+        // Whether a lock is held and in which map; its id differs from path to path.
+        self.lock.map(|(m, _)| m).hash(&mut h);
         h.finish()
     }
 
     /// True if every concrete state `new` describes is described by `self`, so that
     /// exploring `new` can find nothing that exploring `self` does not.
     pub fn includes(&self, new: &State) -> bool {
-        if !self.same_frames(new) || self.lock != new.lock || self.refs.len() != new.refs.len() {
+        if !self.same_frames(new) || self.refs.len() != new.refs.len() {
             return false;
         }
         let mut ids = IdMap::default();
+        match (self.lock, new.lock) {
+            (None, None) => {}
+            (Some((m, a)), Some((n, b))) if m == n && ids.check_both(a, b) => {}
+            _ => return false,
+        }
         for (a, b) in self.refs.iter().zip(&new.refs) {
             if !ids.refs(*a, *b) {
                 return false;
@@ -395,10 +404,16 @@ impl State {
 
     /// The least state (in this domain) describing both; `None` if the frames differ.
     pub fn join(&self, o: &State, next_id: &mut u32) -> Option<State> {
-        if !self.same_frames(o) || self.lock != o.lock || self.refs.len() != o.refs.len() {
+        let lock_map = |s: &State| s.lock.map(|(m, _)| m);
+        if !self.same_frames(o) || lock_map(self) != lock_map(o) || self.refs.len() != o.refs.len()
+        {
             return None;
         }
         let mut ids = JoinIds { pairs: Vec::new(), next_id };
+        let lock = match (self.lock, o.lock) {
+            (Some((m, a)), Some((_, b))) => Some((m, ids.fresh_both(a, b))),
+            _ => None,
+        };
         let refs = self.refs.iter().zip(&o.refs).map(|(a, b)| ids.fresh(*a, *b, 0, 0)).collect();
         let frames = self
             .frames
@@ -415,7 +430,7 @@ impl State {
                 Frame { regs, stack, kind: a.kind, callsite: a.callsite, subprog: a.subprog }
             })
             .collect();
-        Some(State { frames, refs, lock: self.lock })
+        Some(State { frames, refs, lock })
     }
 
     /// Widening of `self` (the old loop-head state) by `joined` (`self` joined with a new
@@ -476,6 +491,14 @@ struct IdMap {
 }
 
 impl IdMap {
+    /// [`IdMap::check`] for ids that may be 0 (no identity): both or neither.
+    fn check_both(&mut self, old: u32, new: u32) -> bool {
+        if old == 0 || new == 0 {
+            return old == new;
+        }
+        self.check(old, new)
+    }
+
     fn check(&mut self, old: u32, new: u32) -> bool {
         match self.map.iter().find(|(o, _)| *o == old) {
             Some(&(_, n)) => n == new,
@@ -558,6 +581,8 @@ fn reg_includes(o: &Reg, n: &Reg, ids: &mut IdMap) -> bool {
                     };
                     range_ok && (o.id == 0 || ids.check_shifted(o.id, n.id, d))
                 }
+                // Map values keep an id only where a lock may be taken through them.
+                Kind::MapValue { .. } => ids.check_both(o.id, n.id),
                 _ => true,
             }
         }
@@ -662,6 +687,15 @@ struct JoinIds<'a> {
 }
 
 impl JoinIds<'_> {
+    /// A joined id for ids that may be 0 (no identity): 0 only if both are.
+    fn fresh_both(&mut self, a: u32, b: u32) -> u32 {
+        if a == 0 && b == 0 {
+            0
+        } else {
+            self.fresh(a, b, 0, 0)
+        }
+    }
+
     fn fresh(&mut self, a: u32, b: u32, da: i64, db: i64) -> u32 {
         let key = (a, b, da, db);
         if let Some(&(_, id)) = self.pairs.iter().find(|(k, _)| *k == key) {
@@ -737,6 +771,9 @@ fn join_reg(a: &Reg, b: &Reg, ids: &mut JoinIds) -> Reg {
                     ids.fresh(a.id, b.id, da, db)
                 };
                 clamp_packet_var(&mut r);
+            }
+            if matches!(a.kind, Kind::MapValue { .. }) {
+                r.id = ids.fresh_both(a.id, b.id);
             }
             if a.ref_id != 0 || b.ref_id != 0 {
                 r.ref_id = ids.fresh(a.ref_id, b.ref_id, 0, 0);

@@ -432,6 +432,67 @@ fn spin_lock_around_an_update() {
     );
 }
 
+/// A hash value's lock taken through one copy of the pointer and released through
+/// another: the element's id, not the register, names the lock.
+#[test]
+fn spin_lock_in_a_hash_value_through_copies() {
+    accept(
+        "stw [%r10-4], 3
+         mov %r2, %r10
+         add %r2, -4
+         lddw %r1, map[10]
+         call 1
+         jeq %r0, 0, out
+         mov %r6, %r0
+         mov %r7, %r0
+         stxdw [%r10-16], %r0
+         mov %r1, %r7
+         add %r1, 8
+         call 93
+         ldxdw %r2, [%r6+0]
+         add %r2, 1
+         stxdw [%r6+0], %r2
+         ldxdw %r1, [%r10-16]
+         add %r1, 8
+         call 94
+         out: mov %r0, 2
+         exit",
+    );
+}
+
+/// A static function may run with the lock held, and may release it (the kernel
+/// allows bpf-to-bpf calls inside the critical section).
+#[test]
+fn spin_lock_held_across_a_bpf_to_bpf_call() {
+    accept(
+        "stw [%r10-4], 0
+         mov %r2, %r10
+         add %r2, -4
+         lddw %r1, map[10]
+         call 1
+         jeq %r0, 0, out
+         mov %r6, %r0
+         mov %r1, %r6
+         add %r1, 8
+         call 93
+         mov %r1, %r6
+         call local bump
+         mov %r1, %r6
+         call local release
+         out: mov %r0, 2
+         exit
+         bump: ldxdw %r2, [%r1+0]
+         add %r2, 1
+         stxdw [%r1+0], %r2
+         mov %r0, 0
+         exit
+         release: add %r1, 8
+         call 94
+         mov %r0, 0
+         exit",
+    );
+}
+
 #[test]
 fn masked_and_signed_indices() {
     accept(

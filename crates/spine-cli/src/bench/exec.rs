@@ -282,10 +282,13 @@ pub fn synthetic(n: usize) -> Object {
         inner: None,
         init_slots: Vec::new(),
         spin_lock: None,
+        btf_key_type_id: 0,
+        btf_value_type_id: 0,
     };
     Object {
         license: "GPL".into(),
         skipped: Vec::new(),
+        btf: None,
         programs: vec![Program {
             name: "synthetic".into(),
             section: "xdp".into(),

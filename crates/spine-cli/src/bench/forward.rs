@@ -56,6 +56,7 @@ fn asm_object(name: &str, src: &str) -> Result<Object> {
     Ok(Object {
         license: "GPL".into(),
         skipped: Vec::new(),
+        btf: None,
         programs: vec![Program {
             name: name.into(),
             section: "xdp".into(),

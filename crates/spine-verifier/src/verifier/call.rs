@@ -26,14 +26,15 @@ struct CallMeta {
     func: Option<usize>,
     release: Option<u32>,
     alloc_size: Option<u64>,
-    lock: Option<(u16, i64)>,
+    /// The lock argument: its map and the value pointer's id.
+    lock: Option<(u16, u32)>,
 }
 
 impl Verifier<'_> {
+    /// A bpf-to-bpf call. Allowed with a lock held, as the kernel allows a static
+    /// function (the callee is verified in this state, so it may not call helpers
+    /// either, and may release the lock).
     pub(super) fn call_local(&mut self, pc: usize, i: Insn, st: &mut State) -> Result<Flow, K> {
-        if st.lock.is_some() {
-            return Err(K::CallWhileLocked);
-        }
         let target = i.branch_target(pc).unwrap_or(0) as usize;
         self.push_frame(st, pc, target, FrameKind::Call)?;
         let n = st.frames.len();
@@ -109,8 +110,16 @@ impl Verifier<'_> {
                 st.lock = meta.lock;
             }
             h::SPIN_UNLOCK => {
-                if st.lock.is_none() || st.lock != meta.lock {
+                let (Some(held), Some(given)) = (st.lock, meta.lock) else {
                     return Err(K::UnlockWithoutLock);
+                };
+                if held != given {
+                    return Err(K::UnlockOtherLock {
+                        held_map: held.0,
+                        held_id: held.1,
+                        given_map: given.0,
+                        given_id: given.1,
+                    });
                 }
                 st.lock = None;
             }
@@ -386,7 +395,7 @@ impl Verifier<'_> {
                 if off != i64::from(at) {
                     return Err(K::SpinLockOffset { off, at });
                 }
-                meta.lock = Some((map, off));
+                meta.lock = Some((map, r.id));
             }
         }
         Ok(())

@@ -65,10 +65,18 @@ impl Verifier<'_> {
                 PtrCmp::Known(false) => (None, Some(st.clone())),
                 PtrCmp::Opaque => (Some(st.clone()), Some(st.clone())),
                 PtrCmp::Null { id, ref_id, null_when_taken } => {
+                    // A value that may hold a lock keeps its id, which names the element
+                    // a lock is taken through (`reg_may_point_to_spin_lock`).
+                    let keep = [&a, &b].iter().any(|r| match r.kind {
+                        Kind::MapValueOrNull { map } => {
+                            self.maps.get(usize::from(map)).is_some_and(|m| m.spin_lock.is_some())
+                        }
+                        _ => false,
+                    });
                     let mut t = st.clone();
                     let mut f = st.clone();
-                    mark_null(&mut t, id, ref_id, null_when_taken);
-                    mark_null(&mut f, id, ref_id, !null_when_taken);
+                    mark_null(&mut t, id, ref_id, null_when_taken, keep);
+                    mark_null(&mut f, id, ref_id, !null_when_taken, keep);
                     (Some(t), Some(f))
                 }
                 PtrCmp::Packet => {
@@ -157,8 +165,10 @@ impl Verifier<'_> {
         }
     }
 
+    /// A function's exit. The program, and a callback, must have released the lock;
+    /// a bpf-to-bpf callee may return with it held, as in the kernel.
     fn exit(&mut self, st: &mut State) -> Result<Flow, K> {
-        if st.lock.is_some() {
+        if st.lock.is_some() && st.cur().kind != FrameKind::Call {
             return Err(K::ExitWithLock);
         }
         let f = st.cur();
@@ -216,14 +226,16 @@ fn set_scalar(st: &mut State, reg: u8, id: u32, v: Scalar) {
 }
 
 /// A null check's outcome on one side, applied to every copy of the pointer.
-fn mark_null(st: &mut State, id: u32, ref_id: u32, is_null: bool) {
+fn mark_null(st: &mut State, id: u32, ref_id: u32, is_null: bool, keep_id: bool) {
     st.for_each_reg_mut(|r| {
         if r.kind.is_nullable() && r.id == id {
             if is_null {
                 *r = Reg::constant(0);
             } else {
                 r.kind = r.kind.non_null();
-                r.id = 0;
+                if !keep_id {
+                    r.id = 0;
+                }
             }
         }
     });

@@ -19,6 +19,7 @@ pub const MAP_OF_MAPS: usize = 6; // inner: array key 4 value 8
 pub const DATA: usize = 7; // .data-like: array, value 64, 1 entry
 pub const PERCPU: usize = 8; // percpu array key 4 value 8
 pub const LOCKED: usize = 9; // array key 4 value 16, a bpf_spin_lock at offset 0
+pub const LOCKED_HASH: usize = 10; // hash key 4 value 16, a bpf_spin_lock at offset 8
 
 pub fn maps() -> Vec<MapInfo> {
     let mut rodata = MapInfo::new(".rodata", mt::ARRAY, 4, 32, 1);
@@ -27,6 +28,8 @@ pub fn maps() -> Vec<MapInfo> {
     mom.inner = Some(Box::new(MapInfo::new("inner", mt::ARRAY, 4, 8, 4)));
     let mut locked = MapInfo::new("locked", mt::ARRAY, 4, 16, 4);
     locked.spin_lock = Some(0);
+    let mut locked_hash = MapInfo::new("locked_hash", mt::HASH, 4, 16, 8);
+    locked_hash.spin_lock = Some(8);
     vec![
         MapInfo::new("array", mt::ARRAY, 4, 64, 8),
         MapInfo::new("hash", mt::HASH, 8, 16, 64),
@@ -38,6 +41,7 @@ pub fn maps() -> Vec<MapInfo> {
         MapInfo::new(".data", mt::ARRAY, 4, 64, 1),
         MapInfo::new("percpu", mt::PERCPU_ARRAY, 4, 8, 4),
         locked,
+        locked_hash,
     ]
 }
 
