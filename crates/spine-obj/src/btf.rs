@@ -45,6 +45,11 @@ pub(crate) enum Type {
     Int {
         size: u32,
         signed: bool,
+        /// `BTF_INT_ENCODING` (`SIGNED` 1, `CHAR` 2, `BOOL` 4).
+        encoding: u8,
+        /// `BTF_INT_OFFSET` and `BTF_INT_BITS`: the value's bits within its bytes.
+        bit_off: u8,
+        bits: u8,
     },
     Ptr {
         target: u32,
@@ -338,8 +343,18 @@ fn decode(raw: &[u8], at: usize, id: u32) -> Result<(u32, u32, Type, usize), Btf
     let (ty, extra) = match kind {
         1 => {
             let b = need(4)?;
-            // BTF_INT_ENCODING: bit 0 of the top byte is BTF_INT_SIGNED.
-            (Type::Int { size: size_or_type, signed: (ex(b, 0) >> 24) & 1 != 0 }, 4)
+            // BTF_INT_ENCODING (bits 24..28; bit 0 is BTF_INT_SIGNED), BTF_INT_OFFSET
+            // (16..24), BTF_INT_BITS (0..8).
+            let w = ex(b, 0);
+            let encoding = ((w >> 24) & 0x0f) as u8;
+            let int = Type::Int {
+                size: size_or_type,
+                signed: encoding & 1 != 0,
+                encoding,
+                bit_off: (w >> 16) as u8,
+                bits: w as u8,
+            };
+            (int, 4)
         }
         2 => (Type::Ptr { target: size_or_type }, 0),
         3 => {

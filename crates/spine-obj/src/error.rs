@@ -188,4 +188,8 @@ pub enum BtfError {
     NoDatasec(String),
     #[error("DATASEC '{section}' entry {index} is not a variable")]
     NotAVar { section: String, index: usize },
+    #[error("type {id} is {size} bytes, the data {got}")]
+    DataSize { id: u32, size: u32, got: usize },
+    #[error("type {id} ({kind}) has no value to print")]
+    NotPrintable { id: u32, kind: &'static str },
 }

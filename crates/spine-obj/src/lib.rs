@@ -16,6 +16,7 @@
 
 mod btf;
 mod btf_fixup;
+mod btf_format;
 mod btf_maps;
 mod core;
 mod elf;
@@ -26,6 +27,7 @@ mod model;
 mod progs;
 mod reloc;
 
+pub use crate::btf_format::BtfFormatter;
 pub use crate::core::{CoreErrorKind, POISON_HELPER};
 pub use error::*;
 pub use link::{MAX_INSNS, MAX_TOTAL_INSNS};
