@@ -708,6 +708,50 @@ impl Live {
         Ok(out)
     }
 
+    /// Entries of map `map` of `ext` as `bpftool` prints them from the object's BTF
+    /// (its `formatted` member): `{"key", "value"}`, or `{"key", "values": [{"cpu",
+    /// "value"}]}` for a per-CPU map; `None` for each entry when the map has no BTF
+    /// types or an entry does not print.
+    pub fn map_formatted(
+        &self,
+        ext: &str,
+        map: &str,
+        entries: &[KeyValue],
+    ) -> Vec<Option<serde_json::Value>> {
+        let none = || vec![None; entries.len()];
+        let Some(e) = self.shared.extension(ext) else { return none() };
+        let (Some(m), Some((btf, kid, vid))) = (e.map(map), e.map_btf_types(map)) else {
+            return none();
+        };
+        let Ok(f) = spine_obj::BtfFormatter::new(&btf) else { return none() };
+        let vs = m.def().value_size as usize;
+        let per_cpu = spine_abi::map_type::is_percpu(m.def().map_type);
+        let one = |id: u32, b: &[u8]| -> Option<serde_json::Value> {
+            if id == 0 {
+                return None;
+            }
+            serde_json::from_str(&f.json(id, b).ok()?).ok()
+        };
+        entries
+            .iter()
+            .map(|(k, v)| {
+                let key = one(kid, k)?;
+                if per_cpu {
+                    let values = v
+                        .chunks(vs.next_multiple_of(8))
+                        .enumerate()
+                        .map(|(cpu, slot)| {
+                            Some(serde_json::json!({"cpu": cpu, "value": one(vid, slot)?}))
+                        })
+                        .collect::<Option<Vec<_>>>()?;
+                    Some(serde_json::json!({"key": key, "values": values}))
+                } else {
+                    Some(serde_json::json!({"key": key, "value": one(vid, v)?}))
+                }
+            })
+            .collect()
+    }
+
     /// The counters as the workers last published them (at most ~100 ms old).
     pub fn totals(&self) -> Totals {
         self.shared.totals(&self.ctl.snapshots(), self.started.elapsed().as_secs_f64())

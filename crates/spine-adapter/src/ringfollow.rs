@@ -3,7 +3,8 @@
 //! A `BPF_MAP_TYPE_RINGBUF` has one consumer. The first follower of a ring makes the
 //! control side its consumer: each request drains what workers committed into a bounded
 //! history numbered by sequence, and every follower reads that history after the number
-//! it last saw, as `spine log -f` reads the log. Between requests records wait in the
+//! it last saw, as `spine log -f` reads the log; a request drains at most
+//! [`RING_RECORDS`] records, however fast workers produce. Between requests records wait in the
 //! ring itself; a ring that fills up makes `bpf_ringbuf_reserve` return NULL, as in the
 //! kernel when user space does not consume. A ring that an `[[ringbuf]]` output of the
 //! configuration reads ([`Adapter::ring_buffer`](crate::Adapter::ring_buffer)) is that
@@ -100,7 +101,8 @@ impl RingFollows {
             // Loaded again under the same name: a new ring, numbering carries on.
             f.ring = ring.clone();
         }
-        rb.consume(|rec| {
+        // Bounded: producers may keep up with the drain for as long as it runs.
+        rb.consume_up_to(RING_RECORDS, |rec| {
             f.last += 1;
             let data: String = rec.iter().map(|b| format!("{b:02x}")).collect();
             f.bytes += data.len() / 2;
@@ -153,6 +155,22 @@ mod tests {
         let all = rf.since("e", "events", m, 3.0, 0, 100).expect("followed");
         assert_eq!(all.records.len(), 6);
         assert_eq!(all.next, 6);
+    }
+
+    #[test]
+    fn a_drain_takes_at_most_a_bounded_number_of_records() {
+        let m = ring(1 << 20);
+        let rb = m.ringbuf().expect("ring");
+        for i in 0..RING_RECORDS as u32 + 100 {
+            rb.output(&i.to_le_bytes(), 0).expect("room");
+        }
+        assert_eq!(rb.consume_up_to(10, |_| {}), 10);
+        let rf = RingFollows::default();
+        let p = rf.since("e", "r", m.clone(), 0.0, 0, usize::MAX).expect("followed");
+        assert_eq!(p.records.len(), RING_RECORDS, "one request drains a bounded amount");
+        assert_eq!(p.records[0].data, "0a000000", "after the 10 consumed above");
+        let q = rf.since("e", "r", m, 0.0, p.next, usize::MAX).expect("followed");
+        assert_eq!(q.records.len(), 90, "the rest on the next request");
     }
 
     #[test]

@@ -287,6 +287,10 @@ pub fn map(cmd: MapCmd, conn: &Conn) -> Result<()> {
             }
             for e in &d.entries {
                 println!("key: {}  value: {}", e.key, e.value);
+                // From the object's BTF, as bpftool prints it.
+                if let Some(f) = &e.formatted {
+                    println!("  {f}");
+                }
             }
             println!(
                 "Found {} element{}",

@@ -83,6 +83,8 @@ fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
     }
     let text = ok(spine(&sock, &["map", "dump", "a", "hits"]));
     assert!(text.contains("key: 00 00 00 00") && text.contains("Found 1 element"), "{text}");
+    // Printed from the object's BTF too (`__type(key, __u32)`, a per-CPU `__u64`).
+    assert!(text.contains(r#"{"key":0,"values":[{"cpu":0,"value":"#), "{text}");
 
     let out = ok(spine(&sock, &["ext", "replace", "wire", "b"]));
     assert!(out.contains("'a' replaced by 'b'"), "{out}");
@@ -170,9 +172,10 @@ fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
             seqs.push(r["seq"].as_u64().unwrap());
         }
     }
-    // Each call prints what the adapter keeps (the last 4,096); the numbering carries on.
+    // Each call prints what the adapter keeps (the last 4,096, a page of 1,000), in order
+    // and without a gap; the numbering carries on across calls.
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1 || w[1] <= w[0]), "{:?}", &seqs[..20]);
-    assert_eq!(seqs[0], 1);
+    assert!(seqs[0] >= 1);
     ok(spine(&sock, &["ext", "detach", "wire"]));
     ok(spine(&sock, &["ext", "unload", "log"]));
     let e = fails(spine(&dir.0.join("nothing.sock"), &["ext", "list"]));

@@ -76,6 +76,11 @@ pub struct UpdateRequest {
 pub struct Entry {
     pub key: String,
     pub value: String,
+    /// The entry printed from the object's BTF, as `bpftool -j map dump` gives it:
+    /// `{"key", "value"}`, or `{"key", "values": [{"cpu", "value"}]}` per CPU. Absent
+    /// when the map has no BTF key and value types.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formatted: Option<serde_json::Value>,
 }
 
 /// `POST .../next_key`: `None` after the last key.

@@ -738,11 +738,12 @@ async fn map_info(
 
 async fn dump(State(a): State<App>, UrlPath((ext, map)): UrlPath<(String, String)>) -> Reply<Dump> {
     let info = a.live.map_info(&ext, &map)?;
-    let entries = a
-        .live
-        .map_dump(&ext, &map)?
-        .into_iter()
-        .map(|(k, v)| Entry { key: hex(&k), value: hex(&v) })
+    let kv = a.live.map_dump(&ext, &map)?;
+    let formatted = a.live.map_formatted(&ext, &map, &kv);
+    let entries = kv
+        .iter()
+        .zip(formatted)
+        .map(|((k, v), formatted)| Entry { key: hex(k), value: hex(v), formatted })
         .collect();
     Ok(Json(Dump { map: info, entries }))
 }
@@ -763,7 +764,10 @@ async fn lookup(
     let r: KeyRequest = parse(body)?;
     let key = required_key(&r)?;
     let value = a.live.map_lookup(&ext, &map, &key)?;
-    Ok(Json(Entry { key: hex(&key), value: hex(&value) }))
+    let kv = [(key, value)];
+    let formatted = a.live.map_formatted(&ext, &map, &kv).pop().flatten();
+    let [(key, value)] = kv;
+    Ok(Json(Entry { key: hex(&key), value: hex(&value), formatted }))
 }
 
 async fn update(

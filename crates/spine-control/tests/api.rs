@@ -394,6 +394,59 @@ fn ring_buffer_records_are_followed_by_sequence_and_none_is_lost() {
     assert_eq!(after + u64::from_le_bytes(v), runs, "every run followed or counted as lost");
 }
 
+/// `struct flow` and `struct stats` of spine-difftest's btf_dump.c fixture, as bytes.
+fn flow_key() -> Vec<u8> {
+    let mut k = 0x0a00_0001u32.to_le_bytes().to_vec();
+    k.extend_from_slice(&80u16.to_le_bytes());
+    k.extend_from_slice(&[6, b'x']);
+    k
+}
+
+#[test]
+fn map_entries_print_from_the_objects_btf() {
+    let dir = TempDir::new("btf");
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-difftest/tests/fixtures/btf_dump.c");
+    let obj = spine_progs::compile_c(&src, &dir.join("btf_dump.o"), &[]).expect("clang");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    c.load("b", &obj, Some("keep"), None).unwrap();
+    let info = c.map_info("b", "flows").unwrap();
+    let mut v = vec![0u8; info.value_size as usize];
+    v[..8].copy_from_slice(&7u64.to_le_bytes()); // packets
+    v[8..12].copy_from_slice(&(-2i32).to_le_bytes()); // delta
+    v[12] = 1; // up
+    v[16..20].copy_from_slice(&2u32.to_le_bytes()); // color GREEN
+    v[29..32].copy_from_slice(b"web"); // name
+    c.update("b", "flows", &flow_key(), &v, 0).unwrap();
+    let d = c.dump("b", "flows").unwrap();
+    assert_eq!(d.entries.len(), 1);
+    let f = d.entries[0].formatted.as_ref().expect("the map has BTF types");
+    // A plain `char` is signed in clang's BTF, and bpftool prints it as a number.
+    assert_eq!(
+        f["key"],
+        serde_json::json!({"addr": 167_772_161, "port": 80, "proto": 6, "tag": 120})
+    );
+    let val = &f["value"];
+    assert_eq!(
+        (&val["packets"], &val["delta"], &val["up"]),
+        (&7.into(), &(-2).into(), &true.into())
+    );
+    assert_eq!((&val["color"], &val["name"]), (&"GREEN".into(), &"web".into()));
+    // Per CPU: one value per CPU, the key printed once.
+    c.update("b", "per_cpu", &1u32.to_le_bytes(), &flow_key(), 0).unwrap();
+    let d = c.dump("b", "per_cpu").unwrap();
+    let one = d.entries.iter().find(|e| e.key == "01 00 00 00").expect("key 1");
+    let f = one.formatted.as_ref().expect("BTF types");
+    assert_eq!(f["key"], 1);
+    let values = f["values"].as_array().expect("per-CPU values");
+    assert!(!values.is_empty());
+    assert!(values.iter().enumerate().all(|(i, s)| s["cpu"] == i && s["value"]["port"] == 80));
+    server.stop();
+    running.stop().unwrap();
+}
+
 #[test]
 fn a_ring_read_by_a_configured_output_is_not_followed() {
     let dir = TempDir::new("ring-owned");

@@ -268,14 +268,21 @@ impl RingBuf {
     /// (discarded records are skipped, and not counted); stops at the first record still
     /// reserved. Returns the number of records passed to `f`. Each record is copied out
     /// and its room returned to producers before `f` runs. One consumer at a time: a
-    /// second caller waits, and `f` must not consume this ring itself.
-    pub fn consume(&self, mut f: impl FnMut(&[u8])) -> usize {
+    /// second caller waits, and `f` must not consume this ring itself. With producers
+    /// running this may go on as long as they keep up; [`RingBuf::consume_up_to`] is
+    /// bounded.
+    pub fn consume(&self, f: impl FnMut(&[u8])) -> usize {
+        self.consume_up_to(usize::MAX, f)
+    }
+
+    /// As [`RingBuf::consume`], but passes at most `max` records to `f`.
+    pub fn consume_up_to(&self, max: usize, mut f: impl FnMut(&[u8])) -> usize {
         let mut buf = self.consumer.lock().unwrap_or_else(PoisonError::into_inner);
         let mut cons = self.consumer_pos.0.load(Relaxed);
         let mut n = 0;
         loop {
             let prod = self.producer_pos.0.load(Acquire);
-            if cons == prod {
+            if cons == prod || n == max {
                 return n;
             }
             let h = self.hdr(cons).load(Acquire);

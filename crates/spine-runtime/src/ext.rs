@@ -468,6 +468,11 @@ impl Extension {
     pub fn map(&self, name: &str) -> Option<&Arc<spine_maps::Map>> {
         self.maps.data_maps().find(|m| &*m.def().name == name)
     }
+
+    /// The object's BTF with the key and value type ids of map `name`, if it has them.
+    pub fn map_btf_types(&self, name: &str) -> Option<(Arc<[u8]>, u32, u32)> {
+        self.maps.btf_types(name)
+    }
     /// The final instructions: maps linked, context loads rewritten.
     pub fn insns(&self) -> &[Insn] {
         &self.insns

@@ -47,6 +47,10 @@ impl RtMap {
 pub struct MapTable {
     maps: Vec<RtMap>,
     domain: Arc<Domain>,
+    /// The object's BTF and each map's key and value type ids in it (0: none), to print
+    /// entries as bpftool does.
+    btf: Option<Arc<[u8]>>,
+    types: Vec<(u32, u32)>,
 }
 
 impl MapTable {
@@ -68,7 +72,8 @@ impl MapTable {
             maps.push(map);
             fresh.push(created);
         }
-        let table = MapTable { maps, domain: domain.clone() };
+        let types = obj.maps.iter().map(|m| (m.btf_key_type_id, m.btf_value_type_id)).collect();
+        let table = MapTable { maps, domain: domain.clone(), btf: obj.btf.clone(), types };
         // As libbpf: a map-in-map's `.values = { [i] = &inner }` fills slot `i` (the key,
         // for a hash of maps) once every map exists. A map the domain already shared was
         // filled by the object that created it.
@@ -78,6 +83,15 @@ impl MapTable {
             }
         }
         Ok(table)
+    }
+
+    /// The object's BTF and the key and value type ids of map `name` in it, when the
+    /// map was defined with BTF types (`__type(key, T)`, `__type(value, T)`).
+    pub fn btf_types(&self, name: &str) -> Option<(Arc<[u8]>, u32, u32)> {
+        let i = self.maps.iter().position(|m| m.name() == name)?;
+        let (k, v) = *self.types.get(i)?;
+        let btf = self.btf.clone().filter(|_| k != 0 || v != 0)?;
+        Some((btf, k, v))
     }
 
     fn fill_inner_slots(&self, index: usize, spec: &MapSpec) -> Result<(), LoadError> {
