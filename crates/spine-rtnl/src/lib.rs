@@ -12,10 +12,13 @@
 //!
 //! Translation ([`route_op`], [`neigh_op`]) is sans-IO: a kernel message in, a [`FibOp`]
 //! out, or `None` for what the FIB does not hold (cached clones, source-specific or TOS
-//! routes, multicast and anycast types, routes through nexthop objects, other families).
+//! routes, multicast and anycast types, other families). Routes through nexthop objects
+//! (`ip nexthop`, FRR) are resolved by a [`NexthopTable`] that follows the nexthop
+//! messages too (see [`nexthop`]).
 
 mod addrs;
 mod links;
+pub mod nexthop;
 mod translate;
 
 use std::collections::HashSet;
@@ -26,7 +29,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
 };
 use netlink_packet_route::link::{LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::NeighbourMessage;
@@ -37,7 +40,8 @@ use spine_fib::{FibOp, FibWriter};
 
 pub use addrs::{add_address, address_message, enable_ipv6};
 pub use links::{links, multipath_seed, Link};
-pub use translate::{alias, neigh_op, route_op};
+pub use nexthop::{Nexthop, NexthopTable};
+pub use translate::{alias, neigh_op, nh_route, route_op};
 
 /// What went wrong talking to the kernel.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +77,8 @@ pub struct MirrorStats {
     pub published: AtomicU64,
     /// Full re-dumps after the kernel dropped events.
     pub resyncs: AtomicU64,
+    /// Nexthop object messages (`RTM_NEWNEXTHOP`, `RTM_DELNEXTHOP`), dumps included.
+    pub nexthops: AtomicU64,
 }
 
 /// A route socket in the network namespace it was opened in, subscribed to route and
@@ -88,6 +94,8 @@ pub struct RtnlSocket {
     resync: bool,
     /// Interface indexes the FIB knows by another (a TAP twin's, its port's): see [`alias`].
     aliases: Vec<(u32, u32)>,
+    /// Nexthop objects and the routes through them.
+    nh: NexthopTable,
 }
 
 const GROUPS: [u32; 4] =
@@ -104,6 +112,8 @@ impl RtnlSocket {
         for g in GROUPS {
             sock.add_membership(g).map_err(io("join group"))?;
         }
+        // A kernel older than 5.3 has no nexthop objects, and no routes through them.
+        let _ = sock.add_membership(libc::RTNLGRP_NEXTHOP);
         set_timeout(&sock, Duration::from_millis(100))?;
         Ok(RtnlSocket {
             sock,
@@ -112,6 +122,7 @@ impl RtnlSocket {
             up: HashSet::new(),
             resync: false,
             aliases: Vec::new(),
+            nh: NexthopTable::default(),
         })
     }
 
@@ -127,6 +138,14 @@ impl RtnlSocket {
     pub fn dump(&mut self, fib: &mut FibWriter, stats: &MirrorStats) -> Result<(), RtnlError> {
         self.request(RouteNetlinkMessage::GetLink(LinkMessage::default()), "link", fib, stats)?;
         self.resync = false;
+        // Nexthops before the routes through them.
+        self.nh.clear();
+        self.seq = self.seq.wrapping_add(1);
+        match self.request_bytes(nexthop::dump_request(self.seq), "nexthop", fib, stats) {
+            // No nexthop objects in this kernel.
+            Err(RtnlError::Refused { what: "nexthop", .. }) => {}
+            other => other?,
+        }
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
             let mut m = RouteMessage::default();
             m.header.address_family = family;
@@ -153,6 +172,18 @@ impl RtnlSocket {
         req.finalize();
         let mut out = vec![0; req.header.length as usize];
         req.serialize(&mut out);
+        self.request_bytes(out, what, fib, stats)
+    }
+
+    /// Sends dump request `out` (sequence number `self.seq`) and applies what comes
+    /// until the dump is done.
+    fn request_bytes(
+        &mut self,
+        out: Vec<u8>,
+        what: &'static str,
+        fib: &mut FibWriter,
+        stats: &MirrorStats,
+    ) -> Result<(), RtnlError> {
         self.sock.send(&out, 0).map_err(io("send"))?;
         let seq = self.seq;
         loop {
@@ -208,10 +239,35 @@ impl RtnlSocket {
         let mut count = 0;
         let mut done = false;
         while off < n {
+            let head = NetlinkBuffer::new_checked(&self.buf[off..n])
+                .map_err(|e| RtnlError::Decode(e.to_string()))?;
+            let (kind, len) = (head.message_type(), head.length() as usize);
+            // netlink-packet-route has no nexthop messages: they are read here.
+            if kind == nexthop::RTM_NEWNEXTHOP || kind == nexthop::RTM_DELNEXTHOP {
+                count += 1;
+                stats.nexthops.fetch_add(1, Ordering::Relaxed);
+                match nexthop::decode(head.payload()) {
+                    Ok((id, nh)) => {
+                        let ops = if kind == nexthop::RTM_NEWNEXTHOP {
+                            self.nh.set(id, nh)
+                        } else {
+                            self.nh.remove(id)
+                        };
+                        for op in ops {
+                            apply(fib, stats, Some(alias(op, &self.aliases)));
+                        }
+                    }
+                    Err(_) => apply(fib, stats, None),
+                }
+                if len == 0 {
+                    break;
+                }
+                off += len.next_multiple_of(4);
+                continue;
+            }
             let msg: NetlinkMessage<RouteNetlinkMessage> =
                 NetlinkMessage::deserialize(&self.buf[off..n])
                     .map_err(|e| RtnlError::Decode(e.to_string()))?;
-            let len = msg.header.length as usize;
             let ours = dump.is_some_and(|(seq, _)| msg.header.sequence_number == seq);
             match msg.payload {
                 NetlinkPayload::Done(_) if ours => done = true,
@@ -241,8 +297,14 @@ impl RtnlSocket {
     /// `None` for a link message, which only updates what the socket knows.
     fn translate(&mut self, m: &RouteNetlinkMessage) -> Option<Option<FibOp>> {
         match m {
-            RouteNetlinkMessage::NewRoute(m) => Some(route_op(m, true)),
-            RouteNetlinkMessage::DelRoute(m) => Some(route_op(m, false)),
+            RouteNetlinkMessage::NewRoute(m) => Some(match nh_route(m) {
+                Some((route, id)) => self.nh.route_new(route, id),
+                None => route_op(m, true),
+            }),
+            RouteNetlinkMessage::DelRoute(m) => Some(match nh_route(m) {
+                Some((r, _)) => self.nh.route_del(r.table, r.prefix, r.metric),
+                None => route_op(m, false),
+            }),
             RouteNetlinkMessage::NewNeighbour(m) => Some(neigh_op(m, true)),
             RouteNetlinkMessage::DelNeighbour(m) => Some(neigh_op(m, false)),
             RouteNetlinkMessage::NewLink(l) => {
