@@ -21,7 +21,7 @@ mod links;
 pub mod nexthop;
 mod translate;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,12 +31,13 @@ use std::time::Duration;
 use netlink_packet_core::{
     NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
 };
+use netlink_packet_route::address::{AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::NeighbourMessage;
 use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
-use spine_fib::{FibOp, FibWriter};
+use spine_fib::{FibOp, FibWriter, Iface};
 
 pub use addrs::{add_address, address_message, enable_ipv6};
 pub use links::{links, multipath_seed, Link};
@@ -96,6 +97,12 @@ pub struct RtnlSocket {
     aliases: Vec<(u32, u32)>,
     /// Nexthop objects and the routes through them.
     nh: NexthopTable,
+    /// Interfaces whose kernel view the FIB holds ([`RtnlSocket::with_ifaces`]).
+    ports: Vec<u32>,
+    /// Every interface of the namespace as its messages describe it.
+    links: HashMap<u32, Link>,
+    /// Secondary addresses (`IFA_F_SECONDARY`), by interface.
+    secondary: HashSet<(u32, std::net::IpAddr)>,
 }
 
 const GROUPS: [u32; 4] =
@@ -112,6 +119,9 @@ impl RtnlSocket {
         for g in GROUPS {
             sock.add_membership(g).map_err(io("join group"))?;
         }
+        for g in [libc::RTNLGRP_IPV4_IFADDR, libc::RTNLGRP_IPV6_IFADDR] {
+            sock.add_membership(g).map_err(io("join group"))?;
+        }
         // A kernel older than 5.3 has no nexthop objects, and no routes through them.
         let _ = sock.add_membership(libc::RTNLGRP_NEXTHOP);
         set_timeout(&sock, Duration::from_millis(100))?;
@@ -123,6 +133,9 @@ impl RtnlSocket {
             resync: false,
             aliases: Vec::new(),
             nh: NexthopTable::default(),
+            ports: Vec::new(),
+            links: HashMap::new(),
+            secondary: HashSet::new(),
         })
     }
 
@@ -133,11 +146,30 @@ impl RtnlSocket {
         self
     }
 
-    /// Dumps every route and neighbour into `fib` (not yet published); events that
-    /// arrive meanwhile are applied in order with them.
+    /// The FIB holds interfaces `ports` ([`FibOp::SetIface`]) as the kernel describes
+    /// them, and follows their changes: MAC, MTU, addresses, forwarding switches (read
+    /// when the link or one of its addresses changes). A port with an alias (a TAP
+    /// twin, see [`with_aliases`](Self::with_aliases)) is described by its twin.
+    pub fn with_ifaces(mut self, ports: Vec<u32>) -> Self {
+        self.ports = ports;
+        self
+    }
+
+    /// Dumps every interface, address, nexthop, route and neighbour into `fib` (not yet
+    /// published); events that arrive meanwhile are applied in order with them.
     pub fn dump(&mut self, fib: &mut FibWriter, stats: &MirrorStats) -> Result<(), RtnlError> {
+        self.links.clear();
+        self.secondary.clear();
         self.request(RouteNetlinkMessage::GetLink(LinkMessage::default()), "link", fib, stats)?;
         self.resync = false;
+        let addrs = RouteNetlinkMessage::GetAddress(AddressMessage::default());
+        self.request(addrs, "address", fib, stats)?;
+        for i in 0..self.ports.len() {
+            let port = self.ports[i];
+            if self.iface(port).is_none() {
+                apply(fib, stats, Some(FibOp::DelIface(port)));
+            }
+        }
         // Nexthops before the routes through them.
         self.nh.clear();
         self.seq = self.seq.wrapping_add(1);
@@ -308,20 +340,74 @@ impl RtnlSocket {
             RouteNetlinkMessage::NewNeighbour(m) => Some(neigh_op(m, true)),
             RouteNetlinkMessage::DelNeighbour(m) => Some(neigh_op(m, false)),
             RouteNetlinkMessage::NewLink(l) => {
+                let i = l.header.index;
                 if l.header.flags.contains(LinkFlags::Up) {
-                    self.up.insert(l.header.index);
-                } else if self.up.remove(&l.header.index) {
+                    self.up.insert(i);
+                } else if self.up.remove(&i) {
                     self.resync = true;
                 }
-                None
+                let link = self.links.entry(i).or_default();
+                links::update_link(link, l);
+                links::read_forwarding(link);
+                self.iface_op(i)
             }
             RouteNetlinkMessage::DelLink(l) => {
-                self.up.remove(&l.header.index);
+                let i = l.header.index;
+                self.up.remove(&i);
                 self.resync = true;
-                None
+                self.links.remove(&i);
+                self.iface_op(i)
+            }
+            RouteNetlinkMessage::NewAddress(a) | RouteNetlinkMessage::DelAddress(a) => {
+                let new = matches!(m, RouteNetlinkMessage::NewAddress(_));
+                let (i, ip) = (a.header.index, links::message_address(a)?);
+                let link = self.links.get_mut(&i)?;
+                link.addrs.retain(|x| x.0 != ip);
+                self.secondary.remove(&(i, ip));
+                if new {
+                    let entry = (ip, a.header.prefix_len);
+                    if a.header.flags.contains(AddressHeaderFlags::Secondary) {
+                        self.secondary.insert((i, ip));
+                        link.addrs.push(entry);
+                    } else {
+                        // Primary addresses first, in the order they came (the kernel's).
+                        let secondary = &self.secondary;
+                        let at = link.addrs.iter().position(|x| secondary.contains(&(i, x.0)));
+                        link.addrs.insert(at.unwrap_or(link.addrs.len()), entry);
+                    }
+                }
+                links::read_forwarding(link);
+                self.iface_op(i)
             }
             _ => Some(None),
         }
+    }
+
+    /// The FIB change that interface `ifindex`'s new state makes, if it describes a port.
+    fn iface_op(&self, ifindex: u32) -> Option<Option<FibOp>> {
+        let port = *self.ports.iter().find(|&&p| self.source(p) == ifindex)?;
+        Some(Some(match self.iface(port) {
+            Some(i) => FibOp::SetIface(i),
+            None => FibOp::DelIface(port),
+        }))
+    }
+
+    /// The interface whose kernel view stands for `port`: its twin, or itself.
+    fn source(&self, port: u32) -> u32 {
+        self.aliases.iter().find(|a| a.1 == port).map_or(port, |a| a.0)
+    }
+
+    /// `port` as the FIB should hold it.
+    fn iface(&self, port: u32) -> Option<Iface> {
+        let l = self.links.get(&self.source(port))?;
+        Some(Iface {
+            ifindex: port,
+            mtu: l.mtu,
+            mac: l.mac,
+            forward_v4: l.forward_v4,
+            forward_v6: l.forward_v6,
+            addrs: l.addrs.clone(),
+        })
     }
 
     /// True once if a link went down or away since the last call.

@@ -125,3 +125,58 @@ fn interfaces_and_addresses_that_appear_later_are_followed() {
     assert!(resyncs >= 2, "a down and a delete each made the mirror dump again: {resyncs}");
     mirror.stop().expect("the mirror ran without error");
 }
+
+/// The interfaces the FIB describes ([`RtnlSocket::with_ifaces`]) follow the kernel's:
+/// MTU, MAC, addresses (primary first), forwarding; a port with a twin is described by
+/// the twin; a deleted interface leaves the FIB.
+#[test]
+fn the_fibs_interfaces_follow_the_kernels() {
+    let Some(ns) = NetNs::new() else { return };
+    ns.veth("if0a", "if0b");
+    ns.veth("if1a", "if1b");
+    ns.ip("addr add 10.6.0.1/24 dev if0a");
+    ns.ip("link set if1a address 02:00:00:00:01:01");
+    let (port, twin_port, twin) = ns.enter(|| (ifindex("if0a"), ifindex("if0b"), ifindex("if1a")));
+    let (fib, reader) = FibWriter::new();
+    let mirror = ns
+        .enter(|| {
+            let sock = RtnlSocket::open()
+                .expect("rtnetlink")
+                .with_aliases(vec![(twin, twin_port)])
+                .with_ifaces(vec![port, twin_port]);
+            Mirror::start(sock, fib)
+        })
+        .unwrap();
+    let st = reader.load();
+    let i = st.iface(port).expect("the port");
+    assert_eq!((i.mtu, i.addrs.clone(), i.forward_v4), (1500, vec![(ip("10.6.0.1"), 24)], false));
+    let t = st.iface(twin_port).expect("the port with a twin");
+    assert_eq!(t.mac, [2, 0, 0, 0, 1, 1], "described by its twin");
+    assert!(st.iface(twin).is_none(), "only the ports asked for");
+    drop(st);
+
+    ns.ip("link set if0a mtu 1400");
+    eventually(&reader, "the new MTU", |s| s.iface(port).is_some_and(|i| i.mtu == 1400));
+    ns.ip("link set if0a address 02:00:00:00:00:aa");
+    eventually(&reader, "the new MAC", |s| {
+        s.iface(port).is_some_and(|i| i.mac == [2, 0, 0, 0, 0, 0xaa])
+    });
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.if0a.forwarding=1"]);
+    ns.ip("addr add 10.6.0.2/24 dev if0a");
+    ns.ip("addr add 10.7.0.1/24 dev if0a");
+    eventually(&reader, "the added addresses, primaries first", |s| {
+        s.iface(port).is_some_and(|i| {
+            i.addrs == [(ip("10.6.0.1"), 24), (ip("10.7.0.1"), 24), (ip("10.6.0.2"), 24)]
+                && i.forward_v4
+        })
+    });
+    ns.ip("addr del 10.7.0.1/24 dev if0a");
+    eventually(&reader, "a removed address", |s| s.iface(port).is_some_and(|i| i.addrs.len() == 2));
+    ns.ip("link set if1a mtu 1300");
+    eventually(&reader, "the twin's new MTU on its port", |s| {
+        s.iface(twin_port).is_some_and(|i| i.mtu == 1300)
+    });
+    ns.ip("link del if0a");
+    eventually(&reader, "a deleted interface", |s| s.iface(port).is_none());
+    mirror.stop().expect("the mirror ran without error");
+}
