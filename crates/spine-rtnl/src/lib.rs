@@ -1,14 +1,18 @@
 //! The host's routing and neighbour tables, mirrored live into a spine FIB over rtnetlink.
 //!
 //! Route processing stays on the host: `ip route`, BIRD or FRR write the kernel's tables,
-//! and spine follows them. A [`RtnlSocket`] joins the route and neighbour multicast groups
-//! first and then dumps every table, so no change falls between the dump and the events;
+//! and spine follows them. A [`RtnlSocket`] joins the link, address, nexthop, route and
+//! neighbour multicast groups first and then dumps links, addresses, nexthop objects,
+//! every table and the neighbours, so no change falls between the dump and the events;
 //! a [`Mirror`] thread applies what arrives to a [`FibWriter`] and publishes each batch at
 //! once, so a reader never sees half of one. When the kernel drops events (the socket
 //! overflowed, `ENOBUFS`), or a link goes down or away (the kernel then removes the IPv4
 //! routes through it without a notification for each), the mirror flushes the tables it
 //! mirrors and dumps again; the flush and the new dump are published as one batch.
-//! Neighbour entries are not flushed then: the dump replaces them.
+//! Neighbour entries are not flushed then: the dump replaces them. A link going down
+//! also takes the nexthop objects through it, silently: the dump brings them back as
+//! they are. The interfaces given to [`RtnlSocket::with_ifaces`] are published in the
+//! FIB ([`FibOp::SetIface`]) as their link and address messages describe them.
 //!
 //! Translation ([`route_op`], [`neigh_op`]) is sans-IO: a kernel message in, a [`FibOp`]
 //! out, or `None` for what the FIB does not hold (cached clones, source-specific or TOS

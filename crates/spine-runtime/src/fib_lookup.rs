@@ -14,7 +14,11 @@
 //! What the FIB does not model answers as the kernel does when the feature is unused:
 //! no lightweight tunnels (never `UNSUPP_LWT`), no l3mdev (DIRECT uses the main
 //! table), no next-hop exceptions (no learned path MTU), no policy rules (so `MARK`
-//! selects nothing), no TOS/DSCP routes, no next-hop objects (`nhid`).
+//! selects nothing), no TOS/DSCP routes. Routes through next-hop objects (`nhid`)
+//! reach the FIB resolved (`spine_rtnl`) and are chosen among as multipath routes are;
+//! the kernel's group selection (`nexthop_select_path`) differs in two corners: it has no
+//! source-address preference (a lookup whose source is one of the router's addresses)
+//! and skips a member whose gateway's neighbour entry is `FAILED`.
 //!
 //! `crates/spine-difftest/tests/fib_lookup.rs` holds this to the kernel, byte for
 //! byte, on thousands of lookups in a namespace that test builds.
