@@ -333,14 +333,8 @@ impl RtnlSocket {
     /// `None` for a link message, which only updates what the socket knows.
     fn translate(&mut self, m: &RouteNetlinkMessage) -> Option<Option<FibOp>> {
         match m {
-            RouteNetlinkMessage::NewRoute(m) => Some(match nh_route(m) {
-                Some((route, id)) => self.nh.route_new(route, id),
-                None => route_op(m, true),
-            }),
-            RouteNetlinkMessage::DelRoute(m) => Some(match nh_route(m) {
-                Some((r, _)) => self.nh.route_del(r.table, r.prefix, r.metric),
-                None => route_op(m, false),
-            }),
+            RouteNetlinkMessage::NewRoute(m) => Some(self.route(m, true)),
+            RouteNetlinkMessage::DelRoute(m) => Some(self.route(m, false)),
             RouteNetlinkMessage::NewNeighbour(m) => Some(neigh_op(m, true)),
             RouteNetlinkMessage::DelNeighbour(m) => Some(neigh_op(m, false)),
             RouteNetlinkMessage::NewLink(l) => {
@@ -384,6 +378,27 @@ impl RtnlSocket {
                 self.iface_op(i)
             }
             _ => Some(None),
+        }
+    }
+
+    /// The FIB change a route message makes: through the nexthop table for a route
+    /// that names a nexthop object.
+    fn route(&mut self, m: &RouteMessage, new: bool) -> Option<FibOp> {
+        match nh_route(m) {
+            Some((route, id)) if new => self.nh.route_new(route, id),
+            Some((r, _)) => self.nh.route_del(r.table, r.prefix, r.metric),
+            None => {
+                let op = route_op(m, new);
+                // A plain route in the place of one through a nexthop object.
+                match &op {
+                    Some(FibOp::Replace(r)) => self.nh.forget(r.table, r.prefix, r.metric),
+                    Some(FibOp::Delete(s)) => {
+                        self.nh.forget(s.table, s.prefix, s.metric.unwrap_or(0))
+                    }
+                    _ => {}
+                }
+                op
+            }
         }
     }
 

@@ -327,6 +327,17 @@ impl NexthopTable {
         self.refresh(key)
     }
 
+    /// A route for `(table, prefix, metric)` that names no nexthop object replaced or
+    /// deleted the one that did: it no longer follows a nexthop.
+    pub fn forget(&mut self, table: u32, prefix: IpPrefix, metric: u32) {
+        let key = (table, prefix, metric);
+        if let Some(t) = self.routes.remove(&key) {
+            if let Some(u) = self.users.get_mut(&t.id) {
+                u.remove(&key);
+            }
+        }
+    }
+
     /// `RTM_DELROUTE` for a route the kernel held through a nexthop object; `None` if
     /// the FIB does not hold it (it was never resolvable, or went with its nexthop).
     pub fn route_del(&mut self, table: u32, prefix: IpPrefix, metric: u32) -> Option<FibOp> {
@@ -493,6 +504,14 @@ mod tests {
         let r = replaced(t.route_new(template(v4([10, 2, 0, 0], 16)), 1));
         assert_eq!(r.nexthops[0].gateway, Some(IpAddr::from([10, 0, 0, 2])));
         assert!(t.remove(99).is_empty(), "no route is through 99 any more");
+        // A plain route that takes a tracked route's place no longer follows nexthop 1.
+        let key = (254, v4([10, 3, 0, 0], 16), 0);
+        t.route_new(template(key.1), 1).unwrap();
+        t.forget(key.0, key.1, key.2);
+        let ops = t.set(1, via([10, 0, 0, 7], 3));
+        // 10.2.0.0/16 through it, 10.1.0.0/16 through its group; not 10.3.0.0/16.
+        assert_eq!(ops.len(), 2);
+        assert!(!ops.iter().any(|o| matches!(o, FibOp::Replace(r) if r.prefix == key.1)));
         assert!(t.route_del(254, v4([10, 2, 0, 0], 16), 0).is_some());
     }
 

@@ -91,6 +91,7 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     ns.ip("nexthop add id 6 via 2001:db8:1::2 dev nh0a");
     ns.ip("route add 192.0.2.0/24 nhid 10");
     ns.ip("route add 198.51.100.0/24 nhid 1");
+    ns.ip("route add 198.51.101.0/24 nhid 1");
     ns.ip("route add 203.0.113.0/24 nhid 5");
     ns.ip("-6 route add 2001:db8:99::/48 nhid 6");
     let (a, b) = ns.enter(|| (ifindex("nh0a"), ifindex("nh1a")));
@@ -123,6 +124,12 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     assert_eq!(chosen.len(), 2, "the kernel spreads the group over both next hops");
     same_as_kernel(&ns, &reader, &names, &group);
 
+    // A plain route in the place of one through nexthop 1 no longer follows it.
+    ns.ip("route replace 198.51.101.0/24 via 10.1.0.9 dev nh0a");
+    eventually(&reader, "a plain route replacing one through a nexthop", |s| {
+        fib_get(s, ip("198.51.101.7"), &names) == Some((Some(ip("10.1.0.9")), "nh0a".into()))
+    });
+
     // A route added through the group.
     ns.ip("route add 172.16.0.0/12 nhid 10");
     eventually(&reader, "a route through the group", |s| {
@@ -138,6 +145,9 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
                 .is_some_and(|r| r.route.nexthops[0].gateway == Some(ip("10.1.0.3")))
     });
     same_as_kernel(&ns, &reader, &names, &group);
+    let plain = ip("198.51.101.7");
+    let kept = fib_get(&reader.load(), plain, &names);
+    assert_eq!(kept, Some((Some(ip("10.1.0.9")), "nh0a".into())), "the plain route stays");
 
     // Replacing the group.
     ns.ip("nexthop replace id 10 group 2");
@@ -169,6 +179,10 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
             .all(|d| s.lookup(table_id::MAIN, ip(d), 0).is_none())
     });
     same_as_kernel(&ns, &reader, &names, &group);
+    let st = reader.load();
+    assert_eq!(fib_get(&st, plain, &names), Some((Some(ip("10.1.0.9")), "nh0a".into())));
+    assert_eq!(fib_get(&st, plain, &names), kernel_get(&ns, plain));
+    drop(st);
     let left = ns.ip("route show");
     assert!(!left.contains("192.0.2.0") && !left.contains("198.51.100.0"), "{left}");
 
