@@ -2,7 +2,8 @@
 //! follows the nexthops and groups of a namespace this test creates, through the first
 //! dump and then live — a nexthop or group replaced, a device going down, a nexthop
 //! deleted — and every answer is the kernel's own (`ip route get`), the next hop of an
-//! ECMP group included (the kernel's multipath hash with the namespace's seed).
+//! ECMP group included (the kernel's multipath hash with the namespace's seed), both
+//! in the FIB and through spine's `bpf_fib_lookup` on the mirrored FIB and interfaces.
 
 use std::net::IpAddr;
 use std::process::Command;
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use spine_fib::{mphash, table_id, FibReader, FibState, FibWriter, RouteType};
 use spine_rtnl::{Mirror, RtnlSocket};
+use spine_runtime::fib_lookup::{flags, ret, FibEnv, PARAMS_LEN};
 use spine_testnet::netns::{ifindex, NetNs};
 
 const SEED: u32 = 0x5eed_0011;
@@ -56,12 +58,37 @@ fn fib_get(st: &FibState, dst: IpAddr, names: &[(u32, &str)]) -> Option<(Option<
     Some((nh.gateway, name.to_string()))
 }
 
+/// What spine's `bpf_fib_lookup` answers for IPv4 `dst` arriving on `names[0]`, with
+/// `SKIP_NEIGH` and no source address: the gateway it leaves in `ipv4_dst` (none when it
+/// is `dst` itself) and the output device, or `None` unless it forwards.
+fn helper_get(
+    env: &FibEnv,
+    dst: IpAddr,
+    names: &[(u32, &str)],
+) -> Option<(Option<IpAddr>, String)> {
+    let IpAddr::V4(d) = dst else { return None };
+    let mut p = [0u8; PARAMS_LEN];
+    p[0] = 2; // AF_INET
+    p[6..8].copy_from_slice(&64u16.to_ne_bytes());
+    p[8..12].copy_from_slice(&names[0].0.to_ne_bytes());
+    p[32..36].copy_from_slice(&d.octets());
+    if env.lookup(&mut p, PARAMS_LEN as u64, flags::SKIP_NEIGH) != ret::SUCCESS {
+        return None;
+    }
+    let out = u32::from_ne_bytes(p[8..12].try_into().unwrap());
+    let via = IpAddr::from(<[u8; 4]>::try_from(&p[32..36]).unwrap());
+    let name = names.iter().find(|n| n.0 == out)?.1;
+    Some(((via != dst).then_some(via), name.to_string()))
+}
+
 /// Every address of `dsts` answers as the kernel does (called once the FIB shows the
-/// change last made).
-fn same_as_kernel(ns: &NetNs, reader: &FibReader, names: &[(u32, &str)], dsts: &[IpAddr]) {
-    let st = reader.load();
+/// change last made), in the FIB and through spine's `bpf_fib_lookup`.
+fn same_as_kernel(ns: &NetNs, env: &FibEnv, names: &[(u32, &str)], dsts: &[IpAddr]) {
+    let st = env.fib.load();
     for &d in dsts {
-        assert_eq!(fib_get(&st, d, names), kernel_get(ns, d), "the next hop for {d}");
+        let kernel = kernel_get(ns, d);
+        assert_eq!(fib_get(&st, d, names), kernel, "the next hop for {d}");
+        assert_eq!(helper_get(env, d, names), kernel, "bpf_fib_lookup for {d}");
     }
 }
 
@@ -101,7 +128,15 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
         .collect();
 
     let (fib, reader) = FibWriter::new();
-    let mirror = ns.enter(|| Mirror::start(RtnlSocket::open().expect("rtnetlink"), fib)).unwrap();
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.nh0a.forwarding=1"]);
+    let mirror = ns
+        .enter(|| {
+            let sock = RtnlSocket::open().expect("rtnetlink").with_ifaces(vec![a, b]);
+            Mirror::start(sock, fib)
+        })
+        .unwrap();
+    // spine's bpf_fib_lookup on the mirrored FIB and interfaces, with the kernel's seed.
+    let env = FibEnv::new(reader.clone(), Vec::new()).with_multipath_seed(SEED);
 
     // The first dump: single nexthops, a weighted group, a blackhole, IPv6.
     let st = reader.load();
@@ -122,7 +157,7 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     let chosen: std::collections::HashSet<_> =
         group.iter().filter_map(|&d| kernel_get(&ns, d)).map(|h| h.1).collect();
     assert_eq!(chosen.len(), 2, "the kernel spreads the group over both next hops");
-    same_as_kernel(&ns, &reader, &names, &group);
+    same_as_kernel(&ns, &env, &names, &group);
 
     // A plain route in the place of one through nexthop 1 no longer follows it.
     ns.ip("route replace 198.51.101.0/24 via 10.1.0.9 dev nh0a");
@@ -135,7 +170,7 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     eventually(&reader, "a route through the group", |s| {
         s.lookup(table_id::MAIN, ip("172.16.0.1"), 0).is_some_and(|r| r.route.nexthops.len() == 2)
     });
-    same_as_kernel(&ns, &reader, &names, &group);
+    same_as_kernel(&ns, &env, &names, &group);
 
     // Replacing a member changes every route through it and through its group.
     ns.ip("nexthop replace id 1 via 10.1.0.3 dev nh0a");
@@ -144,7 +179,7 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
             && s.lookup(table_id::MAIN, ip("172.16.0.1"), 0)
                 .is_some_and(|r| r.route.nexthops[0].gateway == Some(ip("10.1.0.3")))
     });
-    same_as_kernel(&ns, &reader, &names, &group);
+    same_as_kernel(&ns, &env, &names, &group);
     let plain = ip("198.51.101.7");
     let kept = fib_get(&reader.load(), plain, &names);
     assert_eq!(kept, Some((Some(ip("10.1.0.9")), "nh0a".into())), "the plain route stays");
@@ -154,12 +189,12 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     eventually(&reader, "the replaced group", |s| {
         s.lookup(table_id::MAIN, ip("192.0.2.1"), 0).is_some_and(|r| r.route.nexthops.len() == 1)
     });
-    same_as_kernel(&ns, &reader, &names, &group);
+    same_as_kernel(&ns, &env, &names, &group);
     ns.ip("nexthop replace id 10 group 1/2");
     eventually(&reader, "the group again", |s| {
         s.lookup(table_id::MAIN, ip("192.0.2.1"), 0).is_some_and(|r| r.route.nexthops.len() == 2)
     });
-    same_as_kernel(&ns, &reader, &names, &group);
+    same_as_kernel(&ns, &env, &names, &group);
 
     // A device going down takes its nexthops with it (the kernel says nothing of
     // them); the group keeps its other member.
@@ -169,7 +204,7 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     eventually(&reader, "the group without the device that went down", |s| {
         s.lookup(table_id::MAIN, ip("192.0.2.1"), 0).is_some_and(|r| r.route.nexthops.len() == 1)
     });
-    same_as_kernel(&ns, &reader, &names, &group);
+    same_as_kernel(&ns, &env, &names, &group);
 
     // Deleting the group's last member deletes the group and the routes through it.
     ns.ip("nexthop del id 1");
@@ -178,7 +213,7 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
             .iter()
             .all(|d| s.lookup(table_id::MAIN, ip(d), 0).is_none())
     });
-    same_as_kernel(&ns, &reader, &names, &group);
+    same_as_kernel(&ns, &env, &names, &group);
     let st = reader.load();
     assert_eq!(fib_get(&st, plain, &names), Some((Some(ip("10.1.0.9")), "nh0a".into())));
     assert_eq!(fib_get(&st, plain, &names), kernel_get(&ns, plain));
