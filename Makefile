@@ -6,14 +6,15 @@ SHELL := /bin/bash
 SPINE := target/release/spine
 # clang/llvm build the bundled programs; libbpf-dev gives <bpf/bpf_helpers.h>; bpftool and
 # iproute2 drive the kernel side of tests; tcpdump reads back the captures spine writes;
-# python3 runs the Python client library's test; bird2 peers over BGP in the FIB mirror's test;
+# python3 runs the Python client library's test; bird2 peers over BGP in the FIB mirror's tests,
+# frr (zebra, bgpd) installs what it learns from it as nexthop objects (tests/frr.rs);
 # iputils-ping, iperf3 and ethtool drive the router's end-to-end test (tests/router_host.rs).
-APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump python3 bird2 \
+APT_PKGS := clang llvm libbpf-dev bpftool iproute2 libc6-dev tcpdump python3 bird2 frr \
 	iputils-ping iperf3 ethtool
 # Files whose absence means a package must be installed.
 NEED := /usr/bin/clang /usr/bin/llvm-objdump /usr/include/bpf/bpf_helpers.h /usr/sbin/bpftool \
 	/usr/sbin/ip /usr/bin/tcpdump /usr/bin/python3 /usr/sbin/bird /usr/bin/ping /usr/bin/iperf3 \
-	/usr/sbin/ethtool
+	/usr/sbin/ethtool /usr/lib/frr/zebra
 
 .PHONY: deps build demo test lint fmt fuzz clean clients
 

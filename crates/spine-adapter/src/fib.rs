@@ -21,12 +21,13 @@ pub(crate) fn env(
 }
 
 /// As [`env`], and the host's tables mirrored into the FIB live (`mirror = true`): its
-/// routes and neighbours over rtnetlink, every port in `kernel` (ports that are kernel
-/// interfaces) as an interface with the kernel's MAC, MTU, addresses and forwarding
-/// switches unless `[[fib.interface]]` describes it, and the kernel's multipath seed
-/// unless one is given. `twins` pairs a TAP twin's ifindex with its port's: the port
-/// is the interface, with the twin's addresses, MTU and forwarding switches, and the
-/// routes and neighbours on the twin are mirrored as the port's.
+/// routes, nexthops and neighbours over rtnetlink, every port in `kernel` (ports that
+/// are kernel interfaces) as an interface with the kernel's MAC, MTU, addresses and
+/// forwarding switches, followed as they change, unless `[[fib.interface]]` describes
+/// it, and the kernel's multipath seed unless one is given. `twins` pairs a TAP twin's
+/// ifindex with its port's: the port is the interface, with the twin's addresses, MTU
+/// and forwarding switches, and the routes and neighbours on the twin are mirrored as
+/// the port's.
 pub(crate) fn mirrored(
     cfg: &FibConfig,
     ifindex: impl Fn(&str) -> Option<u32>,
@@ -34,30 +35,18 @@ pub(crate) fn mirrored(
     twins: &[(u32, u32)],
 ) -> Result<(spine_rtnl::Mirror, FibEnv), AdapterError> {
     let rtnl = |e: spine_rtnl::RtnlError| wiring("fib.mirror".into(), e.to_string());
-    let (w, r, mut ifaces) = parts(cfg, ifindex)?;
-    let links = spine_rtnl::links().map_err(rtnl)?;
-    for &port in kernel {
-        if ifaces.iter().any(|i| i.ifindex == port) {
-            continue;
-        }
-        // A port with a twin is seen as the kernel sees the twin.
-        let shown = twins.iter().find(|t| t.1 == port).map_or(port, |t| t.0);
-        if let Some(l) = links.iter().find(|l| l.ifindex == shown) {
-            ifaces.push(Iface {
-                ifindex: port,
-                mtu: l.mtu,
-                mac: l.mac,
-                forward_v4: l.forward_v4,
-                forward_v6: l.forward_v6,
-                addrs: l.addrs.clone(),
-            });
-        }
-    }
+    let (w, r, ifaces) = parts(cfg, ifindex)?;
+    // The configured interfaces shadow the mirrored ones (`FibEnv::iface`).
+    let followed: Vec<u32> =
+        kernel.iter().copied().filter(|p| !ifaces.iter().any(|i| i.ifindex == *p)).collect();
     let seed = match cfg.multipath_seed {
         0 => spine_rtnl::multipath_seed().unwrap_or(0),
         s => s,
     };
-    let sock = spine_rtnl::RtnlSocket::open().map_err(rtnl)?.with_aliases(twins.to_vec());
+    let sock = spine_rtnl::RtnlSocket::open()
+        .map_err(rtnl)?
+        .with_aliases(twins.to_vec())
+        .with_ifaces(followed);
     let mirror = spine_rtnl::Mirror::start(sock, w).map_err(rtnl)?;
     Ok((mirror, FibEnv::new(r, ifaces).with_multipath_seed(seed)))
 }

@@ -12,11 +12,13 @@
 
 mod common;
 
+use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::TempDir;
 use spine_adapter::{Adapter, AdapterOptions, Config, Running, Totals};
+use spine_testnet::daemons;
 use spine_testnet::netns::NetNs;
 use spine_testnet::raw::Raw;
 
@@ -438,37 +440,26 @@ fn a_tcp_transfer_completes_and_malformed_frames_are_dropped_and_counted() {
     assert_eq!(lost(&after), lost(&before), "nothing else was lost:\n{after:?}");
 }
 
-/// A BIRD in the foreground in `ns`, killed when dropped.
-struct Bird(std::process::Child);
-
-impl Drop for Bird {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn bird(ns: &NetNs, dir: &TempDir, name: &str, conf: &str) -> Bird {
-    let (cfg, sock) = (dir.join(&format!("{name}.conf")), dir.join(&format!("{name}.ctl")));
-    std::fs::write(&cfg, conf).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns.name(), "bird", "-f", "-c"])
-        .arg(&cfg)
-        .arg("-s")
-        .arg(&sock)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("bird");
-    Bird(child)
-}
-
 /// BGP over the twins: BIRD in the router namespace peers (through spine, from twin t1)
 /// with a BIRD in the server namespace that announces 2,000 prefixes; BIRD installs them
 /// in the router's kernel, spine's FIB follows, and spine forwards to them; when the
 /// neighbour goes away the withdrawal makes them unreachable again.
 #[test]
 fn bird_learns_routes_over_the_twins_and_spine_forwards_by_them() {
+    bgp_routes_over_the_twins_are_forwarded(false);
+}
+
+/// The same with FRR (zebra and bgpd) as the router's BGP speaker: zebra installs the
+/// routes through a nexthop object (`nhid`), which spine's mirror resolves.
+#[test]
+fn frr_learns_routes_over_the_twins_and_spine_forwards_by_them() {
+    if !daemons::have(&format!("{}/zebra", daemons::FRR_DIR), "FRR (frr) is not installed") {
+        return;
+    }
+    bgp_routes_over_the_twins_are_forwarded(true);
+}
+
+fn bgp_routes_over_the_twins_are_forwarded(frr: bool) {
     const PREFIXES: u32 = 2_000;
     if !bpf_ok() || !have("ping") || !have("ethtool") || !have("bird") {
         return;
@@ -483,41 +474,33 @@ fn bird_learns_routes_over_the_twins_and_spine_forwards_by_them() {
     let (ok, out) = ping(&t.client, probes[0], 1);
     assert!(!ok && out.contains("Unreachable"), "no route before BGP: {out}");
 
-    let dir = TempDir::new("router-bird");
-    let timers = "hold time 6; keepalive time 2; connect retry time 1; connect delay time 1;";
-    let _router = bird(
-        &t.router,
-        &dir,
-        "router",
-        &format!(
-            "router id 10.71.2.1;\nprotocol device {{}}\n\
-             protocol kernel {{ ipv4 {{ import none; export all; }}; }}\n\
-             protocol bgp peer {{ local 10.71.2.1 as 65001; neighbor 10.71.2.2 as 65002; {timers}\n\
-             ipv4 {{ import all; export none; }}; }}\n"
-        ),
-    );
-    let statics: String = (0..PREFIXES)
-        .map(|i| format!("route 100.{}.{}.0/24 blackhole;\n", 64 + (i >> 8), i & 0xff))
-        .collect();
-    let announcer = bird(
-        &t.server,
-        &dir,
-        "peer",
-        &format!(
-            "router id 10.71.2.2;\nprotocol device {{}}\n\
-             protocol static {{ ipv4; {statics} }}\n\
-             protocol bgp upstream {{ local 10.71.2.2 as 65002; neighbor 10.71.2.1 as 65001; {timers}\n\
-             ipv4 {{ import none; export all; }}; }}\n"
-        ),
-    );
+    let dir = daemons::TempDir::new("router-bgp");
+    let (r, p) = (Ipv4Addr::new(10, 71, 2, 1), Ipv4Addr::new(10, 71, 2, 2));
+    let (_bird, _frr);
+    if frr {
+        let conf = format!(
+            "router bgp 65001\n bgp router-id {r}\n no bgp ebgp-requires-policy\n \
+             timers bgp 2 6\n neighbor {p} remote-as 65002\n neighbor {p} timers connect 1\n"
+        );
+        _frr = Some(daemons::frr(&t.router, &dir, &conf).expect("FRR is installed"));
+    } else {
+        _bird = Some(daemons::bird(&t.router, &dir, "router", &daemons::bird_router_conf(r, p)));
+    }
+    let proto = if frr { "bgp" } else { "bird" };
+    let announcer =
+        daemons::bird(&t.server, &dir, "peer", &daemons::announcer_conf(p, &[(p, r)], PREFIXES));
     let learned = || {
-        let (_, routes) = run_in(&t.router, &["ip", "route", "show", "proto", "bird"]);
+        let (_, routes) = run_in(&t.router, &["ip", "route", "show", "proto", proto]);
         routes.lines().filter(|l| l.contains("via 10.71.2.2 dev t1")).count()
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while learned() < PREFIXES as usize {
-        assert!(Instant::now() < deadline, "BIRD learned {} of {PREFIXES} routes", learned());
+        assert!(Instant::now() < deadline, "{proto} learned {} of {PREFIXES} routes", learned());
         std::thread::sleep(Duration::from_millis(200));
+    }
+    if frr {
+        let (_, shown) = run_in(&t.router, &["ip", "route", "show", "100.71.207.0/24"]);
+        assert!(shown.contains("nhid"), "zebra installed it through a nexthop object: {shown}");
     }
     let before = t.stat(FORWARDED);
     for p in probes {
@@ -529,7 +512,7 @@ fn bird_learns_routes_over_the_twins_and_spine_forwards_by_them() {
         "spine forwarded the echoes and replies by the BGP routes"
     );
 
-    drop(announcer); // the session closes; BIRD withdraws the routes from the kernel
+    drop(announcer); // the session closes; the router's daemon withdraws the routes
     let deadline = Instant::now() + Duration::from_secs(30);
     while learned() > 0 {
         assert!(Instant::now() < deadline, "{} routes never withdrawn", learned());

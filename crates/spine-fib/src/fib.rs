@@ -17,6 +17,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::ecmp;
+use crate::iface::{Iface, Ifaces};
 use crate::lpm::{Lpm, LpmError};
 use crate::neigh::{Neigh, NeighTable};
 use crate::prefix::IpPrefix;
@@ -112,6 +113,10 @@ pub enum FibOp {
         ifindex: u32,
         ip: IpAddr,
     },
+    /// Adds or replaces an interface (by its index).
+    SetIface(Iface),
+    /// Removes an interface.
+    DelIface(u32),
 }
 
 /// Every table, route and neighbour; readers hold one of these for a burst.
@@ -121,6 +126,7 @@ pub struct FibState {
     routes: Vec<Option<RouteEntry>>,
     free: Vec<u32>,
     neigh: NeighTable,
+    ifaces: Ifaces,
     /// The IPv4 routes of tables local and main: each prefix's value is the index of
     /// local's best route for it, else main's.
     merged4: crate::Lpm4,
@@ -133,6 +139,7 @@ impl Default for FibState {
             routes: Vec::new(),
             free: Vec::new(),
             neigh: NeighTable::default(),
+            ifaces: Ifaces::default(),
             merged4: crate::Lpm4::new(),
         }
     }
@@ -396,6 +403,17 @@ impl FibState {
         self.neigh.get(ifindex, ip)
     }
 
+    /// Interface `ifindex`, as the FIB was given it ([`FibOp::SetIface`]).
+    #[inline]
+    pub fn iface(&self, ifindex: u32) -> Option<&Iface> {
+        self.ifaces.get(ifindex)
+    }
+
+    /// Every interface the FIB was given, by index.
+    pub fn ifaces(&self) -> &[Iface] {
+        self.ifaces.all()
+    }
+
     /// All routes of a table, by prefix and metric (control plane).
     pub fn routes(&self, table: u32) -> Vec<&RouteEntry> {
         let Some(t) = self.table(table) else { return Vec::new() };
@@ -443,6 +461,14 @@ impl Absorb<FibOp> for FibState {
             }
             FibOp::DelNeigh { ifindex, ip } => {
                 self.neigh.remove(*ifindex, *ip);
+                Ok(())
+            }
+            FibOp::SetIface(i) => {
+                self.ifaces.set(i.clone());
+                Ok(())
+            }
+            FibOp::DelIface(i) => {
+                self.ifaces.remove(*i);
                 Ok(())
             }
         }

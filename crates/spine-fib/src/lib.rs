@@ -14,6 +14,7 @@ pub use prefix::{IpPrefix, Prefix, Prefix4, Prefix6, PrefixError};
 
 pub mod ecmp;
 pub mod fib;
+mod iface;
 pub mod mphash;
 pub mod neigh;
 pub mod parse;
@@ -21,6 +22,7 @@ pub mod route;
 mod table;
 
 pub use fib::{FibError, FibOp, FibReader, FibState, FibWriter, Resolved, RouteEntry};
+pub use iface::Iface;
 pub use neigh::{Neigh, NeighTable, NudState};
 pub use route::{table_id, NextHop, Route, RouteSelector, RouteType};
 

@@ -202,3 +202,27 @@ fn neighbours_and_publication() {
     w.publish();
     assert!(r.load().neigh(3, ip("192.0.2.1")).is_none());
 }
+
+#[test]
+fn interfaces_are_published_set_replaced_and_removed() {
+    let (mut w, r) = FibWriter::new();
+    let iface = |ifindex, mtu| spine_fib::Iface {
+        ifindex,
+        mtu,
+        mac: [2, 0, 0, 0, 0, ifindex as u8],
+        forward_v4: true,
+        forward_v6: false,
+        addrs: vec![(ip("192.0.2.1"), 24)],
+    };
+    w.apply(FibOp::SetIface(iface(7, 1500))).unwrap();
+    w.apply(FibOp::SetIface(iface(3, 1500))).unwrap();
+    assert!(r.load().iface(7).is_none(), "not published yet");
+    w.publish();
+    assert_eq!(r.load().ifaces().iter().map(|i| i.ifindex).collect::<Vec<_>>(), [3, 7]);
+    w.apply(FibOp::SetIface(iface(7, 1400))).unwrap();
+    w.apply(FibOp::DelIface(3)).unwrap();
+    w.publish();
+    let g = r.load();
+    assert_eq!(g.iface(7).map(|i| i.mtu), Some(1400));
+    assert!(g.iface(3).is_none());
+}

@@ -1,24 +1,31 @@
 //! The host's routing and neighbour tables, mirrored live into a spine FIB over rtnetlink.
 //!
 //! Route processing stays on the host: `ip route`, BIRD or FRR write the kernel's tables,
-//! and spine follows them. A [`RtnlSocket`] joins the route and neighbour multicast groups
-//! first and then dumps every table, so no change falls between the dump and the events;
+//! and spine follows them. A [`RtnlSocket`] joins the link, address, nexthop, route and
+//! neighbour multicast groups first and then dumps links, addresses, nexthop objects,
+//! every table and the neighbours, so no change falls between the dump and the events;
 //! a [`Mirror`] thread applies what arrives to a [`FibWriter`] and publishes each batch at
 //! once, so a reader never sees half of one. When the kernel drops events (the socket
 //! overflowed, `ENOBUFS`), or a link goes down or away (the kernel then removes the IPv4
 //! routes through it without a notification for each), the mirror flushes the tables it
 //! mirrors and dumps again; the flush and the new dump are published as one batch.
-//! Neighbour entries are not flushed then: the dump replaces them.
+//! Neighbour entries are not flushed then: the dump replaces them. A link going down
+//! also takes the nexthop objects through it, silently: the dump brings them back as
+//! they are. The interfaces given to [`RtnlSocket::with_ifaces`] are published in the
+//! FIB ([`FibOp::SetIface`]) as their link and address messages describe them.
 //!
 //! Translation ([`route_op`], [`neigh_op`]) is sans-IO: a kernel message in, a [`FibOp`]
 //! out, or `None` for what the FIB does not hold (cached clones, source-specific or TOS
-//! routes, multicast and anycast types, routes through nexthop objects, other families).
+//! routes, multicast and anycast types, other families). Routes through nexthop objects
+//! (`ip nexthop`, FRR) are resolved by a [`NexthopTable`] that follows the nexthop
+//! messages too (see [`nexthop`]).
 
 mod addrs;
 mod links;
+pub mod nexthop;
 mod translate;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,18 +33,20 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
 };
+use netlink_packet_route::address::{AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::NeighbourMessage;
 use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
-use spine_fib::{FibOp, FibWriter};
+use spine_fib::{FibOp, FibWriter, Iface};
 
 pub use addrs::{add_address, address_message, enable_ipv6};
 pub use links::{links, multipath_seed, Link};
-pub use translate::{alias, neigh_op, route_op};
+pub use nexthop::{Nexthop, NexthopTable};
+pub use translate::{alias, neigh_op, nh_route, route_op};
 
 /// What went wrong talking to the kernel.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +82,8 @@ pub struct MirrorStats {
     pub published: AtomicU64,
     /// Full re-dumps after the kernel dropped events.
     pub resyncs: AtomicU64,
+    /// Nexthop object messages (`RTM_NEWNEXTHOP`, `RTM_DELNEXTHOP`), dumps included.
+    pub nexthops: AtomicU64,
 }
 
 /// A route socket in the network namespace it was opened in, subscribed to route and
@@ -88,6 +99,14 @@ pub struct RtnlSocket {
     resync: bool,
     /// Interface indexes the FIB knows by another (a TAP twin's, its port's): see [`alias`].
     aliases: Vec<(u32, u32)>,
+    /// Nexthop objects and the routes through them.
+    nh: NexthopTable,
+    /// Interfaces whose kernel view the FIB holds ([`RtnlSocket::with_ifaces`]).
+    ports: Vec<u32>,
+    /// Every interface of the namespace as its messages describe it.
+    links: HashMap<u32, Link>,
+    /// Secondary addresses (`IFA_F_SECONDARY`), by interface.
+    secondary: HashSet<(u32, std::net::IpAddr)>,
 }
 
 const GROUPS: [u32; 4] =
@@ -104,6 +123,11 @@ impl RtnlSocket {
         for g in GROUPS {
             sock.add_membership(g).map_err(io("join group"))?;
         }
+        for g in [libc::RTNLGRP_IPV4_IFADDR, libc::RTNLGRP_IPV6_IFADDR] {
+            sock.add_membership(g).map_err(io("join group"))?;
+        }
+        // A kernel older than 5.3 has no nexthop objects, and no routes through them.
+        let _ = sock.add_membership(libc::RTNLGRP_NEXTHOP);
         set_timeout(&sock, Duration::from_millis(100))?;
         Ok(RtnlSocket {
             sock,
@@ -112,6 +136,10 @@ impl RtnlSocket {
             up: HashSet::new(),
             resync: false,
             aliases: Vec::new(),
+            nh: NexthopTable::default(),
+            ports: Vec::new(),
+            links: HashMap::new(),
+            secondary: HashSet::new(),
         })
     }
 
@@ -122,11 +150,38 @@ impl RtnlSocket {
         self
     }
 
-    /// Dumps every route and neighbour into `fib` (not yet published); events that
-    /// arrive meanwhile are applied in order with them.
+    /// The FIB holds interfaces `ports` ([`FibOp::SetIface`]) as the kernel describes
+    /// them, and follows their changes: MAC, MTU, addresses, forwarding switches (read
+    /// when the link or one of its addresses changes). A port with an alias (a TAP
+    /// twin, see [`with_aliases`](Self::with_aliases)) is described by its twin.
+    pub fn with_ifaces(mut self, ports: Vec<u32>) -> Self {
+        self.ports = ports;
+        self
+    }
+
+    /// Dumps every interface, address, nexthop, route and neighbour into `fib` (not yet
+    /// published); events that arrive meanwhile are applied in order with them.
     pub fn dump(&mut self, fib: &mut FibWriter, stats: &MirrorStats) -> Result<(), RtnlError> {
+        self.links.clear();
+        self.secondary.clear();
         self.request(RouteNetlinkMessage::GetLink(LinkMessage::default()), "link", fib, stats)?;
         self.resync = false;
+        let addrs = RouteNetlinkMessage::GetAddress(AddressMessage::default());
+        self.request(addrs, "address", fib, stats)?;
+        for i in 0..self.ports.len() {
+            let port = self.ports[i];
+            if self.iface(port).is_none() {
+                apply(fib, stats, Some(FibOp::DelIface(port)));
+            }
+        }
+        // Nexthops before the routes through them.
+        self.nh.clear();
+        self.seq = self.seq.wrapping_add(1);
+        match self.request_bytes(nexthop::dump_request(self.seq), "nexthop", fib, stats) {
+            // No nexthop objects in this kernel.
+            Err(RtnlError::Refused { what: "nexthop", .. }) => {}
+            other => other?,
+        }
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
             let mut m = RouteMessage::default();
             m.header.address_family = family;
@@ -153,6 +208,18 @@ impl RtnlSocket {
         req.finalize();
         let mut out = vec![0; req.header.length as usize];
         req.serialize(&mut out);
+        self.request_bytes(out, what, fib, stats)
+    }
+
+    /// Sends dump request `out` (sequence number `self.seq`) and applies what comes
+    /// until the dump is done.
+    fn request_bytes(
+        &mut self,
+        out: Vec<u8>,
+        what: &'static str,
+        fib: &mut FibWriter,
+        stats: &MirrorStats,
+    ) -> Result<(), RtnlError> {
         self.sock.send(&out, 0).map_err(io("send"))?;
         let seq = self.seq;
         loop {
@@ -208,10 +275,35 @@ impl RtnlSocket {
         let mut count = 0;
         let mut done = false;
         while off < n {
+            let head = NetlinkBuffer::new_checked(&self.buf[off..n])
+                .map_err(|e| RtnlError::Decode(e.to_string()))?;
+            let (kind, len) = (head.message_type(), head.length() as usize);
+            // netlink-packet-route has no nexthop messages: they are read here.
+            if kind == nexthop::RTM_NEWNEXTHOP || kind == nexthop::RTM_DELNEXTHOP {
+                count += 1;
+                stats.nexthops.fetch_add(1, Ordering::Relaxed);
+                match nexthop::decode(head.payload()) {
+                    Ok((id, nh)) => {
+                        let ops = if kind == nexthop::RTM_NEWNEXTHOP {
+                            self.nh.set(id, nh)
+                        } else {
+                            self.nh.remove(id)
+                        };
+                        for op in ops {
+                            apply(fib, stats, Some(alias(op, &self.aliases)));
+                        }
+                    }
+                    Err(_) => apply(fib, stats, None),
+                }
+                if len == 0 {
+                    break;
+                }
+                off += len.next_multiple_of(4);
+                continue;
+            }
             let msg: NetlinkMessage<RouteNetlinkMessage> =
                 NetlinkMessage::deserialize(&self.buf[off..n])
                     .map_err(|e| RtnlError::Decode(e.to_string()))?;
-            let len = msg.header.length as usize;
             let ours = dump.is_some_and(|(seq, _)| msg.header.sequence_number == seq);
             match msg.payload {
                 NetlinkPayload::Done(_) if ours => done = true,
@@ -241,25 +333,100 @@ impl RtnlSocket {
     /// `None` for a link message, which only updates what the socket knows.
     fn translate(&mut self, m: &RouteNetlinkMessage) -> Option<Option<FibOp>> {
         match m {
-            RouteNetlinkMessage::NewRoute(m) => Some(route_op(m, true)),
-            RouteNetlinkMessage::DelRoute(m) => Some(route_op(m, false)),
+            RouteNetlinkMessage::NewRoute(m) => Some(self.route(m, true)),
+            RouteNetlinkMessage::DelRoute(m) => Some(self.route(m, false)),
             RouteNetlinkMessage::NewNeighbour(m) => Some(neigh_op(m, true)),
             RouteNetlinkMessage::DelNeighbour(m) => Some(neigh_op(m, false)),
             RouteNetlinkMessage::NewLink(l) => {
+                let i = l.header.index;
                 if l.header.flags.contains(LinkFlags::Up) {
-                    self.up.insert(l.header.index);
-                } else if self.up.remove(&l.header.index) {
+                    self.up.insert(i);
+                } else if self.up.remove(&i) {
                     self.resync = true;
                 }
-                None
+                let link = self.links.entry(i).or_default();
+                links::update_link(link, l);
+                links::read_forwarding(link);
+                self.iface_op(i)
             }
             RouteNetlinkMessage::DelLink(l) => {
-                self.up.remove(&l.header.index);
+                let i = l.header.index;
+                self.up.remove(&i);
                 self.resync = true;
-                None
+                self.links.remove(&i);
+                self.iface_op(i)
+            }
+            RouteNetlinkMessage::NewAddress(a) | RouteNetlinkMessage::DelAddress(a) => {
+                let new = matches!(m, RouteNetlinkMessage::NewAddress(_));
+                let (i, ip) = (a.header.index, links::message_address(a)?);
+                let link = self.links.get_mut(&i)?;
+                link.addrs.retain(|x| x.0 != ip);
+                self.secondary.remove(&(i, ip));
+                if new {
+                    let entry = (ip, a.header.prefix_len);
+                    if a.header.flags.contains(AddressHeaderFlags::Secondary) {
+                        self.secondary.insert((i, ip));
+                        link.addrs.push(entry);
+                    } else {
+                        // Primary addresses first, in the order they came (the kernel's).
+                        let secondary = &self.secondary;
+                        let at = link.addrs.iter().position(|x| secondary.contains(&(i, x.0)));
+                        link.addrs.insert(at.unwrap_or(link.addrs.len()), entry);
+                    }
+                }
+                links::read_forwarding(link);
+                self.iface_op(i)
             }
             _ => Some(None),
         }
+    }
+
+    /// The FIB change a route message makes: through the nexthop table for a route
+    /// that names a nexthop object.
+    fn route(&mut self, m: &RouteMessage, new: bool) -> Option<FibOp> {
+        match nh_route(m) {
+            Some((route, id)) if new => self.nh.route_new(route, id),
+            Some((r, _)) => self.nh.route_del(r.table, r.prefix, r.metric),
+            None => {
+                let op = route_op(m, new);
+                // A plain route in the place of one through a nexthop object.
+                match &op {
+                    Some(FibOp::Replace(r)) => self.nh.forget(r.table, r.prefix, r.metric),
+                    Some(FibOp::Delete(s)) => {
+                        self.nh.forget(s.table, s.prefix, s.metric.unwrap_or(0))
+                    }
+                    _ => {}
+                }
+                op
+            }
+        }
+    }
+
+    /// The FIB change that interface `ifindex`'s new state makes, if it describes a port.
+    fn iface_op(&self, ifindex: u32) -> Option<Option<FibOp>> {
+        let port = *self.ports.iter().find(|&&p| self.source(p) == ifindex)?;
+        Some(Some(match self.iface(port) {
+            Some(i) => FibOp::SetIface(i),
+            None => FibOp::DelIface(port),
+        }))
+    }
+
+    /// The interface whose kernel view stands for `port`: its twin, or itself.
+    fn source(&self, port: u32) -> u32 {
+        self.aliases.iter().find(|a| a.1 == port).map_or(port, |a| a.0)
+    }
+
+    /// `port` as the FIB should hold it.
+    fn iface(&self, port: u32) -> Option<Iface> {
+        let l = self.links.get(&self.source(port))?;
+        Some(Iface {
+            ifindex: port,
+            mtu: l.mtu,
+            mac: l.mac,
+            forward_v4: l.forward_v4,
+            forward_v6: l.forward_v6,
+            addrs: l.addrs.clone(),
+        })
     }
 
     /// True once if a link went down or away since the last call.

@@ -14,7 +14,7 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use crate::RtnlError;
 
 /// One interface of the calling thread's network namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Link {
     pub ifindex: u32,
     pub name: String,
@@ -68,6 +68,42 @@ fn dump(
     }
 }
 
+/// The address an `RTM_NEWADDR`/`RTM_DELADDR` message names. IPv4 puts the interface's
+/// own address in IFA_LOCAL (IFA_ADDRESS is the peer's on point-to-point links); IPv6
+/// only has IFA_ADDRESS.
+pub(crate) fn message_address(a: &AddressMessage) -> Option<IpAddr> {
+    let local = a.attributes.iter().find_map(|x| match x {
+        AddressAttribute::Local(ip) => Some(*ip),
+        _ => None,
+    });
+    local.or_else(|| {
+        a.attributes.iter().find_map(|x| match x {
+            AddressAttribute::Address(ip) => Some(*ip),
+            _ => None,
+        })
+    })
+}
+
+/// A link message's name, MAC and MTU, into `link` (what the message carries).
+pub(crate) fn update_link(link: &mut Link, l: &LinkMessage) {
+    link.ifindex = l.header.index;
+    for a in &l.attributes {
+        match a {
+            LinkAttribute::IfName(n) => link.name = n.clone(),
+            LinkAttribute::Mtu(m) => link.mtu = *m,
+            LinkAttribute::Address(a) if a.len() == 6 => link.mac.copy_from_slice(a),
+            _ => {}
+        }
+    }
+}
+
+/// Reads the forwarding switches of `link` from /proc (no netlink message carries them
+/// with the link).
+pub(crate) fn read_forwarding(link: &mut Link) {
+    link.forward_v4 = sysctl_on(&format!("/proc/sys/net/ipv4/conf/{}/forwarding", link.name));
+    link.forward_v6 = sysctl_on(&format!("/proc/sys/net/ipv6/conf/{}/forwarding", link.name));
+}
+
 fn sysctl_on(path: &str) -> bool {
     std::fs::read_to_string(path).is_ok_and(|s| s.trim() == "1")
 }
@@ -82,43 +118,15 @@ pub fn links() -> Result<Vec<Link>, RtnlError> {
     let mut links = Vec::new();
     for m in dump(&sock, RouteNetlinkMessage::GetLink(LinkMessage::default()), 1)? {
         let RouteNetlinkMessage::NewLink(l) = m else { continue };
-        let mut link = Link {
-            ifindex: l.header.index,
-            name: String::new(),
-            mac: [0; 6],
-            mtu: 0,
-            addrs: Vec::new(),
-            forward_v4: false,
-            forward_v6: false,
-        };
-        for a in &l.attributes {
-            match a {
-                LinkAttribute::IfName(n) => link.name = n.clone(),
-                LinkAttribute::Mtu(m) => link.mtu = *m,
-                LinkAttribute::Address(a) if a.len() == 6 => link.mac.copy_from_slice(a),
-                _ => {}
-            }
-        }
-        link.forward_v4 = sysctl_on(&format!("/proc/sys/net/ipv4/conf/{}/forwarding", link.name));
-        link.forward_v6 = sysctl_on(&format!("/proc/sys/net/ipv6/conf/{}/forwarding", link.name));
+        let mut link = Link::default();
+        update_link(&mut link, &l);
+        read_forwarding(&mut link);
         links.push(link);
     }
     for m in dump(&sock, RouteNetlinkMessage::GetAddress(AddressMessage::default()), 2)? {
         let RouteNetlinkMessage::NewAddress(a) = m else { continue };
-        // IPv4 puts the interface's own address in IFA_LOCAL (IFA_ADDRESS is the peer's
-        // on point-to-point links); IPv6 only has IFA_ADDRESS.
-        let local = a.attributes.iter().find_map(|x| match x {
-            AddressAttribute::Local(ip) => Some(*ip),
-            _ => None,
-        });
-        let addr = local.or_else(|| {
-            a.attributes.iter().find_map(|x| match x {
-                AddressAttribute::Address(ip) => Some(*ip),
-                _ => None,
-            })
-        });
         if let (Some(ip), Some(link)) =
-            (addr, links.iter_mut().find(|l| l.ifindex == a.header.index))
+            (message_address(&a), links.iter_mut().find(|l| l.ifindex == a.header.index))
         {
             link.addrs.push((ip, a.header.prefix_len));
         }

@@ -37,10 +37,20 @@ fn prefix(family: AddressFamily, dst: Option<IpAddr>, len: u8) -> Option<IpPrefi
     }
 }
 
-/// `RTM_NEWROUTE` (`new`) or `RTM_DELROUTE` as a FIB change: a new route replaces the
-/// one with the same table, prefix and metric (the kernel's notifications carry whole
-/// routes), a deleted one is removed by table, prefix, metric and type.
-pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
+/// A route message read: the route (next hops empty for a route through a nexthop
+/// object, or one that drops), the nexthop object it names, and its multipath next
+/// hops.
+struct Parsed<'a> {
+    route: Route,
+    nhid: Option<u32>,
+    gateway: Option<IpAddr>,
+    oif: Option<u32>,
+    multipath: Option<&'a Vec<netlink_packet_route::route::RouteNextHop>>,
+    /// A next hop of another family (`RTA_VIA`).
+    via: bool,
+}
+
+fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
     let h = &m.header;
     // Cached clones, source-specific (IPv6 subtrees) and TOS routes have no FIB twin.
     if h.flags.contains(RouteFlags::Cloned) || h.source_prefix_length != 0 || h.tos != 0 {
@@ -49,13 +59,13 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
     let kind = RouteType::from_rtn(u8::from(h.kind))?;
     let mut table = u32::from(h.table);
     let (mut dst, mut gateway, mut oif, mut metric, mut mtu) = (None, None, None, 0, 0);
-    let (mut locked, mut prefsrc) = (0u32, None);
+    let (mut locked, mut prefsrc, mut nhid, mut via) = (0u32, None, None, false);
     let mut multipath = None;
     for a in &m.attributes {
         match a {
             RouteAttribute::Table(t) => table = *t,
             RouteAttribute::Destination(d) => dst = Some(route_ip(d)?),
-            RouteAttribute::Gateway(g) => gateway = Some(route_ip(g)?),
+            RouteAttribute::Gateway(g) => gateway = route_ip(g),
             RouteAttribute::Oif(i) => oif = Some(*i),
             RouteAttribute::PrefSource(a) => prefsrc = route_ip(a),
             RouteAttribute::Priority(p) => metric = *p,
@@ -69,13 +79,31 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
                 }
             }
             RouteAttribute::MultiPath(hops) => multipath = Some(hops),
-            // Next hops held as nexthop objects, and next hops of another family, are
-            // not mirrored.
-            RouteAttribute::NhId(_) | RouteAttribute::Via(_) => return None,
+            RouteAttribute::NhId(id) => nhid = Some(*id),
+            RouteAttribute::Via(_) => via = true,
             _ => {}
         }
     }
     let prefix = prefix(h.address_family, dst, h.destination_prefix_length)?;
+    // Forwarding honours a route's MTU only when it is locked (`Route::mtu`).
+    const RTAX_MTU: u32 = 2;
+    let mtu = if locked & (1 << RTAX_MTU) != 0 { mtu } else { 0 };
+    let route = Route { table, prefix, kind, metric, nexthops: Vec::new(), mtu, prefsrc };
+    Some(Parsed { route, nhid, gateway, oif, multipath, via })
+}
+
+/// `RTM_NEWROUTE` (`new`) or `RTM_DELROUTE` as a FIB change: a new route replaces the
+/// one with the same table, prefix and metric (the kernel's notifications carry whole
+/// routes), a deleted one is removed by table, prefix, metric and type. A route
+/// through a nexthop object (`RTA_NH_ID`) is `None` here: see [`nh_route`].
+pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
+    let p = parse(m)?;
+    // Next hops held as nexthop objects (the kernel's compatibility mode also spells
+    // them out), and next hops of another family, are not mirrored from here.
+    if p.nhid.is_some() || p.via {
+        return None;
+    }
+    let Route { table, prefix, kind, metric, .. } = p.route;
     if !new {
         return Some(FibOp::Delete(RouteSelector {
             table,
@@ -84,7 +112,7 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
             kind: Some(kind),
         }));
     }
-    let nexthops = match (kind.takes_nexthop(), multipath) {
+    let nexthops = match (kind.takes_nexthop(), p.multipath) {
         (false, _) => Vec::new(),
         (true, Some(hops)) => hops
             .iter()
@@ -99,15 +127,20 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
                 NextHop { gateway: gw, ifindex: nh.interface_index, weight: u16::from(nh.hops) + 1 }
             })
             .collect(),
-        (true, None) => vec![NextHop { gateway, ifindex: oif?, weight: 1 }],
+        (true, None) => vec![NextHop { gateway: p.gateway, ifindex: p.oif?, weight: 1 }],
     };
     if kind.takes_nexthop() && nexthops.is_empty() {
         return None;
     }
-    // Forwarding honours a route's MTU only when it is locked (`Route::mtu`).
-    const RTAX_MTU: u32 = 2;
-    let mtu = if locked & (1 << RTAX_MTU) != 0 { mtu } else { 0 };
-    Some(FibOp::Replace(Route { table, prefix, kind, metric, nexthops, mtu, prefsrc }))
+    Some(FibOp::Replace(Route { nexthops, ..p.route }))
+}
+
+/// A route through a nexthop object: the route without its next hops and the
+/// nexthop's id ([`crate::nexthop::NexthopTable`] resolves them); `None` for a route
+/// without `RTA_NH_ID` or one the FIB does not hold.
+pub fn nh_route(m: &RouteMessage) -> Option<(Route, u32)> {
+    let p = parse(m)?;
+    Some((p.route, p.nhid?))
 }
 
 /// `RTM_NEWNEIGH` (`new`) or `RTM_DELNEIGH` as a neighbour change. An entry still being

@@ -14,7 +14,11 @@
 //! What the FIB does not model answers as the kernel does when the feature is unused:
 //! no lightweight tunnels (never `UNSUPP_LWT`), no l3mdev (DIRECT uses the main
 //! table), no next-hop exceptions (no learned path MTU), no policy rules (so `MARK`
-//! selects nothing), no TOS/DSCP routes, no next-hop objects (`nhid`).
+//! selects nothing), no TOS/DSCP routes. Routes through next-hop objects (`nhid`)
+//! reach the FIB resolved (`spine_rtnl`) and are chosen among as multipath routes are;
+//! the kernel's group selection (`nexthop_select_path`) differs in two corners: it has no
+//! source-address preference (a lookup whose source is one of the router's addresses)
+//! and skips a member whose gateway's neighbour entry is `FAILED`.
 //!
 //! `crates/spine-difftest/tests/fib_lookup.rs` holds this to the kernel, byte for
 //! byte, on thousands of lookups in a namespace that test builds.
@@ -60,24 +64,15 @@ const IP6_MAX_MTU: u32 = 65535 + 40;
 const IPV6_MIN_MTU: u32 = 1280;
 
 /// One interface of the router as the lookup needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Iface {
-    pub ifindex: u32,
-    pub mtu: u32,
-    pub mac: [u8; 6],
-    /// `net.ipv4.conf.<dev>.forwarding`.
-    pub forward_v4: bool,
-    /// `net.ipv6.conf.<dev>.forwarding`.
-    pub forward_v6: bool,
-    /// Addresses with their prefix lengths, primary first (for `BPF_FIB_LOOKUP_SRC`).
-    pub addrs: Vec<(IpAddr, u8)>,
-}
+pub use spine_fib::Iface;
 
 /// What `bpf_fib_lookup` reads: the FIB and the interfaces, shared by every worker.
+/// An interface is the configured one ([`FibEnv::new`]) if there is one, else the one
+/// the FIB holds (a mirrored FIB follows the kernel's: `spine_rtnl`).
 #[derive(Debug, Clone)]
 pub struct FibEnv {
     pub fib: FibReader,
-    /// Sorted by ifindex.
+    /// The configured interfaces, sorted by ifindex.
     ifaces: Vec<Iface>,
     /// `net.ipv4.fib_multipath_hash_seed` (which IPv6 uses too): with the kernel's seed,
     /// ECMP picks the kernel's next hop for every flow.
@@ -97,8 +92,12 @@ impl FibEnv {
         self
     }
 
-    pub fn iface(&self, ifindex: u32) -> Option<&Iface> {
-        self.ifaces.binary_search_by_key(&ifindex, |i| i.ifindex).ok().map(|i| &self.ifaces[i])
+    /// Interface `ifindex`: the configured one, else the one FIB state `st` holds.
+    pub fn iface<'a>(&'a self, st: &'a FibState, ifindex: u32) -> Option<&'a Iface> {
+        match self.ifaces.binary_search_by_key(&ifindex, |i| i.ifindex) {
+            Ok(i) => Some(&self.ifaces[i]),
+            Err(_) => st.iface(ifindex),
+        }
     }
 
     /// `bpf_fib_lookup(ctx, params, plen, flags)` on a copy of the program's struct;
@@ -118,7 +117,7 @@ impl FibEnv {
     }
 
     fn lookup_v4(&self, st: &FibState, p: &mut [u8; PARAMS_LEN], fl: u64) -> i64 {
-        let Some(dev) = self.iface(rd32(p, 8)) else { return -ENODEV };
+        let Some(dev) = self.iface(st, rd32(p, 8)) else { return -ENODEV };
         if !dev.forward_v4 {
             return ret::FWD_DISABLED;
         }
@@ -178,12 +177,12 @@ impl FibEnv {
             res.nexthop
         } else if route.nexthops.len() > 1 {
             let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
-            route.nexthops.get(self.select_multipath_v4(route, hash, u32::from_be_bytes(src)))
+            route.nexthops.get(self.select_multipath_v4(st, route, hash, u32::from_be_bytes(src)))
         } else {
             route.nexthops.first()
         };
         let Some(nh) = nh else { return ret::NOT_FWDED };
-        let Some(out) = self.iface(nh.ifindex) else { return ret::NOT_FWDED };
+        let Some(out) = self.iface(st, nh.ifindex) else { return ret::NOT_FWDED };
         // ip_mtu_from_fib_result: a locked route MTU, else the device's.
         let mtu = if route.mtu != 0 { route.mtu } else { out.mtu.min(IP_MAX_MTU) };
         if u32::from(rd16(p, 6)) > mtu {
@@ -219,14 +218,20 @@ impl FibEnv {
     /// `fib_select_multipath`: each next hop scores 2 when its own source address
     /// (`nh_saddr`) is the lookup's source and 1 when the hash falls under its upper
     /// bound; the first with the best score wins.
-    fn select_multipath_v4(&self, route: &spine_fib::RouteEntry, hash: u32, saddr: u32) -> usize {
+    fn select_multipath_v4(
+        &self,
+        st: &FibState,
+        route: &spine_fib::RouteEntry,
+        hash: u32,
+        saddr: u32,
+    ) -> usize {
         let mut chosen = 0;
         let mut score = -1;
         for (i, (nh, &bound)) in route.nexthops.iter().zip(route.bounds()).enumerate() {
             let mut s = 0;
             if saddr != 0
                 && self
-                    .iface(nh.ifindex)
+                    .iface(st, nh.ifindex)
                     .is_some_and(|d| u32::from(select_src_v4(d, gw4(nh))) == saddr)
             {
                 s += 2;
@@ -252,7 +257,7 @@ impl FibEnv {
         if need_strict(dst) || need_strict(src) {
             return ret::NOT_FWDED;
         }
-        let Some(dev) = self.iface(rd32(p, 8)) else { return -ENODEV };
+        let Some(dev) = self.iface(st, rd32(p, 8)) else { return -ENODEV };
         if !dev.forward_v6 {
             return ret::FWD_DISABLED;
         }
@@ -301,7 +306,7 @@ impl FibEnv {
             spine_fib::ecmp::select(route.bounds().iter().copied(), hash)
         };
         let Some(nh) = route.nexthops.get(pick) else { return ret::NOT_FWDED };
-        let Some(out) = self.iface(nh.ifindex) else { return ret::NOT_FWDED };
+        let Some(out) = self.iface(st, nh.ifindex) else { return ret::NOT_FWDED };
         // ip6_mtu_from_fib6: a locked route MTU, else the device's IPv6 MTU.
         let mtu = if route.mtu != 0 { route.mtu } else { out.mtu.clamp(IPV6_MIN_MTU, IP6_MAX_MTU) };
         if u32::from(rd16(p, 6)) > mtu {
@@ -320,7 +325,7 @@ impl FibEnv {
         if fl & flags::SRC != 0 {
             let a = match route.prefsrc {
                 Some(IpAddr::V6(a)) => Some(a),
-                _ => self.select_src_v6(out, dst),
+                _ => self.select_src_v6(st, out, dst),
             };
             match a {
                 Some(a) => p[16..32].copy_from_slice(&a.octets()),
@@ -334,8 +339,13 @@ impl FibEnv {
     /// addresses exercise: the destination itself if it is ours, else a global
     /// address, on the output device first, sharing the longest prefix with the
     /// destination; a narrower scope only when no global address exists.
-    fn select_src_v6(&self, out: &Iface, dst: Ipv6Addr) -> Option<Ipv6Addr> {
-        let all = self.ifaces.iter().flat_map(|i| {
+    fn select_src_v6(&self, st: &FibState, out: &Iface, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        // The configured interfaces, and the FIB's that no configured one shadows.
+        let fib_only = st
+            .ifaces()
+            .iter()
+            .filter(|i| self.ifaces.binary_search_by_key(&i.ifindex, |c| c.ifindex).is_err());
+        let all = self.ifaces.iter().chain(fib_only).flat_map(|i| {
             i.addrs.iter().filter_map(move |&(a, _)| match a {
                 IpAddr::V6(a) => Some((i.ifindex == out.ifindex, a)),
                 IpAddr::V4(_) => None,
