@@ -23,6 +23,10 @@ pub mod map_type {
     pub const XSKMAP: u32 = 17;
     pub const DEVMAP_HASH: u32 = 25;
     pub const RINGBUF: u32 = 27;
+    /// spine's endpoint map (`SPINE_MAP_TYPE_ENDPOINT` in `include/spine_helpers.h`): an
+    /// xskmap whose slots hold spine endpoints. Numbered far outside the kernel's
+    /// `enum bpf_map_type` so it can never collide with a future kernel type.
+    pub const SPINE_ENDPOINT: u32 = 0x5350_0001;
 
     /// Kernel name of a map type, for messages.
     pub fn name(t: u32) -> &'static str {
@@ -43,6 +47,7 @@ pub mod map_type {
             XSKMAP => "xskmap",
             DEVMAP_HASH => "devmap_hash",
             RINGBUF => "ringbuf",
+            SPINE_ENDPOINT => "spine_endpoint",
             _ => "unknown",
         }
     }

@@ -127,14 +127,33 @@ impl ChannelMatch {
     }
 }
 
+/// A slot of an extension's endpoint map (`SPINE_MAP_TYPE_ENDPOINT`) that an endpoint
+/// binds to: the extension's `bpf_redirect_map(&map, index, flags)` then delivers to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapSlot {
+    /// The extension whose map it is; absent: the one loaded extension that has an
+    /// endpoint map called `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<String>,
+    pub name: String,
+    pub index: u32,
+}
+
 /// An application's request for an endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointRequest {
-    /// The port the tag binds to.
+    /// The port the tag binds to (where the endpoint's transmissions leave).
     pub port: String,
+    /// Which frames the port passes go to the endpoint. Absent: every frame, unless
+    /// `map` is given, in which case none (the endpoint then gets only what the
+    /// extension redirects into its slot).
     #[serde(default, rename = "match")]
-    pub matches: ChannelMatch,
+    pub matches: Option<ChannelMatch>,
+    /// An endpoint map slot to bind the endpoint to (it must be empty).
+    #[serde(default)]
+    pub map: Option<MapSlot>,
     /// Entries per ring (a power of two; default 256).
     #[serde(default)]
     pub ring_entries: Option<u32>,
@@ -204,8 +223,12 @@ impl EndpointCounters {
 pub struct EndpointView {
     pub id: u64,
     pub port: String,
+    /// The match on passed frames; `None` for an endpoint fed by its map slot alone.
     #[serde(rename = "match")]
-    pub matches: ChannelMatch,
+    pub matches: Option<ChannelMatch>,
+    /// The endpoint map slot it is bound to (extension named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapSlot>,
     pub ring_entries: u32,
     pub frame_size: u32,
     pub frames: u32,
@@ -230,7 +253,9 @@ pub struct OpenedEndpoint {
 pub(crate) struct EpEntry {
     id: u64,
     port: u16,
-    matcher: ChannelMatch,
+    matcher: Option<ChannelMatch>,
+    /// The endpoint map slot it is bound to: the map, the slot, and its name for views.
+    slot: Option<(Arc<spine_maps::Map>, MapSlot)>,
     layout: Layout,
     pid: Option<i32>,
     /// The endpoint until its home worker takes it.
@@ -242,6 +267,13 @@ pub(crate) struct EpEntry {
 }
 
 impl EpEntry {
+    /// Empties its endpoint map slot (if it still holds this endpoint).
+    fn unbind(&self) {
+        if let Some((m, s)) = &self.slot {
+            m.unbind_endpoint(s.index, self.id as u32);
+        }
+    }
+
     fn publish(&self, s: &AdapterStats) {
         let c = EndpointCounters::from_stats(s);
         let v = [c.rx_delivered, c.rx_dropped, c.tx_sent, c.tx_dropped, c.bad_desc, c.bad_index];
@@ -313,7 +345,7 @@ impl Endpoints {
             None
         } else {
             let mut on_port = vec![false; self.ports];
-            for e in &st.eps {
+            for e in st.eps.iter().filter(|e| e.matcher.is_some()) {
                 on_port[usize::from(e.port)] = true;
             }
             Some(Arc::new(EpTable { eps: st.eps.clone(), on_port }))
@@ -342,7 +374,25 @@ impl Live {
             .iter()
             .position(|p| *p == req.port)
             .ok_or_else(|| LiveError::NoPort { name: req.port.clone() })?;
-        req.matches.check().map_err(|why| LiveError::BadTag { port: req.port.clone(), why })?;
+        let matcher = match (req.matches, &req.map) {
+            (Some(m), _) => Some(m),
+            (None, None) => Some(ChannelMatch::default()),
+            (None, Some(_)) => None,
+        };
+        if let Some(m) = matcher {
+            m.check().map_err(|why| LiveError::BadTag { port: req.port.clone(), why })?;
+        }
+        let slot = match &req.map {
+            None => None,
+            Some(s) => {
+                let (ext, map, domain) = self.endpoint_map(s.extension.as_deref(), &s.name)?;
+                if !domain.may_use_port(&req.port) {
+                    let domain = domain.name().to_string();
+                    return Err(LiveError::Refused { ext, domain, port: req.port.clone() });
+                }
+                Some((map, MapSlot { extension: Some(ext), ..s.clone() }))
+            }
+        };
         let eps = &self.shared.endpoints;
         let limits = eps.lock().limits;
         let over = |what: &'static str, got: u32, max: u32| {
@@ -376,26 +426,47 @@ impl Live {
                 max: st.limits.max_per_client,
             });
         }
-        if let Some(e) =
-            st.eps.iter().find(|e| usize::from(e.port) == port && e.matcher == req.matches)
+        if let Some(e) = st
+            .eps
+            .iter()
+            .find(|e| matcher.is_some() && usize::from(e.port) == port && e.matcher == matcher)
         {
             return Err(LiveError::TagTaken { port: req.port.clone(), id: e.id });
         }
+        let id = st.next_id;
+        if let Some((m, s)) = &slot {
+            // Ids stay far below 2^32 (one per open); the slot holds the low half.
+            m.bind_endpoint(s.index, id as u32).map_err(|source| LiveError::Slot {
+                ext: s.extension.clone().unwrap_or_default(),
+                map: s.name.clone(),
+                index: s.index,
+                source: Box::new(source),
+            })?;
+        }
+        let unbind = |slot: &Option<(Arc<spine_maps::Map>, MapSlot)>| {
+            if let Some((m, s)) = slot {
+                m.unbind_endpoint(s.index, id as u32);
+            }
+        };
         let setup =
             |e: spine_endpoint::EndpointError| LiveError::EndpointSetup { why: e.to_string() };
-        let end = AdapterEnd::create(layout).map_err(setup)?;
-        let wake = EventFd::new().map_err(setup)?;
-        let dup = |fd: std::os::fd::BorrowedFd<'_>| {
-            fd.try_clone_to_owned()
-                .map_err(|e| LiveError::EndpointSetup { why: format!("dup: {e}") })
-        };
-        let (region, wake_fd) = (dup(end.shm().fd())?, dup(wake.fd())?);
-        let id = st.next_id;
+        let made = (|| {
+            let end = AdapterEnd::create(layout).map_err(setup)?;
+            let wake = EventFd::new().map_err(setup)?;
+            let dup = |fd: std::os::fd::BorrowedFd<'_>| {
+                fd.try_clone_to_owned()
+                    .map_err(|e| LiveError::EndpointSetup { why: format!("dup: {e}") })
+            };
+            let (region, wake_fd) = (dup(end.shm().fd())?, dup(wake.fd())?);
+            Ok((end, wake, region, wake_fd))
+        })();
+        let (end, wake, region, wake_fd) = made.inspect_err(|_| unbind(&slot))?;
         st.next_id += 1;
         let entry = Arc::new(EpEntry {
             id,
             port: port as u16,
-            matcher: req.matches,
+            matcher,
+            slot,
             layout,
             pid,
             cell: Mutex::new(Some((end, wake))),
@@ -414,6 +485,7 @@ impl Live {
             id: e.id,
             port: self.shared.port_names[usize::from(e.port)].clone(),
             matches: e.matcher,
+            map: e.slot.as_ref().map(|(_, s)| s.clone()),
             ring_entries: e.layout.ring_entries,
             frame_size: e.layout.frame_size,
             frames: e.layout.frames,
@@ -437,6 +509,7 @@ impl Live {
         let at = st.eps.iter().position(|e| e.id == id).ok_or(LiveError::NoEndpoint { id })?;
         let e = st.eps.remove(at);
         e.live.mark_dead();
+        e.unbind();
         eps.publish(&st);
         drop(st);
         Ok(self.endpoint_view(&e))
@@ -454,6 +527,7 @@ impl Live {
             std::mem::take(&mut st.eps).into_iter().partition(|e| e.live.is_dead());
         st.eps = kept;
         st.reclaimed += gone.len() as u64;
+        gone.iter().for_each(|e| e.unbind());
         eps.publish(&st);
         gone.iter().map(|e| e.id).collect()
     }
@@ -491,7 +565,12 @@ impl Owned {
 
     #[inline]
     pub fn matches(&self, f: &[u8]) -> bool {
-        self.entry.matcher.matches(f)
+        self.entry.matcher.as_ref().is_some_and(|m| m.matches(f))
+    }
+
+    #[inline]
+    pub fn id(&self) -> u32 {
+        self.entry.id as u32
     }
 }
 
@@ -574,9 +653,14 @@ impl WorkerEps {
     /// Does port `p`'s packet `f` go to an endpoint? Only for workers that do not own
     /// them: whether any endpoint of the table matches.
     pub fn any_matches(&self, p: u16, f: &[u8]) -> bool {
-        self.reader
-            .current()
-            .is_some_and(|t| t.eps.iter().any(|e| e.port == p && e.matcher.matches(f)))
+        self.reader.current().is_some_and(|t| {
+            t.eps.iter().any(|e| e.port == p && e.matcher.is_some_and(|m| m.matches(f)))
+        })
+    }
+
+    /// The port of endpoint `id` (an endpoint map slot's value) in the current table.
+    pub fn port_of(&self, id: u32) -> Option<u16> {
+        self.reader.current().and_then(|t| t.eps.iter().find(|e| e.id as u32 == id)).map(|e| e.port)
     }
 
     /// End of a round: signals the clients something was delivered to and publishes

@@ -44,6 +44,8 @@ pub(crate) enum MsgKind {
     Tx,
     /// A cpumap redirect: deliver as `XDP_PASS` of the ingress port.
     Pass,
+    /// An endpoint map redirect: deliver to endpoint `id`, which this worker serves.
+    Endpoint { id: u32 },
 }
 
 /// What every worker knows about a port (fixed once the adapter is built).
@@ -134,6 +136,8 @@ pub(crate) enum Action {
         map: u32,
         exclude_ingress: bool,
     },
+    /// To the endpoint with this id (an endpoint map slot).
+    Endpoint(u32),
     Drop(DropWhy),
 }
 
@@ -176,6 +180,7 @@ pub(crate) fn decide(
             Some(Redirect::Broadcast { map, exclude_ingress }) => {
                 Action::Broadcast { map, exclude_ingress }
             }
+            Some(Redirect::Endpoint { id }) => Action::Endpoint(id),
         },
         _ => Action::Drop(DropWhy::Invalid),
     }
@@ -555,6 +560,7 @@ impl Worker {
                 MsgKind::Rx => self.handle(m.buf, m.port, m.packet),
                 MsgKind::Tx => self.transmit(m.buf, m.port, m.port, m.packet),
                 MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
+                MsgKind::Endpoint { id } => self.deliver_owned(m.buf, m.port, id, m.packet),
             }
         });
         self.inbox = inbox;
@@ -671,6 +677,7 @@ impl Worker {
             Action::Broadcast { map, exclude_ingress } => {
                 self.broadcast(buf, p, map, exclude_ingress, seq)
             }
+            Action::Endpoint(id) => self.redirect_to_endpoint(buf, p, id, seq),
             Action::Cpu(w) if w == self.index => self.pass(buf, p, seq),
             Action::Cpu(w) => {
                 self.handoff(w, Msg { buf, kind: MsgKind::Pass, port: p, packet: seq }, p)
@@ -742,6 +749,40 @@ impl Worker {
             Some(q) => self.transmit(buf, q, p, seq),
             None => self.drop(buf, p, Why::NoTarget, seq),
         }
+    }
+
+    /// `XDP_REDIRECT` into an endpoint map slot holding endpoint `id`, for a packet of
+    /// port `p`: delivered here when this worker serves the endpoint, else handed to the
+    /// worker that does; dropped as having no target when the endpoint is gone (its slot
+    /// emptied meanwhile), or refused when the extension's domain may not use the
+    /// endpoint's port (as for an xskmap entry).
+    fn redirect_to_endpoint(&mut self, buf: Buf, p: u16, id: u32, seq: u32) {
+        let Some(q) = self.eps.port_of(id) else {
+            return self.drop(buf, p, Why::NoTarget, seq);
+        };
+        if !self.progs[usize::from(p)].may_use().get(usize::from(q)).copied().unwrap_or(false) {
+            return self.drop(buf, p, Why::Refused, seq);
+        }
+        let home = self.wiring.ports[usize::from(q)].home;
+        if home != self.index {
+            let msg = Msg { buf, kind: MsgKind::Endpoint { id }, port: p, packet: seq };
+            return self.handoff(home, msg, p);
+        }
+        self.deliver_owned(buf, p, id, seq)
+    }
+
+    /// Copies `buf` (of port `p`) into endpoint `id`, which this worker serves, and frees
+    /// it; dropped as having no target if it serves no such endpoint (any more).
+    fn deliver_owned(&mut self, buf: Buf, p: u16, id: u32, seq: u32) {
+        let Ok(data) = self.pool.data(&buf) else { return self.drop(buf, p, Why::NoTarget, seq) };
+        let Some(o) = self.eps.owned.iter_mut().find(|o| o.id() == id) else {
+            return self.drop(buf, p, Why::NoTarget, seq);
+        };
+        // Counted by the endpoint (delivered, or dropped for want of room).
+        if o.end.deliver(data) {
+            o.woke = true;
+        }
+        let _ = self.cache.free(buf);
     }
 
     /// The endpoints this worker serves: one burst from each client's transmit ring out

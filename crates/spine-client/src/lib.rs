@@ -20,17 +20,61 @@ pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout, IN
 
 /// A channel tag: which of a port's frames an endpoint receives (those that pass the
 /// port's extension and match every field given) and where its transmissions go.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+///
+/// With [`map`](Channel::map) set, the endpoint is also bound to a slot of an
+/// extension's endpoint map (`SPINE_MAP_TYPE_ENDPOINT`): what the extension redirects
+/// there with `bpf_redirect_map` arrives on it. A channel with a map and an empty match
+/// takes no passed frames (only its slot's); give a non-empty match to take both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Channel {
     pub port: String,
-    #[serde(rename = "match")]
     pub matches: Match,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapSlot>,
     pub ring_entries: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub frame_size: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub frames: Option<u32>,
+}
+
+/// A [`Channel`] as the endpoint socket takes it: the match left out for a map slot's
+/// channel whose match is empty.
+#[derive(Serialize)]
+struct ChannelRequest<'a> {
+    port: &'a str,
+    #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
+    matches: Option<&'a Match>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map: Option<&'a MapSlot>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ring_entries: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frame_size: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frames: Option<u32>,
+}
+
+impl Serialize for Channel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let left_out = self.map.is_some() && self.matches == Match::default();
+        ChannelRequest {
+            port: &self.port,
+            matches: (!left_out).then_some(&self.matches),
+            map: self.map.as_ref(),
+            ring_entries: self.ring_entries,
+            frame_size: self.frame_size,
+            frames: self.frames,
+        }
+        .serialize(s)
+    }
+}
+
+/// A slot of an extension's endpoint map.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MapSlot {
+    /// The extension; `None`: the one loaded extension with an endpoint map `name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extension: Option<String>,
+    pub name: String,
+    pub index: u32,
 }
 
 /// The match of a [`Channel`]; absent fields match anything.
@@ -61,6 +105,14 @@ impl Channel {
             vlan: None,
         };
         Channel { port: port.to_string(), matches, ..Default::default() }
+    }
+
+    /// Only what an extension redirects into slot `index` of its endpoint map `map`
+    /// (`bpf_redirect_map(&map, index, flags)`); transmissions leave on `port`.
+    pub fn slot(port: &str, extension: Option<&str>, map: &str, index: u32) -> Self {
+        let map =
+            MapSlot { extension: extension.map(str::to_string), name: map.to_string(), index };
+        Channel { port: port.to_string(), map: Some(map), ..Default::default() }
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -90,6 +90,11 @@ struct Rig {
 
 impl Rig {
     fn new(workers: usize) -> Rig {
+        Rig::with_extension(workers, None)
+    }
+
+    /// As `new`, with extension `(name, object)` loaded and attached to `wire`.
+    fn with_extension(workers: usize, ext: Option<(&str, &[u8])>) -> Rig {
         let opts = AdapterOptions {
             workers,
             assign: Assign::Rss,
@@ -104,6 +109,10 @@ impl Rig {
         let sink = Device::Mem { port: MemPort::sink("host"), sink: true };
         let h = b.add_port("host", sink, None).unwrap();
         b.set_host_path(w, h).unwrap();
+        if let Some((name, obj)) = ext {
+            let e = b.load_extension(name, obj, None, "default", "test").unwrap();
+            b.attach(e, w).unwrap();
+        }
         let adapter = b.build().unwrap();
         let pool = adapter.pool().clone();
         let running = adapter.start().unwrap();
@@ -214,7 +223,8 @@ fn delivery_is_exact(workers: usize) {
     assert_eq!(listed.len(), 1);
     let e = &listed[0];
     assert_eq!((e.id, e.port.as_str()), (id, "wire"));
-    assert_eq!(e.matches.dst_port, Some(7777));
+    assert_eq!(e.matches.unwrap().dst_port, Some(7777));
+    assert_eq!(e.map, None);
     assert_eq!(e.pid, Some(std::process::id() as i32));
     until("the counters published", || {
         let c = api.endpoints().unwrap()[0].counters;
@@ -499,4 +509,124 @@ fn only_frames_the_extension_passes_reach_the_endpoint() {
     // The probes before the detach took effect were dropped; the last one passed.
     assert_eq!(wire.rx_packets, 20 + probes);
     assert_eq!((wire.verdicts.drop, wire.to_host), (5 + probes - 1, 0));
+}
+
+/// Builds a C fixture of this folder with clang; the object's bytes.
+fn fixture(name: &str) -> Vec<u8> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let out = std::env::temp_dir().join(format!("spine-ep-{}-{name}.o", std::process::id()));
+    let obj = spine_progs::compile_c(&dir.join(format!("{name}.c")), &out, &[]).unwrap();
+    let _ = std::fs::remove_file(out);
+    obj
+}
+
+/// The endpoint map: an extension steers UDP port 7001 to slot 1 and 7002 to slot 2
+/// (`bpf_redirect_map(&eps, n, XDP_DROP)`); two endpoints bound to those slots receive
+/// exactly their frames, the rest passes to the host path; user space cannot write a
+/// slot; a taken slot, one out of range, and a map that is no endpoint map are refused;
+/// once an endpoint is reclaimed its slot is empty and its frames follow the empty-slot
+/// rule (the flags' `XDP_DROP`), while the other endpoint keeps its own; the pool is
+/// whole at the end.
+fn endpoint_map_steers(workers: usize) {
+    let obj = fixture("ep_steer");
+    let mut rig = Rig::with_extension(workers, Some(("steer", &obj)));
+    let mut one =
+        Endpoint::open(&rig.sock, &Channel::slot("wire", Some("steer"), "eps", 1)).unwrap();
+    // Without the extension's name: the one extension with an endpoint map `eps`.
+    let mut two = Endpoint::open(&rig.sock, &Channel::slot("wire", None, "eps", 2)).unwrap();
+    rig.served(2);
+    let views = rig.live.endpoints();
+    assert_eq!(views[0].matches, None, "a slot's endpoint takes no passed frames");
+    let slot = views[1].map.clone().unwrap();
+    assert_eq!(
+        (slot.extension.as_deref(), slot.name.as_str(), slot.index),
+        (Some("steer"), "eps", 2)
+    );
+    let k = |i: u32| i.to_ne_bytes();
+    assert_eq!(
+        rig.live.map_lookup("steer", "eps", &k(1)).unwrap(),
+        (one.id().unwrap() as u32).to_ne_bytes()
+    );
+    assert!(rig.live.map_lookup("steer", "eps", &k(3)).is_err(), "slot 3 is empty");
+    let err = rig.live.map_update("steer", "eps", &k(3), &k(1), 0).unwrap_err();
+    assert_eq!(err.errno(), Some(1), "user space may not write a slot: EPERM ({err})");
+    assert!(rig.live.map_delete("steer", "eps", &k(1)).is_err());
+
+    let (kind, msg) = refused(Endpoint::open(&rig.sock, &Channel::slot("wire", None, "eps", 1)));
+    assert_eq!(kind, "slot_taken", "{msg}");
+    assert!(msg.contains("eps") && msg.contains("slot 1"), "{msg}");
+    let (kind, msg) = refused(Endpoint::open(&rig.sock, &Channel::slot("wire", None, "eps", 4)));
+    assert_eq!(kind, "bad_slot", "{msg}");
+    let (kind, _) = refused(Endpoint::open(&rig.sock, &Channel::slot("wire", None, "nope", 0)));
+    assert_eq!(kind, "no_map");
+    let (kind, _) =
+        refused(Endpoint::open(&rig.sock, &Channel::slot("wire", Some("other"), "eps", 0)));
+    assert_eq!(kind, "no_extension");
+    assert_eq!(rig.live.endpoints().len(), 2, "refusals leave nothing behind");
+
+    let a: Vec<Vec<u8>> = (0..6u8).map(|i| udp(7001, &vec![i; 10 + 50 * i as usize])).collect();
+    let b: Vec<Vec<u8>> =
+        (0..6u8).map(|i| udp(7002, &vec![0x80 + i; 20 + 40 * i as usize])).collect();
+    let others: Vec<Vec<u8>> = vec![udp(8888, &[1; 30]), arp(), udp(7003, &[2; 40])];
+    let mut all = Vec::new();
+    for i in 0..6 {
+        all.push(a[i].clone());
+        all.push(b[i].clone());
+        if let Some(o) = others.get(i) {
+            all.push(o.clone());
+        }
+    }
+    rig.inject(&all);
+    let (mut got_a, mut got_b) = (recv_n(&mut one, 6), recv_n(&mut two, 6));
+    if workers > 1 {
+        got_a.sort();
+        got_b.sort();
+    }
+    let sorted = |mut v: Vec<Vec<u8>>| {
+        if workers > 1 {
+            v.sort();
+        }
+        v
+    };
+    assert_eq!(got_a, sorted(a.clone()), "slot 1's endpoint: exactly the 7001 frames");
+    assert_eq!(got_b, sorted(b.clone()), "slot 2's endpoint: exactly the 7002 frames");
+    until("the others on the host path", || rig.to_host() == others.len() as u64);
+    assert_eq!((one.recv(64, |_| {}), two.recv(64, |_| {})), (0, 0), "nothing more");
+
+    // The endpoint of slot 1 goes away: the slot is empty once it is reclaimed.
+    let id_one = one.id().unwrap();
+    drop(one);
+    until("slot 1's endpoint reclaimed", || rig.live.endpoints().len() == 1);
+    assert!(rig.live.map_lookup("steer", "eps", &k(1)).is_err(), "slot 1 emptied");
+    assert!(rig.live.endpoints().iter().all(|e| e.id != id_one));
+    rig.inject(&a[..3]);
+    rig.inject(&b[..2]);
+    assert_eq!(recv_n(&mut two, 2), b[..2].to_vec(), "slot 2 unaffected");
+    until("slot 1's frames dropped by the flags' verdict", || {
+        rig.live.totals().port("wire").unwrap().drops.verdict == 3
+    });
+    // The slot can be bound again.
+    let mut again = Endpoint::open(&rig.sock, &Channel::slot("wire", None, "eps", 1)).unwrap();
+    rig.served(2);
+    rig.inject(&a[3..4]);
+    assert_eq!(recv_n(&mut again, 1), a[3..4].to_vec());
+    drop((two, again));
+    let t = rig.finish();
+    let wire = t.port("wire").unwrap();
+    assert_eq!(wire.rx_packets, all.len() as u64 + 6);
+    assert_eq!(wire.verdicts.redirect, 6 + 6 + 2 + 1);
+    assert_eq!(wire.drops.verdict, 3);
+    assert_eq!(wire.drops.redirect_no_target, 0);
+}
+
+#[test]
+fn endpoint_map_slots_steer_frames_to_their_endpoints() {
+    endpoint_map_steers(1);
+}
+
+/// Two workers with software RSS: the frames run on either worker and those redirected
+/// into a slot are handed to the worker serving its endpoint.
+#[test]
+fn endpoint_map_slots_steer_frames_from_any_worker() {
+    endpoint_map_steers(2);
 }

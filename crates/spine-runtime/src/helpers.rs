@@ -51,6 +51,8 @@ pub enum Redirect {
     /// `map` in the extension's map table (as the kernel, the entries when the adapter
     /// acts on the verdict), except the ingress port with `BPF_F_EXCLUDE_INGRESS`.
     Broadcast { map: u32, exclude_ingress: bool },
+    /// To the spine endpoint with this id (an endpoint map slot).
+    Endpoint { id: u32 },
 }
 
 /// `bpf_redirect_map` flags: the low bits are the verdict when the key is missing.
@@ -314,6 +316,11 @@ impl<'a> XdpEnv<'a> {
                 Some(Redirect::Port { ifindex })
             }
             mt::CPUMAP => Some(Redirect::Cpu { cpu: key }),
+            mt::SPINE_ENDPOINT => {
+                // SAFETY: endpoint map values are 4 bytes in 8-aligned words, as xskmap's.
+                let id = unsafe { value.as_ptr().cast::<u32>().read() };
+                Some(Redirect::Endpoint { id })
+            }
             _ => {
                 return Err(CallAbort::Fault(
                     "redirect through a map that is no devmap, cpumap or xskmap",

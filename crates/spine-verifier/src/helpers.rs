@@ -234,7 +234,7 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
         mt::PROG_ARRAY => id == h::TAIL_CALL,
         mt::DEVMAP | mt::DEVMAP_HASH => matches!(id, h::REDIRECT_MAP | h::MAP_LOOKUP_ELEM),
         mt::CPUMAP => id == h::REDIRECT_MAP,
-        mt::XSKMAP => matches!(id, h::REDIRECT_MAP | h::MAP_LOOKUP_ELEM),
+        mt::XSKMAP | mt::SPINE_ENDPOINT => matches!(id, h::REDIRECT_MAP | h::MAP_LOOKUP_ELEM),
         mt::RINGBUF => matches!(id, h::RINGBUF_OUTPUT | h::RINGBUF_RESERVE | h::RINGBUF_QUERY),
         mt::PERF_EVENT_ARRAY => false,
         mt::ARRAY_OF_MAPS | mt::HASH_OF_MAPS => id == h::MAP_LOOKUP_ELEM,
@@ -243,7 +243,10 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
     let func_ok = match id {
         h::TAIL_CALL => map_type == mt::PROG_ARRAY,
         h::REDIRECT_MAP => {
-            matches!(map_type, mt::DEVMAP | mt::DEVMAP_HASH | mt::CPUMAP | mt::XSKMAP)
+            matches!(
+                map_type,
+                mt::DEVMAP | mt::DEVMAP_HASH | mt::CPUMAP | mt::XSKMAP | mt::SPINE_ENDPOINT
+            )
         }
         h::RINGBUF_OUTPUT | h::RINGBUF_RESERVE | h::RINGBUF_QUERY => map_type == mt::RINGBUF,
         h::FOR_EACH_MAP_ELEM => matches!(
