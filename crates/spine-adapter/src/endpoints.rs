@@ -203,6 +203,12 @@ pub struct EndpointCounters {
     /// Descriptors and indices the client wrote that failed their checks.
     pub bad_desc: u64,
     pub bad_index: u64,
+    /// Active messages the client sent.
+    #[serde(default)]
+    pub msg_taken: u64,
+    /// Of those, dropped for want of a handler (none run yet: see docs/ARCHITECTURE.md).
+    #[serde(default)]
+    pub msg_unhandled: u64,
 }
 
 impl EndpointCounters {
@@ -214,6 +220,8 @@ impl EndpointCounters {
             tx_dropped: s.tx_too_big,
             bad_desc: s.bad_desc,
             bad_index: s.bad_index,
+            msg_taken: s.msg_taken,
+            msg_unhandled: s.msg_dropped,
         }
     }
 }
@@ -262,7 +270,7 @@ pub(crate) struct EpEntry {
     cell: Mutex<Option<(AdapterEnd, EventFd)>>,
     live: Liveness,
     /// `EndpointCounters` in field order, published by the owner.
-    counters: [AtomicU64; 6],
+    counters: [AtomicU64; 8],
     served: std::sync::atomic::AtomicBool,
 }
 
@@ -276,7 +284,16 @@ impl EpEntry {
 
     fn publish(&self, s: &AdapterStats) {
         let c = EndpointCounters::from_stats(s);
-        let v = [c.rx_delivered, c.rx_dropped, c.tx_sent, c.tx_dropped, c.bad_desc, c.bad_index];
+        let v = [
+            c.rx_delivered,
+            c.rx_dropped,
+            c.tx_sent,
+            c.tx_dropped,
+            c.bad_desc,
+            c.bad_index,
+            c.msg_taken,
+            c.msg_unhandled,
+        ];
         for (a, v) in self.counters.iter().zip(v) {
             a.store(v, Ordering::Relaxed);
         }
@@ -291,6 +308,8 @@ impl EpEntry {
             tx_dropped: v[3],
             bad_desc: v[4],
             bad_index: v[5],
+            msg_taken: v[6],
+            msg_unhandled: v[7],
         }
     }
 }

@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 
 pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout, INLINE_BYTES};
 
+/// Largest active-message payload.
+pub const MSG_MAX: usize = spine_endpoint::Desc::MSG_MAX;
+
 /// A channel tag: which of a port's frames an endpoint receives (those that pass the
 /// port's extension and match every field given) and where its transmissions go.
 ///
@@ -349,7 +352,22 @@ impl Endpoint {
         msgs.iter().take_while(|m| self.end.send(m.as_ref())).count()
     }
 
-    /// Hands up to `max` received messages to `f` in place, without waiting.
+    /// Sends an active message for handler `handler` (0..=255) of the extensions in
+    /// the endpoint's domain, carrying `data` (at most [`MSG_MAX`] bytes); false when
+    /// the ring is full or `data` is too long.
+    pub fn send_message(&mut self, handler: u8, data: &[u8]) -> bool {
+        self.end.send_message(handler, data)
+    }
+
+    /// As [`recv`](Self::recv), with each entry's marking: `Some((handler, source))` for
+    /// an active message an extension sent (source: its extension id), `None` for a
+    /// frame.
+    pub fn recv_marked(&mut self, max: usize, f: impl FnMut(&[u8], Option<(u8, u16)>)) -> usize {
+        self.end.recv_marked(max, f)
+    }
+
+    /// Hands up to `max` received messages to `f` in place, without waiting (active
+    /// messages too, unmarked: see [`recv_marked`](Self::recv_marked)).
     pub fn recv(&mut self, max: usize, f: impl FnMut(&[u8])) -> usize {
         self.end.recv(max, f)
     }
