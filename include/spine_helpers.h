@@ -121,4 +121,29 @@ static __always_inline __u16 spine_csum_apply(__u16 check, __u32 diff)
  * (to test it for NULL) and redirect; only the adapter writes slots. */
 #define SPINE_MAP_TYPE_ENDPOINT 0x53500001
 
+/* Active messages. An extension registers handler N (0..255) with a program in section
+ * SEC("spine/handler/N"); it runs on a message sent for handler N and gets this context
+ * (read-only): the payload as data..data_end (bounds-check it as a packet), its length
+ * (the verifier knows len <= SPINE_MSG_MAX), the id of the endpoint that sent it, and N.
+ * A handler may not call the packet helpers (redirects, adjust_*, tail calls, fib). */
+struct spine_msg_md {
+	__u32 data;
+	__u32 data_end;
+	__u32 len;
+	__u32 source;
+	__u32 handler;
+};
+
+/* Largest payload of a small active message. */
+#define SPINE_MSG_MAX 240
+
+/* Sends an active message of len bytes (1..SPINE_MSG_MAX) at data to host endpoint
+ * `endpoint` (an endpoint id, as a handler's ctx->source), marked with `handler`
+ * (0..255) on the endpoint's receive ring. ctx is the program's context. Returns 0, or
+ * -EINVAL (endpoint or handler out of range), -E2BIG (too long), -ENOSPC (more than 8
+ * messages in one burst). Only a domain that lists "spine_msg_send" in its helpers
+ * grants it; any other refuses the program at load. */
+static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const void *data,
+			      __u32 len) = (void *)0x53500001;
+
 #endif /* SPINE_HELPERS_H */

@@ -514,7 +514,9 @@ fn only_frames_the_extension_passes_reach_the_endpoint() {
 /// Builds a C fixture of this folder with clang; the object's bytes.
 fn fixture(name: &str) -> Vec<u8> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let out = std::env::temp_dir().join(format!("spine-ep-{}-{name}.o", std::process::id()));
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let out = std::env::temp_dir().join(format!("spine-ep-{}-{seq}-{name}.o", std::process::id()));
     let obj = spine_progs::compile_c(&dir.join(format!("{name}.c")), &out, &[]).unwrap();
     let _ = std::fs::remove_file(out);
     obj

@@ -100,10 +100,16 @@ impl Frame {
     /// Places `packet` at the headroom, as a driver (or the kernel's test run) does.
     /// The rest of the buffer is zeroed so nothing from an earlier packet shows through.
     pub fn load(&mut self, packet: &[u8]) -> Result<(), FrameError> {
-        let g = self.geometry;
         if packet.len() < ETH_HLEN {
             return Err(FrameError::TooShort { len: packet.len() });
         }
+        self.load_message(packet)
+    }
+
+    /// Places an active message's payload (any length the frame holds, no Ethernet
+    /// header needed) at the headroom, for [`crate::XdpRunner::run_message`].
+    pub fn load_message(&mut self, packet: &[u8]) -> Result<(), FrameError> {
+        let g = self.geometry;
         if packet.len() > g.max_packet() {
             return Err(FrameError::TooLong { len: packet.len(), max: g.max_packet() });
         }

@@ -108,6 +108,8 @@ pub(crate) struct XdpEnv<'a> {
     /// The program now running (the entry or a tail-call target), for its
     /// `inlined_loops`; set by the runner before each engine run.
     pub running: *const Extension,
+    /// Where `spine_msg_send` puts the messages it sends (the runner's).
+    pub outbox: &'a mut crate::msg::Outbox,
 }
 
 impl Drop for XdpEnv<'_> {
@@ -466,6 +468,23 @@ impl Env for XdpEnv<'_> {
                 let map = self.map(a[0])?;
                 let key = mem.slice(a[1], map.def().key_size as usize).ok_or_else(bad_ptr)?;
                 map_result(map.delete(key, self.cpu))
+            }
+            helper::SPINE_MSG_SEND => {
+                // `spine_msg_send(ctx, endpoint, handler, data, len)`: the verifier proved
+                // `data` readable for `len`; the run-time checks hold for the interpreter
+                // and for values it could not bound.
+                let (endpoint, handler, len) = (a[1], a[2], a[4]);
+                if endpoint > u64::from(u32::MAX) || handler > 255 {
+                    neg(errno::EINVAL)
+                } else if len > crate::msg::MSG_MAX as u64 {
+                    neg(errno::E2BIG)
+                } else {
+                    let data = mem.slice(a[3], len as usize).ok_or_else(bad_ptr)?;
+                    match self.outbox.push(endpoint as u32, handler as u8, data) {
+                        Ok(()) => 0,
+                        Err(e) => neg(e),
+                    }
+                }
             }
             helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS => self.host.now_ns(),
             helper::GET_PRANDOM_U32 => u64::from(self.host.prandom_u32()),

@@ -141,6 +141,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::XDP_GET_BUFF_LEN => ([Ctx, d, d, d, d], RetType::Integer),
         h::XDP_LOAD_BYTES => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
         h::XDP_STORE_BYTES => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
+        h::SPINE_MSG_SEND => ([Ctx, Anything, Anything, mem_ro, ConstSize], RetType::Integer),
         _ => return None,
     };
     Some(HelperProto {
@@ -161,7 +162,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 33] = [
+pub const KNOWN_HELPERS: [u32; 34] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -195,6 +196,7 @@ pub const KNOWN_HELPERS: [u32; 33] = [
     h::XDP_STORE_BYTES,
     h::MAP_LOOKUP_PERCPU_ELEM,
     h::KTIME_GET_TAI_NS,
+    h::SPINE_MSG_SEND,
 ];
 
 /// A table of kernel prototypes for a chosen set of helpers.

@@ -299,6 +299,7 @@ impl Verifier<'_> {
                     }
                     CtxFieldKind::PacketEnd => Reg::ptr(Kind::PacketEnd, 0),
                     CtxFieldKind::Scalar => Reg::scalar(Scalar::unknown_bytes(size as u32)),
+                    CtxFieldKind::ScalarMax(max) => Reg::scalar(Scalar::urange(0, u64::from(max))),
                 }
             }
             _ => Reg::scalar(ext(Scalar::unknown_bytes(size as u32))),
