@@ -154,6 +154,10 @@ pub struct EndpointRequest {
     /// An endpoint map slot to bind the endpoint to (it must be empty).
     #[serde(default)]
     pub map: Option<MapSlot>,
+    /// The protection domain whose extensions' handlers its active messages run (and
+    /// whose extensions may send it messages); default `default`.
+    #[serde(default)]
+    pub domain: Option<String>,
     /// Entries per ring (a power of two; default 256).
     #[serde(default)]
     pub ring_entries: Option<u32>,
@@ -206,9 +210,12 @@ pub struct EndpointCounters {
     /// Active messages the client sent.
     #[serde(default)]
     pub msg_taken: u64,
-    /// Of those, dropped for want of a handler (none run yet: see docs/ARCHITECTURE.md).
+    /// Of those, dropped for want of a handler.
     #[serde(default)]
     pub msg_unhandled: u64,
+    /// Active messages extensions sent it, delivered.
+    #[serde(default)]
+    pub msg_delivered: u64,
 }
 
 impl EndpointCounters {
@@ -222,6 +229,7 @@ impl EndpointCounters {
             bad_index: s.bad_index,
             msg_taken: s.msg_taken,
             msg_unhandled: s.msg_dropped,
+            msg_delivered: s.msg_delivered,
         }
     }
 }
@@ -237,6 +245,8 @@ pub struct EndpointView {
     /// The endpoint map slot it is bound to (extension named).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<MapSlot>,
+    #[serde(default)]
+    pub domain: String,
     pub ring_entries: u32,
     pub frame_size: u32,
     pub frames: u32,
@@ -264,13 +274,17 @@ pub(crate) struct EpEntry {
     matcher: Option<ChannelMatch>,
     /// The endpoint map slot it is bound to: the map, the slot, and its name for views.
     slot: Option<(Arc<spine_maps::Map>, MapSlot)>,
+    domain: String,
+    /// The active-message handlers of its domain's extensions when it opened, with
+    /// their extension ids.
+    handlers: Vec<(u16, Arc<spine_runtime::Extension>)>,
     layout: Layout,
     pid: Option<i32>,
     /// The endpoint until its home worker takes it.
     cell: Mutex<Option<(AdapterEnd, EventFd)>>,
     live: Liveness,
     /// `EndpointCounters` in field order, published by the owner.
-    counters: [AtomicU64; 8],
+    counters: [AtomicU64; 9],
     served: std::sync::atomic::AtomicBool,
 }
 
@@ -293,6 +307,7 @@ impl EpEntry {
             c.bad_index,
             c.msg_taken,
             c.msg_unhandled,
+            c.msg_delivered,
         ];
         for (a, v) in self.counters.iter().zip(v) {
             a.store(v, Ordering::Relaxed);
@@ -310,6 +325,7 @@ impl EpEntry {
             bad_index: v[5],
             msg_taken: v[6],
             msg_unhandled: v[7],
+            msg_delivered: v[8],
         }
     }
 }
@@ -412,6 +428,11 @@ impl Live {
                 Some((map, MapSlot { extension: Some(ext), ..s.clone() }))
             }
         };
+        let domain = req.domain.clone().unwrap_or_else(|| "default".to_string());
+        if !self.shared.domains.iter().any(|d| d.name() == domain) {
+            return Err(LiveError::NoDomain { name: domain });
+        }
+        let handlers = self.handlers_of(&domain);
         let eps = &self.shared.endpoints;
         let limits = eps.lock().limits;
         let over = |what: &'static str, got: u32, max: u32| {
@@ -486,6 +507,8 @@ impl Live {
             port: port as u16,
             matcher,
             slot,
+            domain,
+            handlers,
             layout,
             pid,
             cell: Mutex::new(Some((end, wake))),
@@ -499,12 +522,26 @@ impl Live {
         Ok(OpenedEndpoint { view: self.endpoint_view(&entry), region, wake: wake_fd })
     }
 
+    /// The active-message handlers of the loaded extensions of `domain`.
+    fn handlers_of(&self, domain: &str) -> Vec<(u16, Arc<spine_runtime::Extension>)> {
+        let st = self.shared.lock();
+        let mut out = Vec::new();
+        for (id, slot) in st.exts.iter().enumerate() {
+            let Some(l) = slot.loaded.as_ref().filter(|_| slot.domain == domain) else {
+                continue;
+            };
+            out.extend(l._object.handlers.iter().map(|h| (id as u16, h.clone())));
+        }
+        out
+    }
+
     fn endpoint_view(&self, e: &EpEntry) -> EndpointView {
         EndpointView {
             id: e.id,
             port: self.shared.port_names[usize::from(e.port)].clone(),
             matches: e.matcher,
             map: e.slot.as_ref().map(|(_, s)| s.clone()),
+            domain: e.domain.clone(),
             ring_entries: e.layout.ring_entries,
             frame_size: e.layout.frame_size,
             frames: e.layout.frames,
@@ -574,6 +611,9 @@ pub(crate) struct Owned {
     wake: EventFd,
     /// Something was delivered this round: signal the eventfd at its end.
     pub woke: bool,
+    /// This worker's runners of the endpoint's handlers: (handler number, extension id,
+    /// runner), made when the worker took the endpoint (cold).
+    pub handlers: Vec<(u8, u16, spine_runtime::XdpRunner)>,
 }
 
 impl Owned {
@@ -590,6 +630,12 @@ impl Owned {
     #[inline]
     pub fn id(&self) -> u32 {
         self.entry.id as u32
+    }
+
+    /// The name of its protection domain.
+    #[inline]
+    pub fn domain(&self) -> &str {
+        &self.entry.domain
     }
 }
 
@@ -661,7 +707,17 @@ impl WorkerEps {
                 Ok(mut cell) => {
                     if let Some((end, wake)) = cell.take() {
                         e.served.store(true, Ordering::Relaxed);
-                        self.owned.push(Owned { entry: e.clone(), end, wake, woke: false });
+                        let handlers = e
+                            .handlers
+                            .iter()
+                            .filter_map(|(id, h)| {
+                                let n = h.handler()?;
+                                let r = spine_runtime::XdpRunner::new(h.clone(), me).ok()?;
+                                Some((n, *id, r))
+                            })
+                            .collect();
+                        let o = Owned { entry: e.clone(), end, wake, woke: false, handlers };
+                        self.owned.push(o);
                     }
                 }
                 Err(_) => self.retry = true,

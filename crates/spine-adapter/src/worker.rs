@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use spine_abi::xdp_action as act;
+use spine_endpoint::Taken;
 use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache, PoolError};
 use spine_runtime::{Bounds, Geometry, Redirect, RxInfo, Verdict, XdpRunner};
 
@@ -802,8 +803,20 @@ impl Worker {
                     };
                     let end = &mut self.eps.owned[k].end;
                     let taken = match pool.frame_mut(&mut buf) {
-                        Ok(frame) => frame.get_mut(head as usize..).and_then(|room| end.take(room)),
+                        Ok(frame) => {
+                            frame.get_mut(head as usize..).and_then(|room| end.take_entry(room))
+                        }
                         Err(_) => None,
+                    };
+                    let taken = match taken {
+                        Some(Taken::Message { handler, len }) => {
+                            self.run_handlers(k, &mut buf, handler, len);
+                            let _ = self.cache.free(buf);
+                            n += 1;
+                            continue;
+                        }
+                        Some(Taken::Frame(len)) => Some(len),
+                        None => None,
                     };
                     let meta = taken.map(|len| BufMeta {
                         data_off: head,
@@ -828,6 +841,59 @@ impl Worker {
         }
         self.eps.end_round();
         work
+    }
+
+    /// Runs handler `handler` of every extension of owned endpoint `k`'s domain that
+    /// registered it on the message of `len` bytes at the headroom of `buf` (the
+    /// endpoint's id as the source), then delivers the messages each run sent with
+    /// `spine_msg_send`; a message no handler takes is counted (`msg_unhandled`). Each
+    /// run is an invocation like a packet's: bounded by the watchdog, a fault counted
+    /// against its extension.
+    #[inline(never)]
+    fn run_handlers(&mut self, k: usize, buf: &mut Buf, handler: u8, len: usize) {
+        let head = self.pool.headroom() as usize;
+        let source = self.eps.owned[k].id();
+        let mut ran = false;
+        for r in 0..self.eps.owned[k].handlers.len() {
+            if self.eps.owned[k].handlers[r].0 != handler {
+                continue;
+            }
+            ran = true;
+            let Ok(frame) = self.pool.frame_mut(buf) else { break };
+            let mut bounds = Bounds { meta: head, data: head, end: head + len };
+            let runner = &mut self.eps.owned[k].handlers[r].2;
+            let faulted = runner
+                .run_message_raw(frame, self.geometry, &mut bounds, source, &mut self.host)
+                .is_err();
+            if faulted {
+                continue;
+            }
+            let ext = self.eps.owned[k].handlers[r].1;
+            for m in 0..self.eps.owned[k].handlers[r].2.outbox().len() {
+                let msg = self.eps.owned[k].handlers[r].2.outbox()[m];
+                self.deliver_message(k, ext, &msg);
+            }
+        }
+        if !ran {
+            self.eps.owned[k].end.count_unhandled();
+        }
+    }
+
+    /// Delivers a message extension `ext` (of owned endpoint `k`'s domain) sent, to the
+    /// endpoint it names if this worker serves it and it is of the same domain; else it
+    /// is dropped and counted against endpoint `k` as unhandled.
+    fn deliver_message(&mut self, k: usize, ext: u16, msg: &spine_runtime::OutMsg) {
+        let domain_ok = |o: &crate::endpoints::Owned, d: &str| o.domain() == d;
+        let found = self.eps.owned.iter().position(|o| o.id() == msg.endpoint);
+        match found {
+            Some(t) if domain_ok(&self.eps.owned[t], self.eps.owned[k].domain()) => {
+                let o = &mut self.eps.owned[t];
+                if o.end.deliver_message(msg.handler, ext, msg.payload()) {
+                    o.woke = true;
+                }
+            }
+            _ => self.eps.owned[k].end.count_unhandled(),
+        }
     }
 
     /// An `XDP_PASS` packet of port `p`, which has endpoints: delivered to the first

@@ -33,6 +33,9 @@ pub struct Channel {
     pub port: String,
     pub matches: Match,
     pub map: Option<MapSlot>,
+    /// The protection domain whose handlers run its active messages (`None`: the
+    /// adapter's `default`).
+    pub domain: Option<String>,
     pub ring_entries: Option<u32>,
     pub frame_size: Option<u32>,
     pub frames: Option<u32>,
@@ -48,6 +51,8 @@ struct ChannelRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     map: Option<&'a MapSlot>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     ring_entries: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     frame_size: Option<u32>,
@@ -62,6 +67,7 @@ impl Serialize for Channel {
             port: &self.port,
             matches: (!left_out).then_some(&self.matches),
             map: self.map.as_ref(),
+            domain: self.domain.as_deref(),
             ring_entries: self.ring_entries,
             frame_size: self.frame_size,
             frames: self.frames,

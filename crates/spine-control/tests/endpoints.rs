@@ -23,6 +23,7 @@ use spine_client::{Channel, Endpoint, Match, OpenError};
 use spine_control::{endpoint_socket, serve, Client, Server, ServerConfig};
 use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
 use spine_ports::{EndpointPort, MemPort, Pool, PoolConfig};
+use spine_runtime::DomainSpec;
 
 /// A folder in the temporary directory, removed when dropped.
 struct TempDir(PathBuf);
@@ -95,6 +96,11 @@ impl Rig {
 
     /// As `new`, with extension `(name, object)` loaded and attached to `wire`.
     fn with_extension(workers: usize, ext: Option<(&str, &[u8])>) -> Rig {
+        Rig::build(workers, ext, None)
+    }
+
+    /// As `with_extension`, the extension loaded into `domain` (added) when given.
+    fn build(workers: usize, ext: Option<(&str, &[u8])>, domain: Option<DomainSpec>) -> Rig {
         let opts = AdapterOptions {
             workers,
             assign: Assign::Rss,
@@ -109,8 +115,12 @@ impl Rig {
         let sink = Device::Mem { port: MemPort::sink("host"), sink: true };
         let h = b.add_port("host", sink, None).unwrap();
         b.set_host_path(w, h).unwrap();
+        let dom = domain.as_ref().map_or("default".to_string(), |d| d.name.clone());
+        if let Some(d) = domain {
+            b.add_domain(d).unwrap();
+        }
         if let Some((name, obj)) = ext {
-            let e = b.load_extension(name, obj, None, "default", "test").unwrap();
+            let e = b.load_extension(name, obj, None, &dom, "test").unwrap();
             b.attach(e, w).unwrap();
         }
         let adapter = b.build().unwrap();
@@ -513,7 +523,12 @@ fn only_frames_the_extension_passes_reach_the_endpoint() {
 
 /// Builds a C fixture of this folder with clang; the object's bytes.
 fn fixture(name: &str) -> Vec<u8> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    fixture_in("tests/fixtures", name)
+}
+
+/// Builds C fixture `name` of folder `dir` (relative to this crate) with clang.
+fn fixture_in(dir: &str, name: &str) -> Vec<u8> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let out = std::env::temp_dir().join(format!("spine-ep-{}-{seq}-{name}.o", std::process::id()));
@@ -631,4 +646,72 @@ fn endpoint_map_slots_steer_frames_to_their_endpoints() {
 #[test]
 fn endpoint_map_slots_steer_frames_from_any_worker() {
     endpoint_map_steers(2);
+}
+
+/// A received payload with its marking (handler and source for a message).
+type Marked = (Vec<u8>, Option<(u8, u16)>);
+
+/// Active messages host → extension → host: a client sends messages for handler 7 on its
+/// endpoint's transmit ring; the adapter runs handler 7 of the extension in the
+/// endpoint's domain (`spine-runtime/tests/fixtures/handler.c`), which counts each in a
+/// map and replies to the sender with `spine_msg_send` (every byte XOR 0x20). The client
+/// receives exactly the replies, in order, marked with handler 7 and the extension's id;
+/// messages for a handler no extension registered are counted and dropped; frames sent
+/// between the messages still leave on the port; the pool is whole at the end.
+#[test]
+fn active_messages_run_handler_7_which_replies_to_the_sender() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let mut rig = Rig::build(1, Some(("echo", &obj)), Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    assert_eq!(rig.live.endpoints()[0].domain, "msgs");
+    let msgs: Vec<Vec<u8>> =
+        (0..20u8).map(|i| (0..1 + 12 * usize::from(i)).map(|b| b as u8 ^ i).collect()).collect();
+    assert!(msgs.iter().all(|m| m.len() <= spine_client::MSG_MAX));
+    assert!(!ep.send_message(7, &[0; 241]), "over 240 bytes: refused by the client");
+    let mut replies = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        until("room on the transmit ring", || ep.send_message(7, m));
+        if i == 5 {
+            // A frame between messages leaves on the port as usual.
+            until("room for a frame", || ep.send_batch(&[udp(5000, &[7; 30])]) == 1);
+        }
+        ep.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+    }
+    until("every reply", || {
+        ep.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+        replies.len() >= msgs.len()
+    });
+    let ext_id = replies[0].1.map(|(_, src)| src);
+    let want: Vec<Marked> = msgs
+        .iter()
+        .map(|m| (m.iter().map(|b| b ^ 0x20).collect(), Some((7, ext_id.unwrap()))))
+        .collect();
+    assert_eq!(replies, want, "exactly the replies, transformed, in order");
+    let count = rig.live.map_lookup("echo", "counts", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64::from_ne_bytes(count[..8].try_into().unwrap()), 20, "handler 7 ran 20 times");
+    let mut out = Vec::new();
+    until("the frame on the wire", || {
+        rig.wire.recv(64, |m| out.push(m.to_vec()));
+        !out.is_empty()
+    });
+    assert_eq!(out, vec![udp(5000, &[7; 30])]);
+    // Handler 9 is registered by no extension: counted and dropped.
+    for _ in 0..3 {
+        until("room on the transmit ring", || ep.send_message(9, b"nobody"));
+    }
+    until("the unhandled messages counted", || {
+        let c = rig.live.endpoints()[0].counters;
+        c.msg_taken == 23 && c.msg_unhandled == 3
+    });
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_delivered, c.bad_desc, c.tx_sent), (20, 0, 1));
+    assert_eq!(ep.recv(64, |_| {}), 0, "no reply to an unhandled message");
+    drop(ep);
+    rig.finish();
 }

@@ -258,6 +258,12 @@ impl AdapterEnd {
         None
     }
 
+    /// Counts a message taken with [`AdapterEnd::take_entry`] that no handler took
+    /// (`msg_dropped`).
+    pub fn count_unhandled(&mut self) {
+        self.stats.msg_dropped += 1;
+    }
+
     fn count_taken(&mut self, message: bool) {
         if message {
             self.stats.msg_taken += 1;
