@@ -140,7 +140,7 @@ struct spine_msg_md {
 /* Sends an active message of len bytes (1..SPINE_MSG_MAX) at data to host endpoint
  * `endpoint` (an endpoint id, as a handler's ctx->source), marked with `handler`
  * (0..255) on the endpoint's receive ring. ctx is the program's context. Returns 0, or
- * -EINVAL (endpoint or handler out of range), -E2BIG (too long), -ENOSPC (more than 8
+ * -EINVAL (endpoint or handler out of range), -E2BIG (too long), -ENOSPC (more than 64
  * messages in one burst). Only a domain that lists "spine_msg_send" in its helpers
  * grants it; any other refuses the program at load. */
 static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const void *data,

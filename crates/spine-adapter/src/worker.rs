@@ -514,6 +514,7 @@ impl Worker {
             }
         }
         self.packet_seq = self.packet_seq.wrapping_add(n as u32);
+        self.drain_outbox(pi, e);
         let c = &mut self.counters.ports[pi];
         c.rx_packets += n as u64;
         c.rx_bytes += bytes;
@@ -649,6 +650,7 @@ impl Worker {
                 kind: Kind::Run,
             });
         }
+        self.drain_outbox(pi, e);
         let prog = &self.progs[pi];
         let redirect = prog.runner.as_ref().and_then(XdpRunner::redirect);
         let a = decide(&self.wiring, prog.may_use(), verdict, redirect);
@@ -876,6 +878,45 @@ impl Worker {
         }
         if !ran {
             self.eps.owned[k].end.count_unhandled();
+        }
+    }
+
+    /// Delivers the active messages port `pi`'s extension (id `e`) sent in its last run
+    /// or burst (`spine_msg_send` from an XDP program): to endpoints this worker serves
+    /// in the extension's domain; others are dropped and counted (`msg_undelivered`).
+    /// One length test when it sent none.
+    #[inline]
+    fn drain_outbox(&mut self, pi: usize, e: usize) {
+        let sent = self.progs[pi].runner.as_ref().map_or(0, |r| r.outbox().len());
+        if sent > 0 {
+            self.drain_outbox_cold(pi, e, sent);
+        }
+    }
+
+    #[cold]
+    fn drain_outbox_cold(&mut self, pi: usize, e: usize, sent: usize) {
+        for m in 0..sent {
+            let Some(r) = self.progs[pi].runner.as_ref() else { return };
+            let msg = r.outbox()[m];
+            let domain = r.extension().domain().clone();
+            let target = self
+                .eps
+                .owned
+                .iter_mut()
+                .find(|o| o.id() == msg.endpoint && o.domain() == domain.name());
+            let delivered = match target {
+                Some(o) => {
+                    let ok = o.end.deliver_message(msg.handler, e as u16, msg.payload());
+                    o.woke |= ok;
+                    ok
+                }
+                None => false,
+            };
+            if delivered {
+                self.counters.worker.msg_delivered += 1;
+            } else {
+                self.counters.worker.msg_undelivered += 1;
+            }
         }
     }
 

@@ -715,3 +715,45 @@ fn active_messages_run_handler_7_which_replies_to_the_sender() {
     drop(ep);
     rig.finish();
 }
+
+/// Active messages extension → host from an XDP program: with its `target` map naming an
+/// endpoint of its domain, the program turns each received frame into a message for
+/// handler 5 carrying the frame's first 16 bytes (`spine_msg_send`) and drops the frame;
+/// the endpoint receives exactly those messages, in order, marked with handler 5 and the
+/// extension's id; with a target no endpoint has, the messages are counted undelivered.
+#[test]
+fn an_xdp_program_sends_messages_to_an_endpoint_of_its_domain() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let mut rig = Rig::build(1, Some(("echo", &obj)), Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = ep.id().unwrap() as u32;
+    rig.live.map_update("echo", "target", &0u32.to_ne_bytes(), &id.to_ne_bytes(), 0).unwrap();
+    let frames: Vec<Vec<u8>> = (0..12u8).map(|i| udp(6000 + u16::from(i), &[i; 40])).collect();
+    rig.inject(&frames);
+    let mut got = Vec::new();
+    until("the messages", || {
+        ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
+        got.len() >= frames.len()
+    });
+    let src = got[0].1.unwrap().1;
+    let want: Vec<Marked> = frames.iter().map(|f| (f[..16].to_vec(), Some((5, src)))).collect();
+    assert_eq!(got, want, "one message per frame, in order");
+    // A target that is no endpoint: counted, not delivered.
+    rig.live.map_update("echo", "target", &0u32.to_ne_bytes(), &999u32.to_ne_bytes(), 0).unwrap();
+    rig.inject(&frames[..3]);
+    until("the undelivered messages counted", || {
+        let w = &rig.live.totals().workers[0];
+        w.msg_undelivered == 3
+    });
+    assert_eq!(rig.live.totals().workers[0].msg_delivered, 12);
+    assert_eq!(ep.recv(64, |_| {}), 0);
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.port("wire").unwrap().drops.verdict, 15, "every frame became a message");
+}

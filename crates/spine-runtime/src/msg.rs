@@ -6,8 +6,9 @@
 pub const MSG_MAX: usize = spine_abi::spine_msg_md::MSG_MAX as usize;
 
 /// Messages one burst of invocations may send before `spine_msg_send` answers
-/// `-ENOSPC`.
-pub const OUTBOX_SLOTS: usize = 8;
+/// `-ENOSPC`: one for each packet of a default burst (32) and as many again (about
+/// 16 KiB per runner).
+pub const OUTBOX_SLOTS: usize = 64;
 
 /// One message for a host endpoint.
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +91,7 @@ mod tests {
     }
 
     #[test]
-    fn the_outbox_holds_eight_messages_of_240_bytes() {
+    fn the_outbox_holds_64_messages_of_240_bytes() {
         let mut o = Outbox::default();
         assert_eq!(o.push(1, 2, &[0; 241]), Err(spine_abi::errno::E2BIG));
         for i in 0..OUTBOX_SLOTS as u32 {
