@@ -757,3 +757,32 @@ fn an_xdp_program_sends_messages_to_an_endpoint_of_its_domain() {
     let t = rig.finish();
     assert_eq!(t.port("wire").unwrap().drops.verdict, 15, "every frame became a message");
 }
+
+/// Active messages from the pure-Python client (`clients/python/msg_echo.py`): it opens
+/// an endpoint in the handler's domain, sends 30 messages for handler 7 and checks the
+/// 30 replies, in order and transformed; the adapter counts them.
+#[test]
+fn a_python_application_sends_active_messages_and_gets_the_replies() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, Some(("echo", &obj)), Some(domain));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/msg_echo.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .args([rig.sock.to_str().unwrap(), "wire", "msgs", "30"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("replies 30"), "{stdout}");
+    let count = rig.live.map_lookup("echo", "counts", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64::from_ne_bytes(count[..8].try_into().unwrap()), 30);
+    rig.finish();
+}
