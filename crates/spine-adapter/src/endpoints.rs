@@ -530,7 +530,7 @@ impl Live {
             let Some(l) = slot.loaded.as_ref().filter(|_| slot.domain == domain) else {
                 continue;
             };
-            out.extend(l._object.handlers.iter().map(|h| (id as u16, h.clone())));
+            out.extend(l.object.handlers.iter().map(|h| (id as u16, h.clone())));
         }
         out
     }

@@ -33,10 +33,11 @@ use crate::counters::{Counters, Labels, Totals};
 use crate::program::Program;
 use crate::slot::Slot;
 
-/// An extension and the object that keeps its maps and program arrays alive.
+/// An extension and the object that keeps its maps, program arrays and active-message
+/// handlers alive.
 pub(crate) struct Loaded {
     pub ext: Arc<Extension>,
-    pub _object: LoadedObject,
+    pub object: LoadedObject,
     /// `Arc::strong_count(&ext)` with no program of it published: what the count falls
     /// back to once every worker has let go of it.
     pub base_refs: usize,
@@ -468,7 +469,7 @@ impl Live {
         st.exts.push(ExtSlot {
             name: name.to_string(),
             domain: domain.to_string(),
-            loaded: Some(Loaded { ext, _object: object, base_refs }),
+            loaded: Some(Loaded { ext, object, base_refs }),
         });
         drop(st);
         let view = self.extensions().into_iter().find(|e| e.name == name);

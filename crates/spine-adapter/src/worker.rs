@@ -857,7 +857,9 @@ impl Worker {
         let source = self.eps.owned[k].id();
         let mut ran = false;
         for r in 0..self.eps.owned[k].handlers.len() {
-            if self.eps.owned[k].handlers[r].0 != handler {
+            // A handler the watchdog detached runs no more (as a detached XDP program).
+            let (n, _, runner) = &self.eps.owned[k].handlers[r];
+            if *n != handler || !runner.is_attached() {
                 continue;
             }
             ran = true;
