@@ -6,9 +6,9 @@
  * access and the one's-complement checksum arithmetic that header rewriting needs. The
  * bundled programs in bpf/ use these helpers and run unchanged in spine and in the kernel.
  *
- * spine-specific hooks (message handlers, endpoint applets) and helpers will be declared
- * here as they land; until then this header declares none, and a program that includes it
- * stays portable to kernel XDP.
+ * Below the portable part come spine's own additions, numbered far outside the kernel's
+ * ranges so that they can never collide with a future kernel number: a program that uses
+ * them runs on spine only (the kernel refuses the unknown map type or helper at load).
  */
 #ifndef SPINE_HELPERS_H
 #define SPINE_HELPERS_H
@@ -109,5 +109,41 @@ static __always_inline __u16 spine_csum_apply(__u16 check, __u32 diff)
 {
 	return spine_csum_fold((__u64)(__u16)~check + diff);
 }
+
+/* ---- spine's additions (not kernel XDP) ---------------------------------------------- */
+
+/* An endpoint map: like BPF_MAP_TYPE_XSKMAP (key and value 4 bytes), but its slots hold
+ * spine endpoints. An application binds its endpoint to a slot when it opens it
+ * ({"map": {"name": ..., "index": N}} in the endpoint request); the slot empties when the
+ * endpoint is closed or its client goes away. bpf_redirect_map(&map, N, flags) then
+ * delivers the frame to that endpoint (XDP_REDIRECT); an empty slot gives the low bits
+ * of flags as the verdict, as an empty xskmap slot does. Programs may look a slot up
+ * (to test it for NULL) and redirect; only the adapter writes slots. */
+#define SPINE_MAP_TYPE_ENDPOINT 0x53500001
+
+/* Active messages. An extension registers handler N (0..255) with a program in section
+ * SEC("spine/handler/N"); it runs on a message sent for handler N and gets this context
+ * (read-only): the payload as data..data_end (bounds-check it as a packet), its length
+ * (the verifier knows len <= SPINE_MSG_MAX), the id of the endpoint that sent it, and N.
+ * A handler may not call the packet helpers (redirects, adjust_*, tail calls, fib). */
+struct spine_msg_md {
+	__u32 data;
+	__u32 data_end;
+	__u32 len;
+	__u32 source;
+	__u32 handler;
+};
+
+/* Largest payload of a small active message. */
+#define SPINE_MSG_MAX 240
+
+/* Sends an active message of len bytes (1..SPINE_MSG_MAX) at data to host endpoint
+ * `endpoint` (an endpoint id, as a handler's ctx->source), marked with `handler`
+ * (0..255) on the endpoint's receive ring. ctx is the program's context. Returns 0, or
+ * -EINVAL (endpoint or handler out of range), -E2BIG (too long), -ENOSPC (more than 64
+ * messages in one burst). Only a domain that lists "spine_msg_send" in its helpers
+ * grants it; any other refuses the program at load. */
+static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const void *data,
+			      __u32 len) = (void *)0x53500001;
 
 #endif /* SPINE_HELPERS_H */

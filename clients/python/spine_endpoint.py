@@ -24,6 +24,11 @@ ENTRIES_OFF = 128
 # DESC_INLINE (addr 0) carries its payload there instead of in a frame.
 INLINE_BYTES = 64
 DESC_INLINE = 1
+# An active message (docs/ARCHITECTURE.md, "Active messages"): option bit 1, the handler
+# number in bits 8..16 and, on the receive ring, the source (the sending extension's id)
+# in bits 16..32; at most MSG_MAX bytes, inline or in a frame.
+DESC_MESSAGE = 2
+MSG_MAX = 240
 
 
 def _round_up(v, to):
@@ -117,29 +122,59 @@ class Endpoint:
 
     def send(self, data):
         """True: sent; False: no frame or transmit slot free now (retry later)."""
+        return self._send(data, 0)
+
+    def send_message(self, handler, data):
+        """Sends an active message for ``handler`` (0..255) of the extensions in the
+        endpoint's domain, carrying ``data`` (at most MSG_MAX bytes). True: sent; False:
+        no room now."""
+        if not 0 <= handler <= 255:
+            raise ValueError("handler outside 0..255")
+        if len(data) > MSG_MAX:
+            raise ValueError(f"message longer than {MSG_MAX} bytes")
+        return self._send(data, DESC_MESSAGE | handler << 8)
+
+    def _send(self, data, extra):
         if len(data) > self.frame_size:
             raise ValueError("message longer than a frame")
         self._reclaim()
         if not self.tx.ready():
             return False
         if len(data) <= INLINE_BYTES:
-            addr, options, at = 0, DESC_INLINE, self.tx.inline_slot()
+            addr, options, at = 0, DESC_INLINE | extra, self.tx.inline_slot()
         else:
             if not self.free:
                 return False
             addr = self.free.pop()
-            options, at = 0, self.area + addr
+            options, at = extra, self.area + addr
         self.mem[at : at + len(data)] = data
         struct.pack_into("<QII", self.mem, self.tx.slot(), addr, len(data), options)
         self.tx.advance()
         return True
 
     def recv(self):
-        """One received message as bytes, or None when none is ready. A descriptor the
-        adapter wrote outside the area or across frames raises ValueError (skipped)."""
+        """One received message as bytes (an active message's payload too), or None
+        when none is ready. A descriptor the adapter wrote outside the area or across
+        frames raises ValueError (skipped)."""
+        got = self.recv_marked()
+        return None if got is None else got[0]
+
+    def recv_marked(self):
+        """As ``recv``, as ``(bytes, mark)``: ``mark`` is ``(handler, source)`` for an
+        active message, None for a frame."""
+        return self._recv()
+
+    def _recv(self):
         if not self.rx.ready():
             return None
         addr, length, options = struct.unpack_from("<QII", self.mem, self.rx.slot())
+        mark = None
+        if options & DESC_MESSAGE:
+            if options & 0xFC or length > MSG_MAX:
+                self.rx.advance()
+                raise ValueError("impossible message descriptor from the adapter")
+            mark = ((options >> 8) & 0xFF, options >> 16)
+            options &= DESC_INLINE
         if options == DESC_INLINE:
             # The slot is the adapter's again once the index moves: copy first.
             at = self.rx.inline_slot()
@@ -147,7 +182,7 @@ class Endpoint:
             self.rx.advance()
             if addr != 0 or length > INLINE_BYTES:
                 raise ValueError("impossible inline descriptor from the adapter")
-            return msg
+            return msg, mark
         self.rx.advance()
         fs = self.frame_size
         if (
@@ -162,7 +197,7 @@ class Endpoint:
         if len(self.free) < self.frames:
             self.free.append(addr - addr % fs)
         self._refill_one()
-        return msg
+        return msg, mark
 
     def wait(self, timeout):
         """Sleeps on the eventfd up to ``timeout`` seconds (without one, returns)."""
@@ -221,17 +256,19 @@ def endpoint_socket(control):
 
 
 def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=None,
-            ring_entries=None, frame_size=None, frames=None):
+            ring_entries=None, frame_size=None, frames=None, domain=None):
     """Asks the running adapter whose control socket is ``control`` for an endpoint on
     ``port`` receiving the frames that match every field given (docs/API.md,
-    "Endpoints"). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
+    "Endpoints"), its active messages run by the handlers of ``domain`` (default:
+    the adapter's ``default``). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
     the adapter says no. The endpoint lives until ``close`` or the process ends."""
     import json
 
     match = {k: v for k, v in (("ethertype", ethertype), ("ip_proto", ip_proto),
                                ("dst_port", dst_port), ("vlan", vlan)) if v is not None}
     req = {"port": port, "match": match}
-    for k, v in (("ring_entries", ring_entries), ("frame_size", frame_size), ("frames", frames)):
+    for k, v in (("ring_entries", ring_entries), ("frame_size", frame_size), ("frames", frames),
+                 ("domain", domain)):
         if v is not None:
             req[k] = v
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

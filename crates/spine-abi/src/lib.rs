@@ -23,6 +23,10 @@ pub mod map_type {
     pub const XSKMAP: u32 = 17;
     pub const DEVMAP_HASH: u32 = 25;
     pub const RINGBUF: u32 = 27;
+    /// spine's endpoint map (`SPINE_MAP_TYPE_ENDPOINT` in `include/spine_helpers.h`): an
+    /// xskmap whose slots hold spine endpoints. Numbered far outside the kernel's
+    /// `enum bpf_map_type` so it can never collide with a future kernel type.
+    pub const SPINE_ENDPOINT: u32 = 0x5350_0001;
 
     /// Kernel name of a map type, for messages.
     pub fn name(t: u32) -> &'static str {
@@ -43,6 +47,7 @@ pub mod map_type {
             XSKMAP => "xskmap",
             DEVMAP_HASH => "devmap_hash",
             RINGBUF => "ringbuf",
+            SPINE_ENDPOINT => "spine_endpoint",
             _ => "unknown",
         }
     }
@@ -78,6 +83,24 @@ pub mod xdp_action {
             _ => return None,
         })
     }
+}
+
+/// spine's `struct spine_msg_md` (`include/spine_helpers.h`), the context of an
+/// active-message handler (`SEC("spine/handler/N")`): five `__u32` fields.
+pub mod spine_msg_md {
+    /// The first payload byte (a packet pointer, as `xdp_md.data`).
+    pub const DATA: i16 = 0;
+    /// One past the last payload byte.
+    pub const DATA_END: i16 = 4;
+    /// Payload bytes, at most [`MSG_MAX`].
+    pub const LEN: i16 = 8;
+    /// The id of the endpoint that sent the message.
+    pub const SOURCE: i16 = 12;
+    /// The handler number (0..=255).
+    pub const HANDLER: i16 = 16;
+    pub const SIZE: usize = 20;
+    /// Largest payload of a small active message.
+    pub const MSG_MAX: u32 = 240;
 }
 
 /// `struct xdp_md`: six `__u32` fields at these byte offsets.
@@ -141,6 +164,10 @@ pub mod helper {
     pub const XDP_STORE_BYTES: u32 = 190;
     pub const MAP_LOOKUP_PERCPU_ELEM: u32 = 195;
     pub const KTIME_GET_TAI_NS: u32 = 208;
+    /// spine's `spine_msg_send(ctx, endpoint, handler, data, len)` (declared in
+    /// `include/spine_helpers.h`): an active message to a host endpoint. Numbered far
+    /// outside the kernel's `enum bpf_func_id`.
+    pub const SPINE_MSG_SEND: u32 = 0x5350_0001;
 
     /// Kernel name of a helper (`bpf_map_lookup_elem`), for messages; `None` if spine
     /// does not know it.
@@ -179,6 +206,7 @@ pub mod helper {
             XDP_STORE_BYTES => "bpf_xdp_store_bytes",
             MAP_LOOKUP_PERCPU_ELEM => "bpf_map_lookup_percpu_elem",
             KTIME_GET_TAI_NS => "bpf_ktime_get_tai_ns",
+            SPINE_MSG_SEND => "spine_msg_send",
             _ => return None,
         })
     }

@@ -145,7 +145,7 @@ struct PortEntry {
 struct ExtEntry {
     name: String,
     ext: Arc<Extension>,
-    _object: LoadedObject,
+    object: LoadedObject,
 }
 
 /// Assembles an adapter piece by piece ([`Adapter::from_config`] uses it too).
@@ -374,7 +374,7 @@ impl AdapterBuilder {
         };
         let load = |e| AdapterError::Load { at: at.to_string(), source: Box::new(e) };
         let (loaded, ext) = load_selected(obj, section, &opts).map_err(load)?;
-        self.exts.push(ExtEntry { name: name.to_string(), ext, _object: loaded });
+        self.exts.push(ExtEntry { name: name.to_string(), ext, object: loaded });
         Ok(self.exts.len() - 1)
     }
 
@@ -577,7 +577,7 @@ impl AdapterBuilder {
                 .zip(bases)
                 .map(|(e, base_refs)| {
                     let domain = e.ext.domain().name().to_string();
-                    let loaded = Loaded { ext: e.ext, _object: e._object, base_refs };
+                    let loaded = Loaded { ext: e.ext, object: e.object, base_refs };
                     ExtSlot { name: e.name, domain, loaded: Some(loaded) }
                 })
                 .collect();

@@ -147,6 +147,13 @@ pub struct WorkerCounters {
     pub peer_out: u64,
     /// `bpf_trace_printk` lines.
     pub trace_lines: u64,
+    /// Active messages XDP programs sent with `spine_msg_send`, delivered to an
+    /// endpoint this worker serves in the program's domain.
+    #[serde(default)]
+    pub msg_delivered: u64,
+    /// Those that named no such endpoint (or found it full): dropped.
+    #[serde(default)]
+    pub msg_undelivered: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.

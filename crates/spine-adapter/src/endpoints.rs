@@ -127,14 +127,37 @@ impl ChannelMatch {
     }
 }
 
+/// A slot of an extension's endpoint map (`SPINE_MAP_TYPE_ENDPOINT`) that an endpoint
+/// binds to: the extension's `bpf_redirect_map(&map, index, flags)` then delivers to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapSlot {
+    /// The extension whose map it is; absent: the one loaded extension that has an
+    /// endpoint map called `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<String>,
+    pub name: String,
+    pub index: u32,
+}
+
 /// An application's request for an endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointRequest {
-    /// The port the tag binds to.
+    /// The port the tag binds to (where the endpoint's transmissions leave).
     pub port: String,
+    /// Which frames the port passes go to the endpoint. Absent: every frame, unless
+    /// `map` is given, in which case none (the endpoint then gets only what the
+    /// extension redirects into its slot).
     #[serde(default, rename = "match")]
-    pub matches: ChannelMatch,
+    pub matches: Option<ChannelMatch>,
+    /// An endpoint map slot to bind the endpoint to (it must be empty).
+    #[serde(default)]
+    pub map: Option<MapSlot>,
+    /// The protection domain whose extensions' handlers its active messages run (and
+    /// whose extensions may send it messages); default `default`.
+    #[serde(default)]
+    pub domain: Option<String>,
     /// Entries per ring (a power of two; default 256).
     #[serde(default)]
     pub ring_entries: Option<u32>,
@@ -184,6 +207,15 @@ pub struct EndpointCounters {
     /// Descriptors and indices the client wrote that failed their checks.
     pub bad_desc: u64,
     pub bad_index: u64,
+    /// Active messages the client sent.
+    #[serde(default)]
+    pub msg_taken: u64,
+    /// Of those, dropped for want of a handler.
+    #[serde(default)]
+    pub msg_unhandled: u64,
+    /// Active messages extensions sent it, delivered.
+    #[serde(default)]
+    pub msg_delivered: u64,
 }
 
 impl EndpointCounters {
@@ -195,6 +227,9 @@ impl EndpointCounters {
             tx_dropped: s.tx_too_big,
             bad_desc: s.bad_desc,
             bad_index: s.bad_index,
+            msg_taken: s.msg_taken,
+            msg_unhandled: s.msg_dropped,
+            msg_delivered: s.msg_delivered,
         }
     }
 }
@@ -204,8 +239,14 @@ impl EndpointCounters {
 pub struct EndpointView {
     pub id: u64,
     pub port: String,
+    /// The match on passed frames; `None` for an endpoint fed by its map slot alone.
     #[serde(rename = "match")]
-    pub matches: ChannelMatch,
+    pub matches: Option<ChannelMatch>,
+    /// The endpoint map slot it is bound to (extension named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapSlot>,
+    #[serde(default)]
+    pub domain: String,
     pub ring_entries: u32,
     pub frame_size: u32,
     pub frames: u32,
@@ -230,21 +271,44 @@ pub struct OpenedEndpoint {
 pub(crate) struct EpEntry {
     id: u64,
     port: u16,
-    matcher: ChannelMatch,
+    matcher: Option<ChannelMatch>,
+    /// The endpoint map slot it is bound to: the map, the slot, and its name for views.
+    slot: Option<(Arc<spine_maps::Map>, MapSlot)>,
+    domain: String,
+    /// The active-message handlers of its domain's extensions when it opened, with
+    /// their extension ids.
+    handlers: Vec<(u16, Arc<spine_runtime::Extension>)>,
     layout: Layout,
     pid: Option<i32>,
     /// The endpoint until its home worker takes it.
     cell: Mutex<Option<(AdapterEnd, EventFd)>>,
     live: Liveness,
     /// `EndpointCounters` in field order, published by the owner.
-    counters: [AtomicU64; 6],
+    counters: [AtomicU64; 9],
     served: std::sync::atomic::AtomicBool,
 }
 
 impl EpEntry {
+    /// Empties its endpoint map slot (if it still holds this endpoint).
+    fn unbind(&self) {
+        if let Some((m, s)) = &self.slot {
+            m.unbind_endpoint(s.index, self.id as u32);
+        }
+    }
+
     fn publish(&self, s: &AdapterStats) {
         let c = EndpointCounters::from_stats(s);
-        let v = [c.rx_delivered, c.rx_dropped, c.tx_sent, c.tx_dropped, c.bad_desc, c.bad_index];
+        let v = [
+            c.rx_delivered,
+            c.rx_dropped,
+            c.tx_sent,
+            c.tx_dropped,
+            c.bad_desc,
+            c.bad_index,
+            c.msg_taken,
+            c.msg_unhandled,
+            c.msg_delivered,
+        ];
         for (a, v) in self.counters.iter().zip(v) {
             a.store(v, Ordering::Relaxed);
         }
@@ -259,6 +323,9 @@ impl EpEntry {
             tx_dropped: v[3],
             bad_desc: v[4],
             bad_index: v[5],
+            msg_taken: v[6],
+            msg_unhandled: v[7],
+            msg_delivered: v[8],
         }
     }
 }
@@ -313,7 +380,7 @@ impl Endpoints {
             None
         } else {
             let mut on_port = vec![false; self.ports];
-            for e in &st.eps {
+            for e in st.eps.iter().filter(|e| e.matcher.is_some()) {
                 on_port[usize::from(e.port)] = true;
             }
             Some(Arc::new(EpTable { eps: st.eps.clone(), on_port }))
@@ -342,7 +409,30 @@ impl Live {
             .iter()
             .position(|p| *p == req.port)
             .ok_or_else(|| LiveError::NoPort { name: req.port.clone() })?;
-        req.matches.check().map_err(|why| LiveError::BadTag { port: req.port.clone(), why })?;
+        let matcher = match (req.matches, &req.map) {
+            (Some(m), _) => Some(m),
+            (None, None) => Some(ChannelMatch::default()),
+            (None, Some(_)) => None,
+        };
+        if let Some(m) = matcher {
+            m.check().map_err(|why| LiveError::BadTag { port: req.port.clone(), why })?;
+        }
+        let slot = match &req.map {
+            None => None,
+            Some(s) => {
+                let (ext, map, domain) = self.endpoint_map(s.extension.as_deref(), &s.name)?;
+                if !domain.may_use_port(&req.port) {
+                    let domain = domain.name().to_string();
+                    return Err(LiveError::Refused { ext, domain, port: req.port.clone() });
+                }
+                Some((map, MapSlot { extension: Some(ext), ..s.clone() }))
+            }
+        };
+        let domain = req.domain.clone().unwrap_or_else(|| "default".to_string());
+        if !self.shared.domains.iter().any(|d| d.name() == domain) {
+            return Err(LiveError::NoDomain { name: domain });
+        }
+        let handlers = self.handlers_of(&domain);
         let eps = &self.shared.endpoints;
         let limits = eps.lock().limits;
         let over = |what: &'static str, got: u32, max: u32| {
@@ -376,26 +466,49 @@ impl Live {
                 max: st.limits.max_per_client,
             });
         }
-        if let Some(e) =
-            st.eps.iter().find(|e| usize::from(e.port) == port && e.matcher == req.matches)
+        if let Some(e) = st
+            .eps
+            .iter()
+            .find(|e| matcher.is_some() && usize::from(e.port) == port && e.matcher == matcher)
         {
             return Err(LiveError::TagTaken { port: req.port.clone(), id: e.id });
         }
+        let id = st.next_id;
+        if let Some((m, s)) = &slot {
+            // Ids stay far below 2^32 (one per open); the slot holds the low half.
+            m.bind_endpoint(s.index, id as u32).map_err(|source| LiveError::Slot {
+                ext: s.extension.clone().unwrap_or_default(),
+                map: s.name.clone(),
+                index: s.index,
+                source: Box::new(source),
+            })?;
+        }
+        let unbind = |slot: &Option<(Arc<spine_maps::Map>, MapSlot)>| {
+            if let Some((m, s)) = slot {
+                m.unbind_endpoint(s.index, id as u32);
+            }
+        };
         let setup =
             |e: spine_endpoint::EndpointError| LiveError::EndpointSetup { why: e.to_string() };
-        let end = AdapterEnd::create(layout).map_err(setup)?;
-        let wake = EventFd::new().map_err(setup)?;
-        let dup = |fd: std::os::fd::BorrowedFd<'_>| {
-            fd.try_clone_to_owned()
-                .map_err(|e| LiveError::EndpointSetup { why: format!("dup: {e}") })
-        };
-        let (region, wake_fd) = (dup(end.shm().fd())?, dup(wake.fd())?);
-        let id = st.next_id;
+        let made = (|| {
+            let end = AdapterEnd::create(layout).map_err(setup)?;
+            let wake = EventFd::new().map_err(setup)?;
+            let dup = |fd: std::os::fd::BorrowedFd<'_>| {
+                fd.try_clone_to_owned()
+                    .map_err(|e| LiveError::EndpointSetup { why: format!("dup: {e}") })
+            };
+            let (region, wake_fd) = (dup(end.shm().fd())?, dup(wake.fd())?);
+            Ok((end, wake, region, wake_fd))
+        })();
+        let (end, wake, region, wake_fd) = made.inspect_err(|_| unbind(&slot))?;
         st.next_id += 1;
         let entry = Arc::new(EpEntry {
             id,
             port: port as u16,
-            matcher: req.matches,
+            matcher,
+            slot,
+            domain,
+            handlers,
             layout,
             pid,
             cell: Mutex::new(Some((end, wake))),
@@ -409,11 +522,26 @@ impl Live {
         Ok(OpenedEndpoint { view: self.endpoint_view(&entry), region, wake: wake_fd })
     }
 
+    /// The active-message handlers of the loaded extensions of `domain`.
+    fn handlers_of(&self, domain: &str) -> Vec<(u16, Arc<spine_runtime::Extension>)> {
+        let st = self.shared.lock();
+        let mut out = Vec::new();
+        for (id, slot) in st.exts.iter().enumerate() {
+            let Some(l) = slot.loaded.as_ref().filter(|_| slot.domain == domain) else {
+                continue;
+            };
+            out.extend(l.object.handlers.iter().map(|h| (id as u16, h.clone())));
+        }
+        out
+    }
+
     fn endpoint_view(&self, e: &EpEntry) -> EndpointView {
         EndpointView {
             id: e.id,
             port: self.shared.port_names[usize::from(e.port)].clone(),
             matches: e.matcher,
+            map: e.slot.as_ref().map(|(_, s)| s.clone()),
+            domain: e.domain.clone(),
             ring_entries: e.layout.ring_entries,
             frame_size: e.layout.frame_size,
             frames: e.layout.frames,
@@ -437,6 +565,7 @@ impl Live {
         let at = st.eps.iter().position(|e| e.id == id).ok_or(LiveError::NoEndpoint { id })?;
         let e = st.eps.remove(at);
         e.live.mark_dead();
+        e.unbind();
         eps.publish(&st);
         drop(st);
         Ok(self.endpoint_view(&e))
@@ -454,6 +583,7 @@ impl Live {
             std::mem::take(&mut st.eps).into_iter().partition(|e| e.live.is_dead());
         st.eps = kept;
         st.reclaimed += gone.len() as u64;
+        gone.iter().for_each(|e| e.unbind());
         eps.publish(&st);
         gone.iter().map(|e| e.id).collect()
     }
@@ -481,6 +611,9 @@ pub(crate) struct Owned {
     wake: EventFd,
     /// Something was delivered this round: signal the eventfd at its end.
     pub woke: bool,
+    /// This worker's runners of the endpoint's handlers: (handler number, extension id,
+    /// runner), made when the worker took the endpoint (cold).
+    pub handlers: Vec<(u8, u16, spine_runtime::XdpRunner)>,
 }
 
 impl Owned {
@@ -491,7 +624,18 @@ impl Owned {
 
     #[inline]
     pub fn matches(&self, f: &[u8]) -> bool {
-        self.entry.matcher.matches(f)
+        self.entry.matcher.as_ref().is_some_and(|m| m.matches(f))
+    }
+
+    #[inline]
+    pub fn id(&self) -> u32 {
+        self.entry.id as u32
+    }
+
+    /// The name of its protection domain.
+    #[inline]
+    pub fn domain(&self) -> &str {
+        &self.entry.domain
     }
 }
 
@@ -563,7 +707,17 @@ impl WorkerEps {
                 Ok(mut cell) => {
                     if let Some((end, wake)) = cell.take() {
                         e.served.store(true, Ordering::Relaxed);
-                        self.owned.push(Owned { entry: e.clone(), end, wake, woke: false });
+                        let handlers = e
+                            .handlers
+                            .iter()
+                            .filter_map(|(id, h)| {
+                                let n = h.handler()?;
+                                let r = spine_runtime::XdpRunner::new(h.clone(), me).ok()?;
+                                Some((n, *id, r))
+                            })
+                            .collect();
+                        let o = Owned { entry: e.clone(), end, wake, woke: false, handlers };
+                        self.owned.push(o);
                     }
                 }
                 Err(_) => self.retry = true,
@@ -574,9 +728,14 @@ impl WorkerEps {
     /// Does port `p`'s packet `f` go to an endpoint? Only for workers that do not own
     /// them: whether any endpoint of the table matches.
     pub fn any_matches(&self, p: u16, f: &[u8]) -> bool {
-        self.reader
-            .current()
-            .is_some_and(|t| t.eps.iter().any(|e| e.port == p && e.matcher.matches(f)))
+        self.reader.current().is_some_and(|t| {
+            t.eps.iter().any(|e| e.port == p && e.matcher.is_some_and(|m| m.matches(f)))
+        })
+    }
+
+    /// The port of endpoint `id` (an endpoint map slot's value) in the current table.
+    pub fn port_of(&self, id: u32) -> Option<u16> {
+        self.reader.current().and_then(|t| t.eps.iter().find(|e| e.id as u32 == id)).map(|e| e.port)
     }
 
     /// End of a round: signals the clients something was delivered to and publishes

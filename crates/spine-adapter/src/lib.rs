@@ -44,7 +44,8 @@ pub use config::{Assign, Config, ConfigError, Problem, TwinConfig};
 pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
 pub use device::{mem_packets, Device, PcapPort};
 pub use endpoints::{
-    ChannelMatch, EndpointCounters, EndpointLimits, EndpointRequest, EndpointView, OpenedEndpoint,
+    ChannelMatch, EndpointCounters, EndpointLimits, EndpointRequest, EndpointView, MapSlot,
+    OpenedEndpoint,
 };
 pub use flow::flow_hash;
 pub use live::{DomainView, ExtView, Live, LiveError, MapView, PortView};

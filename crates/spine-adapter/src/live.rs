@@ -33,10 +33,11 @@ use crate::counters::{Counters, Labels, Totals};
 use crate::program::Program;
 use crate::slot::Slot;
 
-/// An extension and the object that keeps its maps and program arrays alive.
+/// An extension and the object that keeps its maps, program arrays and active-message
+/// handlers alive.
 pub(crate) struct Loaded {
     pub ext: Arc<Extension>,
-    pub _object: LoadedObject,
+    pub object: LoadedObject,
     /// `Arc::strong_count(&ext)` with no program of it published: what the count falls
     /// back to once every worker has let go of it.
     pub base_refs: usize,
@@ -197,6 +198,12 @@ pub enum LiveError {
     NotRing { ext: String, map: String },
     #[error("extension '{ext}', map '{map}': the ring is read by a [[ringbuf]] output of the configuration")]
     RingOwned { ext: String, map: String },
+    #[error("extension '{ext}', map '{map}': not an endpoint map (SPINE_MAP_TYPE_ENDPOINT)")]
+    NotEndpointMap { ext: String, map: String },
+    #[error("endpoint map '{map}': {why}")]
+    NoEndpointMap { map: String, why: &'static str },
+    #[error("extension '{ext}', endpoint map '{map}': slot {index}: {source}")]
+    Slot { ext: String, map: String, index: u32, source: Box<spine_maps::MapError> },
 }
 
 impl LiveError {
@@ -238,6 +245,12 @@ impl LiveError {
             LiveError::EndpointLimit { .. } => "too_many",
             LiveError::TagTaken { .. } => "tag_taken",
             LiveError::NoEndpoint { .. } => "no_endpoint",
+            LiveError::NotEndpointMap { .. } => "not_endpoint_map",
+            LiveError::NoEndpointMap { .. } => "no_map",
+            LiveError::Slot { source, .. } => match **source {
+                spine_maps::MapError::Exists { .. } => "slot_taken",
+                _ => "bad_slot",
+            },
             LiveError::NotSegment { .. } => "not_segment",
             LiveError::SegmentFd { .. } => "io",
             LiveError::NotRing { .. } => "not_ring",
@@ -464,7 +477,7 @@ impl Live {
         st.exts.push(ExtSlot {
             name: name.to_string(),
             domain: domain.to_string(),
-            loaded: Some(Loaded { ext, _object: object, base_refs }),
+            loaded: Some(Loaded { ext, object, base_refs }),
         });
         drop(st);
         let view = self.extensions().into_iter().find(|e| e.name == name);
@@ -570,6 +583,48 @@ impl Live {
         e.map(map)
             .cloned()
             .ok_or_else(|| LiveError::NoMap { ext: ext.to_string(), map: map.to_string() })
+    }
+
+    /// The endpoint map `map` of extension `ext` or, without `ext`, of the one loaded
+    /// extension (or the extensions sharing one instance) that has an endpoint map of
+    /// that name; with the extension's name and domain.
+    pub(crate) fn endpoint_map(
+        &self,
+        ext: Option<&str>,
+        map: &str,
+    ) -> Result<(String, Arc<Map>, Arc<Domain>), LiveError> {
+        use spine_abi::map_type::SPINE_ENDPOINT;
+        if let Some(ext) = ext {
+            let e = self
+                .shared
+                .extension(ext)
+                .ok_or_else(|| LiveError::NoExtension { name: ext.to_string() })?;
+            let m = self.map(ext, map)?;
+            if m.def().map_type != SPINE_ENDPOINT {
+                return Err(LiveError::NotEndpointMap { ext: ext.into(), map: map.into() });
+            }
+            return Ok((ext.to_string(), m, e.domain().clone()));
+        }
+        let st = self.shared.lock();
+        let mut found: Option<(String, Arc<Map>, Arc<Domain>)> = None;
+        for slot in &st.exts {
+            let Some(l) = &slot.loaded else { continue };
+            let Some(m) = l.ext.map(map).filter(|m| m.def().map_type == SPINE_ENDPOINT) else {
+                continue;
+            };
+            match &found {
+                Some((_, f, _)) if Arc::ptr_eq(f, m) => {}
+                Some(_) => {
+                    let why = "several extensions have one; name the extension";
+                    return Err(LiveError::NoEndpointMap { map: map.into(), why });
+                }
+                None => found = Some((slot.name.clone(), m.clone(), l.ext.domain().clone())),
+            }
+        }
+        found.ok_or(LiveError::NoEndpointMap {
+            map: map.into(),
+            why: "no loaded extension has an endpoint map of this name",
+        })
     }
 
     /// What map `map` of `ext` is.

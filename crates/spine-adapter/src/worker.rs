@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use spine_abi::xdp_action as act;
+use spine_endpoint::Taken;
 use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache, PoolError};
 use spine_runtime::{Bounds, Geometry, Redirect, RxInfo, Verdict, XdpRunner};
 
@@ -44,6 +45,8 @@ pub(crate) enum MsgKind {
     Tx,
     /// A cpumap redirect: deliver as `XDP_PASS` of the ingress port.
     Pass,
+    /// An endpoint map redirect: deliver to endpoint `id`, which this worker serves.
+    Endpoint { id: u32 },
 }
 
 /// What every worker knows about a port (fixed once the adapter is built).
@@ -134,6 +137,8 @@ pub(crate) enum Action {
         map: u32,
         exclude_ingress: bool,
     },
+    /// To the endpoint with this id (an endpoint map slot).
+    Endpoint(u32),
     Drop(DropWhy),
 }
 
@@ -176,6 +181,7 @@ pub(crate) fn decide(
             Some(Redirect::Broadcast { map, exclude_ingress }) => {
                 Action::Broadcast { map, exclude_ingress }
             }
+            Some(Redirect::Endpoint { id }) => Action::Endpoint(id),
         },
         _ => Action::Drop(DropWhy::Invalid),
     }
@@ -508,6 +514,7 @@ impl Worker {
             }
         }
         self.packet_seq = self.packet_seq.wrapping_add(n as u32);
+        self.drain_outbox(pi, e);
         let c = &mut self.counters.ports[pi];
         c.rx_packets += n as u64;
         c.rx_bytes += bytes;
@@ -555,6 +562,7 @@ impl Worker {
                 MsgKind::Rx => self.handle(m.buf, m.port, m.packet),
                 MsgKind::Tx => self.transmit(m.buf, m.port, m.port, m.packet),
                 MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
+                MsgKind::Endpoint { id } => self.deliver_owned(m.buf, m.port, id, m.packet),
             }
         });
         self.inbox = inbox;
@@ -642,6 +650,7 @@ impl Worker {
                 kind: Kind::Run,
             });
         }
+        self.drain_outbox(pi, e);
         let prog = &self.progs[pi];
         let redirect = prog.runner.as_ref().and_then(XdpRunner::redirect);
         let a = decide(&self.wiring, prog.may_use(), verdict, redirect);
@@ -671,6 +680,7 @@ impl Worker {
             Action::Broadcast { map, exclude_ingress } => {
                 self.broadcast(buf, p, map, exclude_ingress, seq)
             }
+            Action::Endpoint(id) => self.redirect_to_endpoint(buf, p, id, seq),
             Action::Cpu(w) if w == self.index => self.pass(buf, p, seq),
             Action::Cpu(w) => {
                 self.handoff(w, Msg { buf, kind: MsgKind::Pass, port: p, packet: seq }, p)
@@ -744,6 +754,40 @@ impl Worker {
         }
     }
 
+    /// `XDP_REDIRECT` into an endpoint map slot holding endpoint `id`, for a packet of
+    /// port `p`: delivered here when this worker serves the endpoint, else handed to the
+    /// worker that does; dropped as having no target when the endpoint is gone (its slot
+    /// emptied meanwhile), or refused when the extension's domain may not use the
+    /// endpoint's port (as for an xskmap entry).
+    fn redirect_to_endpoint(&mut self, buf: Buf, p: u16, id: u32, seq: u32) {
+        let Some(q) = self.eps.port_of(id) else {
+            return self.drop(buf, p, Why::NoTarget, seq);
+        };
+        if !self.progs[usize::from(p)].may_use().get(usize::from(q)).copied().unwrap_or(false) {
+            return self.drop(buf, p, Why::Refused, seq);
+        }
+        let home = self.wiring.ports[usize::from(q)].home;
+        if home != self.index {
+            let msg = Msg { buf, kind: MsgKind::Endpoint { id }, port: p, packet: seq };
+            return self.handoff(home, msg, p);
+        }
+        self.deliver_owned(buf, p, id, seq)
+    }
+
+    /// Copies `buf` (of port `p`) into endpoint `id`, which this worker serves, and frees
+    /// it; dropped as having no target if it serves no such endpoint (any more).
+    fn deliver_owned(&mut self, buf: Buf, p: u16, id: u32, seq: u32) {
+        let Ok(data) = self.pool.data(&buf) else { return self.drop(buf, p, Why::NoTarget, seq) };
+        let Some(o) = self.eps.owned.iter_mut().find(|o| o.id() == id) else {
+            return self.drop(buf, p, Why::NoTarget, seq);
+        };
+        // Counted by the endpoint (delivered, or dropped for want of room).
+        if o.end.deliver(data) {
+            o.woke = true;
+        }
+        let _ = self.cache.free(buf);
+    }
+
     /// The endpoints this worker serves: one burst from each client's transmit ring out
     /// of the tag's port (when receiving), then wake-ups and counters.
     fn serve_endpoints(&mut self, rx: bool) -> usize {
@@ -761,8 +805,20 @@ impl Worker {
                     };
                     let end = &mut self.eps.owned[k].end;
                     let taken = match pool.frame_mut(&mut buf) {
-                        Ok(frame) => frame.get_mut(head as usize..).and_then(|room| end.take(room)),
+                        Ok(frame) => {
+                            frame.get_mut(head as usize..).and_then(|room| end.take_entry(room))
+                        }
                         Err(_) => None,
+                    };
+                    let taken = match taken {
+                        Some(Taken::Message { handler, len }) => {
+                            self.run_handlers(k, &mut buf, handler, len);
+                            let _ = self.cache.free(buf);
+                            n += 1;
+                            continue;
+                        }
+                        Some(Taken::Frame(len)) => Some(len),
+                        None => None,
                     };
                     let meta = taken.map(|len| BufMeta {
                         data_off: head,
@@ -787,6 +843,100 @@ impl Worker {
         }
         self.eps.end_round();
         work
+    }
+
+    /// Runs handler `handler` of every extension of owned endpoint `k`'s domain that
+    /// registered it on the message of `len` bytes at the headroom of `buf` (the
+    /// endpoint's id as the source), then delivers the messages each run sent with
+    /// `spine_msg_send`; a message no handler takes is counted (`msg_unhandled`). Each
+    /// run is an invocation like a packet's: bounded by the watchdog, a fault counted
+    /// against its extension.
+    #[inline(never)]
+    fn run_handlers(&mut self, k: usize, buf: &mut Buf, handler: u8, len: usize) {
+        let head = self.pool.headroom() as usize;
+        let source = self.eps.owned[k].id();
+        let mut ran = false;
+        for r in 0..self.eps.owned[k].handlers.len() {
+            // A handler the watchdog detached runs no more (as a detached XDP program).
+            let (n, _, runner) = &self.eps.owned[k].handlers[r];
+            if *n != handler || !runner.is_attached() {
+                continue;
+            }
+            ran = true;
+            let Ok(frame) = self.pool.frame_mut(buf) else { break };
+            let mut bounds = Bounds { meta: head, data: head, end: head + len };
+            let runner = &mut self.eps.owned[k].handlers[r].2;
+            let faulted = runner
+                .run_message_raw(frame, self.geometry, &mut bounds, source, &mut self.host)
+                .is_err();
+            if faulted {
+                continue;
+            }
+            let ext = self.eps.owned[k].handlers[r].1;
+            for m in 0..self.eps.owned[k].handlers[r].2.outbox().len() {
+                let msg = self.eps.owned[k].handlers[r].2.outbox()[m];
+                self.deliver_message(k, ext, &msg);
+            }
+        }
+        if !ran {
+            self.eps.owned[k].end.count_unhandled();
+        }
+    }
+
+    /// Delivers the active messages port `pi`'s extension (id `e`) sent in its last run
+    /// or burst (`spine_msg_send` from an XDP program): to endpoints this worker serves
+    /// in the extension's domain; others are dropped and counted (`msg_undelivered`).
+    /// One length test when it sent none.
+    #[inline]
+    fn drain_outbox(&mut self, pi: usize, e: usize) {
+        let sent = self.progs[pi].runner.as_ref().map_or(0, |r| r.outbox().len());
+        if sent > 0 {
+            self.drain_outbox_cold(pi, e, sent);
+        }
+    }
+
+    #[cold]
+    fn drain_outbox_cold(&mut self, pi: usize, e: usize, sent: usize) {
+        for m in 0..sent {
+            let Some(r) = self.progs[pi].runner.as_ref() else { return };
+            let msg = r.outbox()[m];
+            let domain = r.extension().domain().clone();
+            let target = self
+                .eps
+                .owned
+                .iter_mut()
+                .find(|o| o.id() == msg.endpoint && o.domain() == domain.name());
+            let delivered = match target {
+                Some(o) => {
+                    let ok = o.end.deliver_message(msg.handler, e as u16, msg.payload());
+                    o.woke |= ok;
+                    ok
+                }
+                None => false,
+            };
+            if delivered {
+                self.counters.worker.msg_delivered += 1;
+            } else {
+                self.counters.worker.msg_undelivered += 1;
+            }
+        }
+    }
+
+    /// Delivers a message extension `ext` (of owned endpoint `k`'s domain) sent, to the
+    /// endpoint it names if this worker serves it and it is of the same domain; else it
+    /// is dropped and counted against endpoint `k` as unhandled.
+    fn deliver_message(&mut self, k: usize, ext: u16, msg: &spine_runtime::OutMsg) {
+        let domain_ok = |o: &crate::endpoints::Owned, d: &str| o.domain() == d;
+        let found = self.eps.owned.iter().position(|o| o.id() == msg.endpoint);
+        match found {
+            Some(t) if domain_ok(&self.eps.owned[t], self.eps.owned[k].domain()) => {
+                let o = &mut self.eps.owned[t];
+                if o.end.deliver_message(msg.handler, ext, msg.payload()) {
+                    o.woke = true;
+                }
+            }
+            _ => self.eps.owned[k].end.count_unhandled(),
+        }
     }
 
     /// An `XDP_PASS` packet of port `p`, which has endpoints: delivered to the first

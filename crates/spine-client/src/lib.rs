@@ -18,19 +18,72 @@ use serde::{Deserialize, Serialize};
 
 pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout, INLINE_BYTES};
 
+/// Largest active-message payload.
+pub const MSG_MAX: usize = spine_endpoint::Desc::MSG_MAX;
+
 /// A channel tag: which of a port's frames an endpoint receives (those that pass the
 /// port's extension and match every field given) and where its transmissions go.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+///
+/// With [`map`](Channel::map) set, the endpoint is also bound to a slot of an
+/// extension's endpoint map (`SPINE_MAP_TYPE_ENDPOINT`): what the extension redirects
+/// there with `bpf_redirect_map` arrives on it. A channel with a map and an empty match
+/// takes no passed frames (only its slot's); give a non-empty match to take both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Channel {
     pub port: String,
-    #[serde(rename = "match")]
     pub matches: Match,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapSlot>,
+    /// The protection domain whose handlers run its active messages (`None`: the
+    /// adapter's `default`).
+    pub domain: Option<String>,
     pub ring_entries: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub frame_size: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub frames: Option<u32>,
+}
+
+/// A [`Channel`] as the endpoint socket takes it: the match left out for a map slot's
+/// channel whose match is empty.
+#[derive(Serialize)]
+struct ChannelRequest<'a> {
+    port: &'a str,
+    #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
+    matches: Option<&'a Match>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map: Option<&'a MapSlot>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domain: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ring_entries: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frame_size: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frames: Option<u32>,
+}
+
+impl Serialize for Channel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let left_out = self.map.is_some() && self.matches == Match::default();
+        ChannelRequest {
+            port: &self.port,
+            matches: (!left_out).then_some(&self.matches),
+            map: self.map.as_ref(),
+            domain: self.domain.as_deref(),
+            ring_entries: self.ring_entries,
+            frame_size: self.frame_size,
+            frames: self.frames,
+        }
+        .serialize(s)
+    }
+}
+
+/// A slot of an extension's endpoint map.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MapSlot {
+    /// The extension; `None`: the one loaded extension with an endpoint map `name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extension: Option<String>,
+    pub name: String,
+    pub index: u32,
 }
 
 /// The match of a [`Channel`]; absent fields match anything.
@@ -61,6 +114,14 @@ impl Channel {
             vlan: None,
         };
         Channel { port: port.to_string(), matches, ..Default::default() }
+    }
+
+    /// Only what an extension redirects into slot `index` of its endpoint map `map`
+    /// (`bpf_redirect_map(&map, index, flags)`); transmissions leave on `port`.
+    pub fn slot(port: &str, extension: Option<&str>, map: &str, index: u32) -> Self {
+        let map =
+            MapSlot { extension: extension.map(str::to_string), name: map.to_string(), index };
+        Channel { port: port.to_string(), map: Some(map), ..Default::default() }
     }
 }
 
@@ -297,7 +358,22 @@ impl Endpoint {
         msgs.iter().take_while(|m| self.end.send(m.as_ref())).count()
     }
 
-    /// Hands up to `max` received messages to `f` in place, without waiting.
+    /// Sends an active message for handler `handler` (0..=255) of the extensions in
+    /// the endpoint's domain, carrying `data` (at most [`MSG_MAX`] bytes); false when
+    /// the ring is full or `data` is too long.
+    pub fn send_message(&mut self, handler: u8, data: &[u8]) -> bool {
+        self.end.send_message(handler, data)
+    }
+
+    /// As [`recv`](Self::recv), with each entry's marking: `Some((handler, source))` for
+    /// an active message an extension sent (source: its extension id), `None` for a
+    /// frame.
+    pub fn recv_marked(&mut self, max: usize, f: impl FnMut(&[u8], Option<(u8, u16)>)) -> usize {
+        self.end.recv_marked(max, f)
+    }
+
+    /// Hands up to `max` received messages to `f` in place, without waiting (active
+    /// messages too, unmarked: see [`recv_marked`](Self::recv_marked)).
     pub fn recv(&mut self, max: usize, f: impl FnMut(&[u8])) -> usize {
         self.end.recv(max, f)
     }

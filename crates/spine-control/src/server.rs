@@ -503,7 +503,9 @@ impl From<LiveError> for Fail {
             LiveError::BadTag { .. }
             | LiveError::EndpointSize { .. }
             | LiveError::BadLayout { .. } => StatusCode::BAD_REQUEST,
-            LiveError::TagTaken { .. } => StatusCode::CONFLICT,
+            LiveError::TagTaken { .. } | LiveError::Slot { .. } => StatusCode::CONFLICT,
+            LiveError::NotEndpointMap { .. } => StatusCode::BAD_REQUEST,
+            LiveError::NoEndpointMap { .. } => StatusCode::NOT_FOUND,
             LiveError::EndpointLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
             LiveError::EndpointSetup { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -10,7 +10,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,6 +23,7 @@ use spine_client::{Channel, Endpoint, Match, OpenError};
 use spine_control::{endpoint_socket, serve, Client, Server, ServerConfig};
 use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
 use spine_ports::{EndpointPort, MemPort, Pool, PoolConfig};
+use spine_runtime::DomainSpec;
 
 /// A folder in the temporary directory, removed when dropped.
 struct TempDir(PathBuf);
@@ -90,6 +91,16 @@ struct Rig {
 
 impl Rig {
     fn new(workers: usize) -> Rig {
+        Rig::with_extension(workers, None)
+    }
+
+    /// As `new`, with extension `(name, object)` loaded and attached to `wire`.
+    fn with_extension(workers: usize, ext: Option<(&str, &[u8])>) -> Rig {
+        Rig::build(workers, ext, None)
+    }
+
+    /// As `with_extension`, the extension loaded into `domain` (added) when given.
+    fn build(workers: usize, ext: Option<(&str, &[u8])>, domain: Option<DomainSpec>) -> Rig {
         let opts = AdapterOptions {
             workers,
             assign: Assign::Rss,
@@ -104,6 +115,14 @@ impl Rig {
         let sink = Device::Mem { port: MemPort::sink("host"), sink: true };
         let h = b.add_port("host", sink, None).unwrap();
         b.set_host_path(w, h).unwrap();
+        let dom = domain.as_ref().map_or("default".to_string(), |d| d.name.clone());
+        if let Some(d) = domain {
+            b.add_domain(d).unwrap();
+        }
+        if let Some((name, obj)) = ext {
+            let e = b.load_extension(name, obj, None, &dom, "test").unwrap();
+            b.attach(e, w).unwrap();
+        }
         let adapter = b.build().unwrap();
         let pool = adapter.pool().clone();
         let running = adapter.start().unwrap();
@@ -214,7 +233,8 @@ fn delivery_is_exact(workers: usize) {
     assert_eq!(listed.len(), 1);
     let e = &listed[0];
     assert_eq!((e.id, e.port.as_str()), (id, "wire"));
-    assert_eq!(e.matches.dst_port, Some(7777));
+    assert_eq!(e.matches.unwrap().dst_port, Some(7777));
+    assert_eq!(e.map, None);
     assert_eq!(e.pid, Some(std::process::id() as i32));
     until("the counters published", || {
         let c = api.endpoints().unwrap()[0].counters;
@@ -499,4 +519,270 @@ fn only_frames_the_extension_passes_reach_the_endpoint() {
     // The probes before the detach took effect were dropped; the last one passed.
     assert_eq!(wire.rx_packets, 20 + probes);
     assert_eq!((wire.verdicts.drop, wire.to_host), (5 + probes - 1, 0));
+}
+
+/// Builds a C fixture of this folder with clang; the object's bytes.
+fn fixture(name: &str) -> Vec<u8> {
+    fixture_in("tests/fixtures", name)
+}
+
+/// Builds C fixture `name` of folder `dir` (relative to this crate) with clang.
+fn fixture_in(dir: &str, name: &str) -> Vec<u8> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let out = std::env::temp_dir().join(format!("spine-ep-{}-{seq}-{name}.o", std::process::id()));
+    let obj = spine_progs::compile_c(&dir.join(format!("{name}.c")), &out, &[]).unwrap();
+    let _ = std::fs::remove_file(out);
+    obj
+}
+
+/// The endpoint map: an extension steers UDP port 7001 to slot 1 and 7002 to slot 2
+/// (`bpf_redirect_map(&eps, n, XDP_DROP)`); two endpoints bound to those slots receive
+/// exactly their frames, the rest passes to the host path; user space cannot write a
+/// slot; a taken slot, one out of range, and a map that is no endpoint map are refused;
+/// once an endpoint is reclaimed its slot is empty and its frames follow the empty-slot
+/// rule (the flags' `XDP_DROP`), while the other endpoint keeps its own; the pool is
+/// whole at the end.
+fn endpoint_map_steers(workers: usize) {
+    let obj = fixture("ep_steer");
+    let mut rig = Rig::with_extension(workers, Some(("steer", &obj)));
+    let mut one =
+        Endpoint::open(&rig.sock, &Channel::slot("wire", Some("steer"), "eps", 1)).unwrap();
+    // Without the extension's name: the one extension with an endpoint map `eps`.
+    let mut two = Endpoint::open(&rig.sock, &Channel::slot("wire", None, "eps", 2)).unwrap();
+    rig.served(2);
+    let views = rig.live.endpoints();
+    assert_eq!(views[0].matches, None, "a slot's endpoint takes no passed frames");
+    let slot = views[1].map.clone().unwrap();
+    assert_eq!(
+        (slot.extension.as_deref(), slot.name.as_str(), slot.index),
+        (Some("steer"), "eps", 2)
+    );
+    let k = |i: u32| i.to_ne_bytes();
+    assert_eq!(
+        rig.live.map_lookup("steer", "eps", &k(1)).unwrap(),
+        (one.id().unwrap() as u32).to_ne_bytes()
+    );
+    assert!(rig.live.map_lookup("steer", "eps", &k(3)).is_err(), "slot 3 is empty");
+    let err = rig.live.map_update("steer", "eps", &k(3), &k(1), 0).unwrap_err();
+    assert_eq!(err.errno(), Some(1), "user space may not write a slot: EPERM ({err})");
+    assert!(rig.live.map_delete("steer", "eps", &k(1)).is_err());
+
+    let (kind, msg) = refused(Endpoint::open(&rig.sock, &Channel::slot("wire", None, "eps", 1)));
+    assert_eq!(kind, "slot_taken", "{msg}");
+    assert!(msg.contains("eps") && msg.contains("slot 1"), "{msg}");
+    let (kind, msg) = refused(Endpoint::open(&rig.sock, &Channel::slot("wire", None, "eps", 4)));
+    assert_eq!(kind, "bad_slot", "{msg}");
+    let (kind, _) = refused(Endpoint::open(&rig.sock, &Channel::slot("wire", None, "nope", 0)));
+    assert_eq!(kind, "no_map");
+    let (kind, _) =
+        refused(Endpoint::open(&rig.sock, &Channel::slot("wire", Some("other"), "eps", 0)));
+    assert_eq!(kind, "no_extension");
+    assert_eq!(rig.live.endpoints().len(), 2, "refusals leave nothing behind");
+
+    let a: Vec<Vec<u8>> = (0..6u8).map(|i| udp(7001, &vec![i; 10 + 50 * i as usize])).collect();
+    let b: Vec<Vec<u8>> =
+        (0..6u8).map(|i| udp(7002, &vec![0x80 + i; 20 + 40 * i as usize])).collect();
+    let others: Vec<Vec<u8>> = vec![udp(8888, &[1; 30]), arp(), udp(7003, &[2; 40])];
+    let mut all = Vec::new();
+    for i in 0..6 {
+        all.push(a[i].clone());
+        all.push(b[i].clone());
+        if let Some(o) = others.get(i) {
+            all.push(o.clone());
+        }
+    }
+    rig.inject(&all);
+    let (mut got_a, mut got_b) = (recv_n(&mut one, 6), recv_n(&mut two, 6));
+    if workers > 1 {
+        got_a.sort();
+        got_b.sort();
+    }
+    let sorted = |mut v: Vec<Vec<u8>>| {
+        if workers > 1 {
+            v.sort();
+        }
+        v
+    };
+    assert_eq!(got_a, sorted(a.clone()), "slot 1's endpoint: exactly the 7001 frames");
+    assert_eq!(got_b, sorted(b.clone()), "slot 2's endpoint: exactly the 7002 frames");
+    until("the others on the host path", || rig.to_host() == others.len() as u64);
+    assert_eq!((one.recv(64, |_| {}), two.recv(64, |_| {})), (0, 0), "nothing more");
+
+    // The endpoint of slot 1 goes away: the slot is empty once it is reclaimed.
+    let id_one = one.id().unwrap();
+    drop(one);
+    until("slot 1's endpoint reclaimed", || rig.live.endpoints().len() == 1);
+    assert!(rig.live.map_lookup("steer", "eps", &k(1)).is_err(), "slot 1 emptied");
+    assert!(rig.live.endpoints().iter().all(|e| e.id != id_one));
+    rig.inject(&a[..3]);
+    rig.inject(&b[..2]);
+    assert_eq!(recv_n(&mut two, 2), b[..2].to_vec(), "slot 2 unaffected");
+    until("slot 1's frames dropped by the flags' verdict", || {
+        rig.live.totals().port("wire").unwrap().drops.verdict == 3
+    });
+    // The slot can be bound again.
+    let mut again = Endpoint::open(&rig.sock, &Channel::slot("wire", None, "eps", 1)).unwrap();
+    rig.served(2);
+    rig.inject(&a[3..4]);
+    assert_eq!(recv_n(&mut again, 1), a[3..4].to_vec());
+    drop((two, again));
+    let t = rig.finish();
+    let wire = t.port("wire").unwrap();
+    assert_eq!(wire.rx_packets, all.len() as u64 + 6);
+    assert_eq!(wire.verdicts.redirect, 6 + 6 + 2 + 1);
+    assert_eq!(wire.drops.verdict, 3);
+    assert_eq!(wire.drops.redirect_no_target, 0);
+}
+
+#[test]
+fn endpoint_map_slots_steer_frames_to_their_endpoints() {
+    endpoint_map_steers(1);
+}
+
+/// Two workers with software RSS: the frames run on either worker and those redirected
+/// into a slot are handed to the worker serving its endpoint.
+#[test]
+fn endpoint_map_slots_steer_frames_from_any_worker() {
+    endpoint_map_steers(2);
+}
+
+/// A received payload with its marking (handler and source for a message).
+type Marked = (Vec<u8>, Option<(u8, u16)>);
+
+/// Active messages host → extension → host: a client sends messages for handler 7 on its
+/// endpoint's transmit ring; the adapter runs handler 7 of the extension in the
+/// endpoint's domain (`spine-runtime/tests/fixtures/handler.c`), which counts each in a
+/// map and replies to the sender with `spine_msg_send` (every byte XOR 0x20). The client
+/// receives exactly the replies, in order, marked with handler 7 and the extension's id;
+/// messages for a handler no extension registered are counted and dropped; frames sent
+/// between the messages still leave on the port; the pool is whole at the end.
+#[test]
+fn active_messages_run_handler_7_which_replies_to_the_sender() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let mut rig = Rig::build(1, Some(("echo", &obj)), Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    assert_eq!(rig.live.endpoints()[0].domain, "msgs");
+    let msgs: Vec<Vec<u8>> =
+        (0..20u8).map(|i| (0..1 + 12 * usize::from(i)).map(|b| b as u8 ^ i).collect()).collect();
+    assert!(msgs.iter().all(|m| m.len() <= spine_client::MSG_MAX));
+    assert!(!ep.send_message(7, &[0; 241]), "over 240 bytes: refused by the client");
+    let mut replies = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        until("room on the transmit ring", || ep.send_message(7, m));
+        if i == 5 {
+            // A frame between messages leaves on the port as usual.
+            until("room for a frame", || ep.send_batch(&[udp(5000, &[7; 30])]) == 1);
+        }
+        ep.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+    }
+    until("every reply", || {
+        ep.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+        replies.len() >= msgs.len()
+    });
+    let ext_id = replies[0].1.map(|(_, src)| src);
+    let want: Vec<Marked> = msgs
+        .iter()
+        .map(|m| (m.iter().map(|b| b ^ 0x20).collect(), Some((7, ext_id.unwrap()))))
+        .collect();
+    assert_eq!(replies, want, "exactly the replies, transformed, in order");
+    let count = rig.live.map_lookup("echo", "counts", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64::from_ne_bytes(count[..8].try_into().unwrap()), 20, "handler 7 ran 20 times");
+    let mut out = Vec::new();
+    until("the frame on the wire", || {
+        rig.wire.recv(64, |m| out.push(m.to_vec()));
+        !out.is_empty()
+    });
+    assert_eq!(out, vec![udp(5000, &[7; 30])]);
+    // Handler 9 is registered by no extension: counted and dropped.
+    for _ in 0..3 {
+        until("room on the transmit ring", || ep.send_message(9, b"nobody"));
+    }
+    until("the unhandled messages counted", || {
+        let c = rig.live.endpoints()[0].counters;
+        c.msg_taken == 23 && c.msg_unhandled == 3
+    });
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_delivered, c.bad_desc, c.tx_sent), (20, 0, 1));
+    assert_eq!(ep.recv(64, |_| {}), 0, "no reply to an unhandled message");
+    drop(ep);
+    rig.finish();
+}
+
+/// Active messages extension → host from an XDP program: with its `target` map naming an
+/// endpoint of its domain, the program turns each received frame into a message for
+/// handler 5 carrying the frame's first 16 bytes (`spine_msg_send`) and drops the frame;
+/// the endpoint receives exactly those messages, in order, marked with handler 5 and the
+/// extension's id; with a target no endpoint has, the messages are counted undelivered.
+#[test]
+fn an_xdp_program_sends_messages_to_an_endpoint_of_its_domain() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let mut rig = Rig::build(1, Some(("echo", &obj)), Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = ep.id().unwrap() as u32;
+    rig.live.map_update("echo", "target", &0u32.to_ne_bytes(), &id.to_ne_bytes(), 0).unwrap();
+    let frames: Vec<Vec<u8>> = (0..12u8).map(|i| udp(6000 + u16::from(i), &[i; 40])).collect();
+    rig.inject(&frames);
+    let mut got = Vec::new();
+    until("the messages", || {
+        ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
+        got.len() >= frames.len()
+    });
+    let src = got[0].1.unwrap().1;
+    let want: Vec<Marked> = frames.iter().map(|f| (f[..16].to_vec(), Some((5, src)))).collect();
+    assert_eq!(got, want, "one message per frame, in order");
+    // A target that is no endpoint: counted, not delivered.
+    rig.live.map_update("echo", "target", &0u32.to_ne_bytes(), &999u32.to_ne_bytes(), 0).unwrap();
+    rig.inject(&frames[..3]);
+    until("the undelivered messages counted", || {
+        let w = &rig.live.totals().workers[0];
+        w.msg_undelivered == 3
+    });
+    assert_eq!(rig.live.totals().workers[0].msg_delivered, 12);
+    assert_eq!(ep.recv(64, |_| {}), 0);
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.port("wire").unwrap().drops.verdict, 15, "every frame became a message");
+}
+
+/// Active messages from the pure-Python client (`clients/python/msg_echo.py`): it opens
+/// an endpoint in the handler's domain, sends 30 messages for handler 7 and checks the
+/// 30 replies, in order and transformed; the adapter counts them.
+#[test]
+fn a_python_application_sends_active_messages_and_gets_the_replies() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, Some(("echo", &obj)), Some(domain));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/msg_echo.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .args([rig.sock.to_str().unwrap(), "wire", "msgs", "30"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("replies 30"), "{stdout}");
+    let count = rig.live.map_lookup("echo", "counts", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64::from_ne_bytes(count[..8].try_into().unwrap()), 30);
+    rig.finish();
 }

@@ -28,6 +28,21 @@ pub struct AdapterStats {
     /// Valid transmit descriptors longer than the caller's buffer: dropped, the frame
     /// returned to the client.
     pub tx_too_big: u64,
+    /// Active messages the client sent (valid descriptors), taken.
+    pub msg_taken: u64,
+    /// Active messages taken by a caller that serves none ([`AdapterEnd::take`]): dropped.
+    pub msg_dropped: u64,
+    /// Active messages delivered to the client ([`AdapterEnd::deliver_message`]).
+    pub msg_delivered: u64,
+}
+
+/// What [`AdapterEnd::take_entry`] took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// A frame of this many bytes.
+    Frame(usize),
+    /// An active message for `handler` of `len` bytes (at most [`Desc::MSG_MAX`]).
+    Message { handler: u8, len: usize },
 }
 
 /// The adapter's handle on one endpoint.
@@ -90,13 +105,36 @@ impl AdapterEnd {
     /// ([`INLINE_BYTES`]), else into a frame taken from the fill ring, then posts a
     /// receive descriptor. Returns false (and counts why) when it could not.
     pub fn deliver(&mut self, frame: &[u8]) -> bool {
+        self.deliver_with(frame, None)
+    }
+
+    /// Delivers an active message for `handler` from `source` (an extension id), marked
+    /// as such on the receive ring; `payload` is at most [`Desc::MSG_MAX`] bytes (longer
+    /// ones are refused and counted as `rx_too_big`).
+    pub fn deliver_message(&mut self, handler: u8, source: u16, payload: &[u8]) -> bool {
+        if payload.len() > Desc::MSG_MAX {
+            self.stats.rx_too_big += 1;
+            return false;
+        }
+        let ok = self.deliver_with(payload, Some((handler, source)));
+        if ok {
+            self.stats.msg_delivered += 1;
+        }
+        ok
+    }
+
+    fn deliver_with(&mut self, frame: &[u8], msg: Option<(u8, u16)>) -> bool {
+        let options = |inline: bool| match msg {
+            Some((h, src)) => Desc::message_options(inline, h, src),
+            None => u32::from(inline) * Desc::INLINE,
+        };
         if self.ready(RingId::Rx) == 0 {
             self.stats.rx_no_room += 1;
             return false;
         }
         if frame.len() <= INLINE_BYTES {
             self.shm.write(self.rx.inline_slot(self.layout.inline_off(), 0), frame);
-            self.post_rx(Desc { addr: 0, len: frame.len() as u32, options: Desc::INLINE });
+            self.post_rx(Desc { addr: 0, len: frame.len() as u32, options: options(true) });
             self.stats.rx_delivered += 1;
             self.stats.rx_inline += 1;
             return true;
@@ -118,7 +156,7 @@ impl AdapterEnd {
                 return false;
             }
             self.shm.write(self.layout.area_offset() + addr as usize, frame);
-            self.post_rx(Desc { addr, len: frame.len() as u32, options: 0 });
+            self.post_rx(Desc { addr, len: frame.len() as u32, options: options(false) });
             self.stats.rx_delivered += 1;
             return true;
         }
@@ -139,12 +177,26 @@ impl AdapterEnd {
         self.ready(RingId::Tx) > 0
     }
 
-    /// Takes one message the client transmitted, copying it into `out`; returns its
-    /// length, or `None` when there is nothing (valid) to take. A frame goes back to the
-    /// client on the completion ring; an inline message needs no completion. A valid
-    /// message longer than `out` is dropped and counted (`tx_too_big`); an invalid
-    /// descriptor is skipped and counted (`bad_desc`).
+    /// Takes one frame the client transmitted, copying it into `out`; returns its
+    /// length, or `None` when there is nothing (valid) to take. For a caller that serves
+    /// no active messages: a message met on the way is dropped and counted
+    /// (`msg_dropped`). See [`AdapterEnd::take_entry`] for the rest.
     pub fn take(&mut self, out: &mut [u8]) -> Option<usize> {
+        loop {
+            match self.take_entry(out)? {
+                Taken::Frame(len) => return Some(len),
+                Taken::Message { .. } => self.stats.msg_dropped += 1,
+            }
+        }
+    }
+
+    /// Takes one frame or active message the client transmitted, copying its payload
+    /// into `out`, or `None` when there is nothing (valid) to take. A frame goes back to
+    /// the client on the completion ring; an inline one needs no completion. A valid
+    /// entry longer than `out` is dropped and counted (`tx_too_big`); an invalid
+    /// descriptor (bad address, length, options, a message over [`Desc::MSG_MAX`]) is
+    /// skipped and counted (`bad_desc`).
+    pub fn take_entry(&mut self, out: &mut [u8]) -> Option<Taken> {
         let avail = self.ready(RingId::Tx);
         for _ in 0..avail {
             let slot = self.tx.slot(0);
@@ -153,13 +205,20 @@ impl AdapterEnd {
                 self.shm.u64_at(slot + 8).load(Ordering::Relaxed),
             );
             let len = d.len as usize;
-            let off = match self.layout.check_payload(d) {
+            let (payload, msg) = match self.layout.check_entry(d, false) {
                 None => {
                     self.tx.advance(&self.shm, 1);
                     self.stats.bad_desc += 1;
                     continue;
                 }
-                Some(Payload::Inline) => {
+                Some(x) => x,
+            };
+            let taken = match msg {
+                Some((handler, _)) => Taken::Message { handler, len },
+                None => Taken::Frame(len),
+            };
+            let off = match payload {
+                Payload::Inline => {
                     // The slot is the client's again once the index moves: copy first.
                     let fits = len <= out.len();
                     if fits {
@@ -171,11 +230,11 @@ impl AdapterEnd {
                         self.stats.tx_too_big += 1;
                         continue;
                     }
-                    self.stats.tx_taken += 1;
+                    self.count_taken(msg.is_some());
                     self.stats.tx_inline += 1;
-                    return Some(len);
+                    return Some(taken);
                 }
-                Some(Payload::Frame(off)) => off,
+                Payload::Frame(off) => off,
             };
             // The frame must be able to go back: leave the entry until there is room.
             if self.ready(RingId::Completion) == 0 {
@@ -193,9 +252,23 @@ impl AdapterEnd {
                 self.stats.tx_too_big += 1;
                 continue;
             }
-            self.stats.tx_taken += 1;
-            return Some(len);
+            self.count_taken(msg.is_some());
+            return Some(taken);
         }
         None
+    }
+
+    /// Counts a message taken with [`AdapterEnd::take_entry`] that no handler took
+    /// (`msg_dropped`).
+    pub fn count_unhandled(&mut self) {
+        self.stats.msg_dropped += 1;
+    }
+
+    fn count_taken(&mut self, message: bool) {
+        if message {
+            self.stats.msg_taken += 1;
+        } else {
+            self.stats.tx_taken += 1;
+        }
     }
 }

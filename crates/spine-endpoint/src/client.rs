@@ -75,19 +75,39 @@ impl ClientEnd {
     /// false when no frame or transmit slot is free (try again after the adapter has
     /// run).
     pub fn send_with(&mut self, len: usize, write: impl FnOnce(&mut [u8])) -> bool {
+        self.send_entry(len, None, write)
+    }
+
+    /// Sends an active message for `handler` carrying `data` (at most
+    /// [`Desc::MSG_MAX`] bytes; longer is refused with false, as a full ring is).
+    pub fn send_message(&mut self, handler: u8, data: &[u8]) -> bool {
+        data.len() <= Desc::MSG_MAX
+            && self.send_entry(data.len(), Some(handler), |b| b.copy_from_slice(data))
+    }
+
+    fn send_entry(
+        &mut self,
+        len: usize,
+        handler: Option<u8>,
+        write: impl FnOnce(&mut [u8]),
+    ) -> bool {
         self.reclaim();
         if len > self.layout.frame_size as usize || self.tx.ready(&self.shm).unwrap_or(0) == 0 {
             return false;
         }
+        let options = |inline: bool| match handler {
+            Some(h) => Desc::message_options(inline, h, 0),
+            None => u32::from(inline) * Desc::INLINE,
+        };
         let d = if len <= INLINE_BYTES {
             let at = self.tx.inline_slot(self.layout.inline_off(), 0);
             write(self.shm.bytes_mut(at, len));
-            Desc { addr: 0, len: len as u32, options: Desc::INLINE }
+            Desc { addr: 0, len: len as u32, options: options(true) }
         } else {
             let Some(addr) = self.free.pop() else { return false };
             let off = self.layout.area_offset() + addr as usize;
             write(self.shm.bytes_mut(off, len));
-            Desc { addr, len: len as u32, options: 0 }
+            Desc { addr, len: len as u32, options: options(false) }
         };
         let slot = self.tx.slot(0);
         self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
@@ -104,7 +124,19 @@ impl ClientEnd {
     /// Hands up to `max` received messages to `f` in place, returns their frames to the
     /// adapter, and returns how many entries it consumed (a descriptor that fails its
     /// checks is skipped, not handed on).
+    /// Active messages are handed on as well; [`recv_marked`](Self::recv_marked) tells
+    /// them apart.
     pub fn recv(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> usize {
+        self.recv_marked(max, |data, _| f(data))
+    }
+
+    /// As [`recv`](Self::recv), with each entry's marking: `Some((handler, source))` for
+    /// an active message (source: the sending extension's id), `None` for a frame.
+    pub fn recv_marked(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&[u8], Option<(u8, u16)>),
+    ) -> usize {
         let n = (self.rx.ready(&self.shm).unwrap_or(0) as usize).min(max);
         for _ in 0..n {
             let slot = self.rx.slot(0);
@@ -112,13 +144,13 @@ impl ClientEnd {
                 self.shm.u64_at(slot).load(Ordering::Relaxed),
                 self.shm.u64_at(slot + 8).load(Ordering::Relaxed),
             );
-            match self.layout.check_payload(d) {
-                Some(Payload::Inline) => {
+            match self.layout.check_entry(d, true) {
+                Some((Payload::Inline, msg)) => {
                     let at = self.rx.inline_slot(self.layout.inline_off(), 0);
-                    f(self.shm.bytes_mut(at, d.len as usize));
+                    f(self.shm.bytes_mut(at, d.len as usize), msg);
                 }
-                Some(Payload::Frame(off)) => {
-                    f(self.shm.bytes_mut(self.layout.area_offset() + off, d.len as usize));
+                Some((Payload::Frame(off), msg)) => {
+                    f(self.shm.bytes_mut(self.layout.area_offset() + off, d.len as usize), msg);
                     let frame = d.addr - d.addr % u64::from(self.layout.frame_size);
                     self.free.push(frame);
                     self.refill_one();

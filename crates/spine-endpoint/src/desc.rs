@@ -10,8 +10,27 @@ pub struct Desc {
 
 impl Desc {
     /// Option bit: the payload is in the entry's inline slot, not in a frame (see
-    /// [`crate::INLINE_BYTES`]). No other option bit is defined; any other is refused.
+    /// [`crate::INLINE_BYTES`]).
     pub const INLINE: u32 = 1;
+    /// Option bit: an active message, not a frame. Its handler number is in bits 8..16
+    /// of the options and, on the receive ring, its source (the sending extension's id)
+    /// in bits 16..32; on the transmit ring those must be 0. Its payload, inline or in
+    /// a frame as any message's, is at most [`Desc::MSG_MAX`] bytes. No other option
+    /// bit is defined; any other is refused.
+    pub const MESSAGE: u32 = 2;
+    /// Largest active-message payload (a small message: 256 bytes with its header).
+    pub const MSG_MAX: usize = 240;
+
+    /// The options of a message for `handler` from `source`.
+    pub fn message_options(inline: bool, handler: u8, source: u16) -> u32 {
+        Desc::MESSAGE | u32::from(inline) | u32::from(handler) << 8 | u32::from(source) << 16
+    }
+
+    /// For a message descriptor: its handler number and source.
+    pub fn message(&self) -> Option<(u8, u16)> {
+        (self.options & Desc::MESSAGE != 0)
+            .then_some(((self.options >> 8) as u8, (self.options >> 16) as u16))
+    }
 
     /// The descriptor's second word as stored in a ring: `len`, then `options`.
     pub(crate) fn word(&self) -> u64 {

@@ -138,6 +138,26 @@ impl Layout {
         }
     }
 
+    /// Checks descriptor `d` as a frame or an active message: a message's options are
+    /// [`Desc::MESSAGE`], maybe [`Desc::INLINE`], the handler in bits 8..16 and (only
+    /// where `source_ok`: the receive ring, written by the adapter) a source in bits
+    /// 16..32; its payload at most [`Desc::MSG_MAX`] bytes, inline or in one frame.
+    /// Returns the payload's place and, for a message, its handler and source.
+    pub fn check_entry(&self, d: Desc, source_ok: bool) -> Option<(Payload, Option<(u8, u16)>)> {
+        if d.options & Desc::MESSAGE == 0 {
+            return self.check_payload(d).map(|p| (p, None));
+        }
+        let high = if source_ok { 0xffff_ff00 } else { 0x0000_ff00 };
+        let flags = d.options & !high;
+        if d.len as usize > Desc::MSG_MAX
+            || (flags != Desc::MESSAGE && flags != Desc::MESSAGE | Desc::INLINE)
+        {
+            return None;
+        }
+        let plain = Desc { options: flags & Desc::INLINE, ..d };
+        self.check_payload(plain).map(|p| (p, d.message()))
+    }
+
     /// Checks a frame address from the fill ring: in the area, any offset within the
     /// frame (the client picks its headroom). Returns (frame index, room in the frame).
     pub fn check_frame(&self, addr: u64) -> Option<(u32, usize)> {
@@ -174,6 +194,39 @@ mod tests {
         assert!(Layout::from_header([MAGIC, VERSION, 3, 2048, 1], 1 << 20).is_err());
         assert!(Layout::from_header([0, VERSION, 8, 2048, 1], 1 << 20).is_err());
         assert!(Layout::new(8, 100, 1).is_err());
+    }
+
+    #[test]
+    fn message_descriptors_carry_a_handler_and_at_most_240_bytes() {
+        let l = Layout::new(8, 2048, 4).unwrap();
+        let d = |addr, len, options| Desc { addr, len, options };
+        let m = |inline, h| Desc::message_options(inline, h, 0);
+        assert_eq!(
+            l.check_entry(d(0, 64, m(true, 7)), false),
+            Some((Payload::Inline, Some((7, 0))))
+        );
+        assert_eq!(
+            l.check_entry(d(2048, 240, m(false, 255)), false),
+            Some((Payload::Frame(2048), Some((255, 0))))
+        );
+        assert_eq!(l.check_entry(d(2048, 241, m(false, 1)), false), None, "over 240 bytes");
+        assert_eq!(l.check_entry(d(0, 65, m(true, 1)), false), None, "longer than a slot");
+        assert_eq!(l.check_entry(d(8192, 10, m(false, 1)), false), None, "past the area");
+        assert_eq!(l.check_entry(d(0, 8, m(true, 1) | 4), false), None, "an unknown bit");
+        let sourced = Desc::message_options(true, 3, 9);
+        assert_eq!(l.check_entry(d(0, 8, sourced), false), None, "no source from a client");
+        assert_eq!(l.check_entry(d(0, 8, sourced), true), Some((Payload::Inline, Some((3, 9)))));
+        assert_eq!(l.check_entry(d(0, 8, Desc::INLINE), false), Some((Payload::Inline, None)));
+        assert_eq!(
+            l.check_entry(d(0, 8, Desc::INLINE | 0x100), false),
+            None,
+            "a handler needs MESSAGE"
+        );
+        assert_eq!(
+            l.check_payload(d(0, 8, m(true, 1))),
+            None,
+            "a frame-only reader refuses messages"
+        );
     }
 
     #[test]

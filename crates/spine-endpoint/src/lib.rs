@@ -15,6 +15,12 @@
 //! receive takes nothing from the fill ring. Both sides send any message of 64 bytes
 //! or less inline.
 //!
+//! **Active messages** share the rings: a descriptor with [`Desc::MESSAGE`] carries a
+//! message for a handler number (options bits 8..16; on the receive ring also its
+//! source in bits 16..32) of at most [`Desc::MSG_MAX`] bytes, inline or in a frame like
+//! any payload. The layout is unchanged (version 2); a reader that knows no messages
+//! refuses their descriptors as it refuses any unknown option bit.
+//!
 //! The adapter side ([`AdapterEnd`]) trusts nothing in shared memory: it keeps its own
 //! copy of every index it owns, reads each index and descriptor the client writes
 //! exactly once, and checks it before use. Frames are copied between the adapter's
@@ -45,7 +51,7 @@ mod shm;
 #[expect(unsafe_code, reason = "poll(2) on the clients' connections")]
 mod watch;
 
-pub use adapter::{AdapterEnd, AdapterStats};
+pub use adapter::{AdapterEnd, AdapterStats, Taken};
 pub use client::ClientEnd;
 pub use desc::Desc;
 pub use error::EndpointError;

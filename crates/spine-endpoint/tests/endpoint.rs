@@ -1,7 +1,7 @@
 //! Round trips through an endpoint, and hostile clients against the adapter side.
 
 use proptest::prelude::*;
-use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
+use spine_endpoint::{AdapterEnd, ClientEnd, Desc, Layout, Taken};
 
 fn pair(layout: Layout) -> (AdapterEnd, ClientEnd) {
     let a = AdapterEnd::create(layout).unwrap();
@@ -87,7 +87,7 @@ fn inline_descriptors_from_a_client_are_checked_like_any_other() {
     let tx_entries = RING_BASE + 128;
     let mut buf = [0u8; 2048];
     // Each bad entry alone: inline with an address, inline too long, unknown flag bits.
-    let bad = [(8u64, 4u64 | 1 << 32), (0, 65 | 1 << 32), (0, 4 | 3 << 32), (0, 4 | 1 << 63)];
+    let bad = [(8u64, 4u64 | 1 << 32), (0, 65 | 1 << 32), (0, 4 | 5 << 32), (0, 4 | 1 << 63)];
     for (i, (addr, word)) in bad.iter().enumerate() {
         c.poke_u64(tx_entries + i * 16, *addr);
         c.poke_u64(tx_entries + i * 16 + 8, *word);
@@ -208,4 +208,68 @@ fn a_client_cannot_resize_the_region_it_was_given() {
     let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
     assert_eq!(seals & libc::F_SEAL_SEAL, libc::F_SEAL_SEAL, "the seals cannot be lifted");
     assert!(a.deliver(&[9; 60]), "the adapter side still works");
+}
+
+/// Active messages both ways: host to adapter marked with their handler (inline up to 64
+/// bytes, in a frame up to 240), adapter to host marked with handler and source; frames
+/// and messages interleave in order; a caller that serves no messages drops them counted.
+#[test]
+fn active_messages_are_marked_both_ways_and_interleave_with_frames() {
+    let (mut a, mut c) = pair(Layout::new(8, 2048, 8).unwrap());
+    let mut buf = [0u8; 2048];
+    for (i, len) in [0usize, 1, 64, 65, 200, 240].into_iter().enumerate() {
+        let msg: Vec<u8> = (0..len).map(|b| (b + i) as u8).collect();
+        assert!(c.send_message(7 + i as u8, &msg));
+        assert!(c.send(&[i as u8; 100]));
+        let got = a.take_entry(&mut buf);
+        assert_eq!(got, Some(Taken::Message { handler: 7 + i as u8, len }));
+        assert_eq!(buf[..len], msg[..]);
+        assert_eq!(a.take_entry(&mut buf), Some(Taken::Frame(100)), "the frame after it");
+        assert!(a.deliver_message(9, 300 + i as u16, &msg));
+        assert!(a.deliver(&[i as u8; 70]));
+        let mut seen = Vec::new();
+        assert_eq!(c.recv_marked(8, |m, mark| seen.push((m.to_vec(), mark))), 2);
+        assert_eq!(seen[0], (msg.clone(), Some((9, 300 + i as u16))));
+        assert_eq!(seen[1], (vec![i as u8; 70], None));
+    }
+    assert!(!c.send_message(1, &[0; 241]), "over 240 bytes: refused on the client side");
+    assert!(!a.deliver_message(1, 0, &[0; 241]));
+    let s = a.stats();
+    assert_eq!((s.msg_taken, s.tx_taken, s.msg_delivered, s.bad_desc), (6, 6, 6, 0));
+    // `take` serves frames only: a message before a frame is dropped, counted.
+    assert!(c.send_message(1, b"hi") && c.send(b"frame"));
+    assert_eq!(a.take(&mut buf), Some(5));
+    assert_eq!(a.stats().msg_dropped, 1);
+}
+
+/// Hostile message descriptors: longer than 240 bytes (inline or in a frame), a source
+/// written by the client, an undefined option bit; each is skipped and counted, and the
+/// good message behind them is taken.
+#[test]
+fn hostile_message_descriptors_are_refused_and_counted() {
+    let layout = Layout::new(8, 2048, 4).unwrap();
+    let (mut a, c) = pair(layout);
+    let tx_entries = RING_BASE + 128;
+    let mut buf = [0u8; 2048];
+    let opt = |o: u32| u64::from(o) << 32;
+    let m = |inline| Desc::message_options(inline, 7, 0);
+    let bad = [
+        (2048u64, 241 | opt(m(false))),
+        (0, 65 | opt(m(true))),
+        (0, 8 | opt(Desc::message_options(true, 7, 5))),
+        (0, 8 | opt(m(true) | 4)),
+        (1 << 40, 8 | opt(m(false))),
+    ];
+    for (i, (addr, word)) in bad.iter().enumerate() {
+        c.poke_u64(tx_entries + i * 16, *addr);
+        c.poke_u64(tx_entries + i * 16 + 8, *word);
+    }
+    let inline = RING_BASE + layout_inline_off(8);
+    c.poke_u64(tx_entries + 5 * 16, 0);
+    c.poke_u64(tx_entries + 5 * 16 + 8, 8 | opt(Desc::message_options(true, 255, 0)));
+    c.poke_u64(inline + 5 * 64, u64::from_le_bytes(*b"message!"));
+    c.poke_u32(RING_BASE, 6);
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 255, len: 8 }));
+    assert_eq!(&buf[..8], b"message!");
+    assert_eq!((a.stats().bad_desc, a.stats().msg_taken), (5, 1));
 }

@@ -235,7 +235,7 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
             }
             Plan::CpuMap
         }
-        mt::XSKMAP => {
+        mt::XSKMAP | mt::SPINE_ENDPOINT => {
             // `xsk_map_alloc`: key and value 4 bytes, one combined EINVAL.
             check_entry_map(def, mf::NUMA_NODE | mf::RDONLY | mf::WRONLY)?;
             if def.value_size != 4 {

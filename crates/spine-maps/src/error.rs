@@ -44,6 +44,8 @@ pub enum ReadOnlyReason {
     /// Program-side update or delete on a `BPF_F_RDONLY_PROG` map (the kernel's verifier
     /// rejects such a program at load time with `EACCES`).
     RdonlyProg,
+    /// User-side write to an endpoint map slot: only the adapter binds them.
+    EndpointSlot,
 }
 
 impl std::fmt::Display for ReadOnlyReason {
@@ -52,6 +54,9 @@ impl std::fmt::Display for ReadOnlyReason {
             ReadOnlyReason::Frozen => "frozen",
             ReadOnlyReason::RdonlyMap => "created with BPF_F_RDONLY",
             ReadOnlyReason::RdonlyProg => "read-only for programs (BPF_F_RDONLY_PROG)",
+            ReadOnlyReason::EndpointSlot => {
+                "endpoint map slots are bound by opening an endpoint on them"
+            }
         })
     }
 }

@@ -424,6 +424,29 @@ impl Map {
         }
     }
 
+    /// Endpoint map (`SPINE_ENDPOINT`): binds slot `index` to endpoint `id` (control
+    /// path: the adapter, when an application opens an endpoint on the slot). `Exists`
+    /// if the slot is taken, `IndexOutOfRange` past the end, `Unsupported` for any other
+    /// map type.
+    pub fn bind_endpoint(&self, index: u32, id: u32) -> Result<(), MapError> {
+        match &self.inner {
+            Inner::XskMap(x) if self.def.map_type == spine_abi::map_type::SPINE_ENDPOINT => {
+                x.bind(index, id)
+            }
+            _ => Err(MapError::Unsupported { map: self.name(), map_type: self.def.map_type }),
+        }
+    }
+
+    /// Endpoint map: empties slot `index` if it still holds endpoint `id`; whether it did.
+    pub fn unbind_endpoint(&self, index: u32, id: u32) -> bool {
+        match &self.inner {
+            Inner::XskMap(x) if self.def.map_type == spine_abi::map_type::SPINE_ENDPOINT => {
+                x.unbind(index, id)
+            }
+            _ => false,
+        }
+    }
+
     /// `BPF_MAP_DELETE_ELEM` (`EPERM` once frozen; arrays: `EINVAL`; a devmap or cpumap
     /// slot: emptied, `EINVAL` out of range; an array_of_maps slot: `E2BIG` out of
     /// range, `ENOENT` if empty; a ring buffer: `ENOTSUPP`).

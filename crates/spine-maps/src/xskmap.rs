@@ -14,6 +14,13 @@
 //! - A program's lookup returns a pointer to the 4-byte entry, read-only (the kernel's
 //!   verifier types it as `struct xdp_sock *`; programs in the wild only test it for
 //!   NULL).
+//!
+//! The same storage serves spine's **endpoint map** (`SPINE_ENDPOINT`, declared as
+//! `SPINE_MAP_TYPE_ENDPOINT` in `include/spine_helpers.h`): a slot holds the id of the
+//! spine endpoint an application bound to it when it opened the endpoint, and
+//! `bpf_redirect_map` into it delivers the frame to that endpoint. Its slots are written
+//! only by the adapter ([`XskMap::bind`], [`XskMap::unbind`]): user-space updates and
+//! deletes are refused as read-only, so no client can point a slot at another's endpoint.
 
 use spine_abi::update_flags::{EXIST, NOEXIST};
 
@@ -24,6 +31,9 @@ use crate::MapError;
 #[derive(Debug)]
 pub(crate) struct XskMap {
     entries: EntryArray,
+    /// spine's endpoint map (`SPINE_ENDPOINT`): the same slots, holding endpoint ids that
+    /// only the adapter binds ([`XskMap::bind`]); user space cannot write them.
+    endpoint: bool,
 }
 
 impl XskMap {
@@ -32,7 +42,47 @@ impl XskMap {
     }
 
     pub(crate) fn new(def: &MapDef) -> Result<XskMap, MapError> {
-        Ok(XskMap { entries: EntryArray::new(def)? })
+        let endpoint = def.map_type == spine_abi::map_type::SPINE_ENDPOINT;
+        Ok(XskMap { entries: EntryArray::new(def)?, endpoint })
+    }
+
+    fn refuse_user(&self) -> Result<(), MapError> {
+        if self.endpoint {
+            return Err(MapError::ReadOnly {
+                map: self.entries.name(),
+                why: crate::error::ReadOnlyReason::EndpointSlot,
+            });
+        }
+        Ok(())
+    }
+
+    /// Endpoint map: binds slot `index` to endpoint `id` (non-zero); `Exists` if the slot
+    /// holds an endpoint already, `IndexOutOfRange` past the end.
+    pub(crate) fn bind(&self, index: u32, id: u32) -> Result<(), MapError> {
+        let e = &self.entries;
+        if index >= e.max_entries() {
+            let max_entries = e.max_entries();
+            return Err(MapError::IndexOutOfRange { map: e.name(), index, max_entries });
+        }
+        if id == 0 || e.lookup(&index.to_ne_bytes()).is_some() {
+            return Err(MapError::Exists { map: e.name() });
+        }
+        e.set(index, id);
+        Ok(())
+    }
+
+    /// Endpoint map: empties slot `index` if it still holds endpoint `id`.
+    pub(crate) fn unbind(&self, index: u32, id: u32) -> bool {
+        let e = &self.entries;
+        let mut v = [0u8; 4];
+        if index < e.max_entries()
+            && e.lookup_user(&index.to_ne_bytes(), &mut v).is_ok()
+            && u32::from_ne_bytes(v) == id
+        {
+            e.clear(index);
+            return true;
+        }
+        false
     }
 
     pub(crate) fn entries(&self) -> &EntryArray {
@@ -41,6 +91,7 @@ impl XskMap {
 
     /// `xsk_map_update_elem`, the checks in the kernel's order.
     pub(crate) fn update_user(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        self.refuse_user()?;
         let e = &self.entries;
         let i = EntryArray::index(key);
         let ifindex = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
@@ -67,6 +118,7 @@ impl XskMap {
 
     /// `xsk_map_delete_elem`: `EINVAL` out of range, success on an empty slot.
     pub(crate) fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        self.refuse_user()?;
         self.entries.delete_user(key)
     }
 }

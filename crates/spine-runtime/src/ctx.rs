@@ -49,6 +49,26 @@ pub fn rewrite_load(i: Insn, field_off: u32) -> Option<Insn> {
     Some(Insn::new(op::LDX | op::MEM | size, i.dst, i.src, off, 0))
 }
 
+/// The load `i` of the `struct spine_msg_md` field at `field_off` (a message handler's
+/// context), rewritten to read [`XdpCtx`], where the runner keeps a message's fields:
+/// the payload as the packet, `len` in `egress_ifindex`, `source` in
+/// `ingress_ifindex`, `handler` in `rx_queue_index`.
+pub fn rewrite_msg_load(i: Insn, field_off: u32) -> Option<Insn> {
+    use spine_abi::spine_msg_md as m;
+    if i.class() != op::LDX || i.code & 0xe0 != op::MEM {
+        return None;
+    }
+    let (off, size) = match i16::try_from(field_off).ok()? {
+        m::DATA => (0, op::DW),
+        m::DATA_END => (8, op::DW),
+        m::LEN => (32, op::W),
+        m::SOURCE => (24, op::W),
+        m::HANDLER => (28, op::W),
+        _ => return None,
+    };
+    Some(Insn::new(op::LDX | op::MEM | size, i.dst, i.src, off, 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,6 +53,28 @@ pub const XDP_HELPERS: &[u32] = {
     ]
 };
 
+/// spine's own helpers (numbered outside the kernel's range): only a domain that lists
+/// them in `helpers` grants them; the default (every helper) does not include them.
+pub const SPINE_HELPERS: &[u32] = &[spine_abi::helper::SPINE_MSG_SEND];
+
+/// What an active-message handler may not call: helpers that act on a packet or its
+/// verdict (a handler's "packet" is its message, and its return value is no verdict).
+const NOT_FOR_HANDLERS: &[u32] = {
+    use spine_abi::helper::*;
+    &[
+        TAIL_CALL,
+        REDIRECT,
+        REDIRECT_MAP,
+        XDP_ADJUST_HEAD,
+        XDP_ADJUST_META,
+        XDP_ADJUST_TAIL,
+        FIB_LOOKUP,
+        XDP_GET_BUFF_LEN,
+        XDP_LOAD_BYTES,
+        XDP_STORE_BYTES,
+    ]
+};
+
 /// What a domain's extensions may use, all together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quota {
@@ -73,7 +95,8 @@ impl Default for Quota {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DomainSpec {
     pub name: String,
-    /// Helper ids extensions may call; `None` = every helper spine implements.
+    /// Helper ids extensions may call; `None` = every kernel helper spine implements
+    /// (spine's own, [`SPINE_HELPERS`], only when listed).
     pub helpers: Option<Vec<u32>>,
     /// Maps shared between the domain's extensions: an extension declaring a map of this
     /// name gets the domain's instance (created by the first, checked identical after).
@@ -108,8 +131,12 @@ impl DomainSpec {
             .iter()
             .map(|n| {
                 let full = if n.starts_with("bpf_") { n.clone() } else { format!("bpf_{n}") };
-                (0..256u32)
-                    .find(|&id| spine_abi::helper::name(id) == Some(full.as_str()))
+                let name = |id| spine_abi::helper::name(id);
+                SPINE_HELPERS
+                    .iter()
+                    .copied()
+                    .find(|&id| name(id) == Some(n.as_str()))
+                    .or_else(|| (0..256u32).find(|&id| name(id) == Some(full.as_str())))
                     .ok_or_else(|| DomainError::UnknownHelper(n.clone()))
             })
             .collect()
@@ -169,8 +196,20 @@ impl Domain {
     pub fn xdp_helpers(&self) -> Vec<u32> {
         match &self.spec.helpers {
             None => XDP_HELPERS.to_vec(),
-            Some(ids) => XDP_HELPERS.iter().copied().filter(|h| ids.contains(h)).collect(),
+            Some(ids) => XDP_HELPERS
+                .iter()
+                .chain(SPINE_HELPERS)
+                .copied()
+                .filter(|h| ids.contains(h))
+                .collect(),
         }
+    }
+
+    /// Helper ids the domain's active-message handlers may call.
+    pub fn handler_helpers(&self) -> Vec<u32> {
+        let mut ids = self.xdp_helpers();
+        ids.retain(|h| !NOT_FOR_HANDLERS.contains(h));
+        ids
     }
 
     /// Whether extensions may redirect to `port`.

@@ -135,6 +135,8 @@ pub struct Extension {
     /// The `bpf_loop` calls the kernel would inline (see
     /// `spine_verifier::Verified::inlined_loops`), whose edge cases differ.
     pub(crate) inlined_loops: Vec<usize>,
+    /// For an active-message handler (`SEC("spine/handler/N")`): its number.
+    handler: Option<u8>,
 }
 
 impl std::fmt::Debug for Extension {
@@ -156,7 +158,10 @@ impl std::fmt::Debug for Extension {
 pub struct LoadedObject {
     pub maps: Arc<MapTable>,
     pub programs: Vec<Arc<Extension>>,
-    /// Programs of the object that are not XDP programs: (name, section, type).
+    /// Its active-message handlers (`SEC("spine/handler/N")`), sharing its maps.
+    pub handlers: Vec<Arc<Extension>>,
+    /// Programs of the object that are neither XDP programs nor handlers: (name,
+    /// section, type).
     pub skipped: Vec<(String, String, ProgType)>,
 }
 
@@ -208,8 +213,13 @@ pub fn load_object(obj: &Object, opts: &LoadOptions) -> Result<LoadedObject, Loa
     let maps = Arc::new(MapTable::create(obj, &opts.domain, opts.ncpus, opts.map_seed)?);
     let infos: Vec<MapInfo> = obj.maps.iter().map(map_info).collect();
     let mut programs = Vec::new();
+    let mut handlers = Vec::new();
     let mut skipped = Vec::new();
     for prog in &obj.programs {
+        if is_handler(prog) {
+            handlers.push(Arc::new(load_program(obj, prog, &maps, &infos, opts)?));
+            continue;
+        }
         if !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags) {
             skipped.push((prog.name.clone(), prog.section.clone(), prog.prog_type));
             continue;
@@ -230,7 +240,12 @@ pub fn load_object(obj: &Object, opts: &LoadOptions) -> Result<LoadedObject, Loa
             pa.set(*slot, Some(p), &maps)?;
         }
     }
-    Ok(LoadedObject { maps, programs, skipped })
+    Ok(LoadedObject { maps, programs, handlers, skipped })
+}
+
+/// Whether `prog` is an active-message handler (`SEC("spine/handler/N")`, N 0..=255).
+fn is_handler(prog: &spine_obj::Program) -> bool {
+    prog.prog_type == ProgType::Spine && crate::msg::handler_of_section(&prog.section).is_some()
 }
 
 /// The program of `obj` in or named `section`, else its first XDP program: the one that
@@ -282,7 +297,8 @@ pub fn load_selected(
             .flat_map(|m| &m.init_slots)
             .any(|(_, t)| matches!(t, SlotTarget::Program(n) if *n == p.name))
     };
-    let others = obj.programs.iter().filter(|p| !std::ptr::eq(*p, prog) && slotted(p));
+    let others =
+        obj.programs.iter().filter(|p| !std::ptr::eq(*p, prog) && (slotted(p) || is_handler(p)));
     let only =
         Object { programs: std::iter::once(prog).chain(others).cloned().collect(), ..obj.clone() };
     let loaded = load_object(&only, opts)?;
@@ -302,7 +318,9 @@ pub fn verify_program(
 }
 
 fn ctx_layout(prog: &spine_obj::Program) -> CtxLayout {
-    if prog.section.starts_with("xdp/devmap") {
+    if is_handler(prog) {
+        spine_verifier::spine_msg_ctx()
+    } else if prog.section.starts_with("xdp/devmap") {
         spine_verifier::xdp_devmap_ctx()
     } else {
         spine_verifier::xdp_ctx()
@@ -315,11 +333,13 @@ fn verify_with(
     ctx: &CtxLayout,
     opts: &LoadOptions,
 ) -> Result<Verified, LoadError> {
-    if !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags) {
+    let handler = is_handler(prog);
+    if !handler && !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags) {
         return Err(LoadError::WrongType { program: prog.name.clone(), prog_type: prog.prog_type });
     }
     opts.domain.check_insns(prog.insns.len())?;
-    let helpers = KernelHelpers::only(&opts.domain.xdp_helpers());
+    let ids = if handler { opts.domain.handler_helpers() } else { opts.domain.xdp_helpers() };
+    let helpers = KernelHelpers::only(&ids);
     let env = VerifyEnv {
         ctx,
         helpers: &helpers,
@@ -360,7 +380,8 @@ fn load_program(
     for (pc, info) in verified.insn_info.iter().enumerate() {
         if let Some(MemAccess::Ctx { field }) = info.access {
             let off = ctx_layout.fields[field].off;
-            insns[pc] = ctx::rewrite_load(insns[pc], off).ok_or(LoadError::Unsupported {
+            let rewrite = if is_handler(prog) { ctx::rewrite_msg_load } else { ctx::rewrite_load };
+            insns[pc] = rewrite(insns[pc], off).ok_or(LoadError::Unsupported {
                 program: program.clone(),
                 pc,
                 what: "this context access",
@@ -408,6 +429,7 @@ fn load_program(
         engine,
         health: Health::default(),
         inlined_loops: verified.inlined_loops,
+        handler: crate::msg::handler_of_section(&prog.section).filter(|_| is_handler(prog)),
     })
 }
 
@@ -459,6 +481,10 @@ impl Extension {
     }
     pub fn domain(&self) -> &Arc<Domain> {
         &self.domain
+    }
+    /// The handler number of an active-message handler; `None` for an XDP program.
+    pub fn handler(&self) -> Option<u8> {
+        self.handler
     }
     /// The object's maps (shared with the object's other programs).
     pub fn maps(&self) -> &Arc<MapTable> {

@@ -121,10 +121,10 @@ impl Frame {
     /// frame with fragments, what does not fit the head goes into fragments.
     /// The rest of the buffer is zeroed so nothing from an earlier packet shows through.
     pub fn load(&mut self, packet: &[u8]) -> Result<(), FrameError> {
-        let g = self.geometry;
         if packet.len() < ETH_HLEN {
             return Err(FrameError::TooShort { len: packet.len() });
         }
+        let g = self.geometry;
         if packet.len() > self.max_len() {
             return Err(FrameError::TooLong { len: packet.len(), max: self.max_len() });
         }
@@ -133,10 +133,31 @@ impl Frame {
             let filled = f.fill(rest);
             debug_assert!(filled, "length checked above");
         }
+        self.place_head(head);
+        Ok(())
+    }
+
+    /// Places an active message's payload (any length the head holds, no Ethernet
+    /// header needed) at the headroom, for [`crate::XdpRunner::run_message`].
+    pub fn load_message(&mut self, packet: &[u8]) -> Result<(), FrameError> {
+        let g = self.geometry;
+        if packet.len() > g.max_packet() {
+            return Err(FrameError::TooLong { len: packet.len(), max: g.max_packet() });
+        }
+        if let Some(f) = &mut self.frags {
+            f.clear();
+        }
+        self.place_head(packet);
+        Ok(())
+    }
+
+    /// `head` at the headroom, the rest of the buffer zeroed so nothing from an earlier
+    /// packet shows through.
+    fn place_head(&mut self, head: &[u8]) {
+        let g = self.geometry;
         self.buf.fill(0);
         self.bounds = Bounds { meta: g.headroom, data: g.headroom, end: g.headroom + head.len() };
         self.bytes_mut()[g.headroom..g.headroom + head.len()].copy_from_slice(head);
-        Ok(())
     }
 
     pub fn geometry(&self) -> Geometry {

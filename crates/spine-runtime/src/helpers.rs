@@ -52,6 +52,8 @@ pub enum Redirect {
     /// `map` in the extension's map table (as the kernel, the entries when the adapter
     /// acts on the verdict), except the ingress port with `BPF_F_EXCLUDE_INGRESS`.
     Broadcast { map: u32, exclude_ingress: bool },
+    /// To the spine endpoint with this id (an endpoint map slot).
+    Endpoint { id: u32 },
 }
 
 /// `bpf_redirect_map` flags: the low bits are the verdict when the key is missing.
@@ -110,6 +112,8 @@ pub(crate) struct XdpEnv<'a> {
     /// The program now running (the entry or a tail-call target), for its
     /// `inlined_loops`; set by the runner before each engine run.
     pub running: *const Extension,
+    /// Where `spine_msg_send` puts the messages it sends (the runner's).
+    pub outbox: &'a mut crate::msg::Outbox,
 }
 
 impl Drop for XdpEnv<'_> {
@@ -400,6 +404,11 @@ impl<'a> XdpEnv<'a> {
                 Some(Redirect::Port { ifindex })
             }
             mt::CPUMAP => Some(Redirect::Cpu { cpu: key }),
+            mt::SPINE_ENDPOINT => {
+                // SAFETY: endpoint map values are 4 bytes in 8-aligned words, as xskmap's.
+                let id = unsafe { value.as_ptr().cast::<u32>().read() };
+                Some(Redirect::Endpoint { id })
+            }
             _ => {
                 return Err(CallAbort::Fault(
                     "redirect through a map that is no devmap, cpumap or xskmap",
@@ -545,6 +554,23 @@ impl Env for XdpEnv<'_> {
                 let map = self.map(a[0])?;
                 let key = mem.slice(a[1], map.def().key_size as usize).ok_or_else(bad_ptr)?;
                 map_result(map.delete(key, self.cpu))
+            }
+            helper::SPINE_MSG_SEND => {
+                // `spine_msg_send(ctx, endpoint, handler, data, len)`: the verifier proved
+                // `data` readable for `len`; the run-time checks hold for the interpreter
+                // and for values it could not bound.
+                let (endpoint, handler, len) = (a[1], a[2], a[4]);
+                if endpoint > u64::from(u32::MAX) || handler > 255 {
+                    neg(errno::EINVAL)
+                } else if len > crate::msg::MSG_MAX as u64 {
+                    neg(errno::E2BIG)
+                } else {
+                    let data = mem.slice(a[3], len as usize).ok_or_else(bad_ptr)?;
+                    match self.outbox.push(endpoint as u32, handler as u8, data) {
+                        Ok(()) => 0,
+                        Err(e) => neg(e),
+                    }
+                }
             }
             helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS => self.host.now_ns(),
             helper::GET_PRANDOM_U32 => u64::from(self.host.prandom_u32()),

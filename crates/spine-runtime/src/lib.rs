@@ -16,12 +16,13 @@ mod frame;
 mod helpers;
 mod host;
 mod maps;
+mod msg;
 mod printk;
 mod watchdog;
 mod xdp;
 
-pub use ctx::{rewrite_load, XdpCtx, XDP_CTX_SIZE};
-pub use domain::{Domain, DomainError, DomainSpec, Quota, XDP_HELPERS};
+pub use ctx::{rewrite_load, rewrite_msg_load, XdpCtx, XDP_CTX_SIZE};
+pub use domain::{Domain, DomainError, DomainSpec, Quota, SPINE_HELPERS, XDP_HELPERS};
 pub use ext::{
     load_object, load_selected, select_program, verify_program, EngineKind, Extension, LoadError,
     LoadOptions, LoadedObject, VerifyStats,
@@ -31,6 +32,7 @@ pub use frame::{Bounds, Frame, FrameError, Geometry, ETH_HLEN};
 pub use helpers::{Redirect, MAX_TAIL_CALLS};
 pub use host::{splitmix64, Event, FixedHost, Host};
 pub use maps::{map_index, MapTable, ProgArray, ProgArrayError, RtMap, MAP_HANDLE_BASE, MAX_MAPS};
+pub use msg::{handler_of_section, OutMsg, Outbox, MSG_MAX, OUTBOX_SLOTS};
 pub use spine_verifier::{VerifyError, VerifyErrorKind};
 pub use watchdog::{FaultOutcome, FaultPolicy, Health};
 pub use xdp::{Budget, RunnerError, RxInfo, Verdict, XdpBurst, XdpRunner};

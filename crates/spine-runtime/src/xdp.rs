@@ -77,6 +77,8 @@ pub struct XdpRunner {
     /// Where `bpf_for_each_map_elem` lends its callbacks their keys (registered as a
     /// read-only region); only for extensions that may walk maps.
     cb_keys: Option<Box<[u64]>>,
+    /// Active messages the current burst sent (`spine_msg_send`).
+    outbox: crate::msg::Outbox,
 }
 
 /// Regions besides the map values: context, packet, the stack, and the stack the
@@ -154,6 +156,7 @@ impl XdpRunner {
             redirect: None,
             held: Held::new(),
             cb_keys,
+            outbox: crate::msg::Outbox::default(),
         })
     }
 
@@ -225,6 +228,48 @@ impl XdpRunner {
         self.burst(geometry, rx, host).run_one(buf, bounds)
     }
 
+    /// Runs an active-message handler (an extension from `SEC("spine/handler/N")`) on the
+    /// message whose payload lies at `bounds` in `buf` (laid out as `geometry` says; no
+    /// metadata: `bounds.meta == bounds.data`), from endpoint `source`. Its context
+    /// (`struct spine_msg_md`) gives the payload, its length, the source and the
+    /// handler number. Returns r0 (no verdict: the handler's result); the messages it
+    /// sent are in [`XdpRunner::outbox`] until the next run. Bounded by the watchdog as
+    /// any invocation.
+    pub fn run_message(
+        &mut self,
+        frame: &mut Frame,
+        source: u32,
+        host: &mut dyn Host,
+    ) -> Result<u32, Box<Fault>> {
+        // A message's frame is linear: `Frame::load_message` drops any fragments.
+        let (buf, geometry, bounds, _) = frame.parts();
+        self.run_message_raw(buf, geometry, bounds, source, host)
+    }
+
+    /// As [`XdpRunner::run_message`], on any buffer (as [`XdpRunner::run_raw`]).
+    ///
+    /// # Panics
+    /// As [`XdpRunner::run_raw`].
+    pub fn run_message_raw(
+        &mut self,
+        buf: &mut [u8],
+        geometry: Geometry,
+        bounds: &mut Bounds,
+        source: u32,
+        host: &mut dyn Host,
+    ) -> Result<u32, Box<Fault>> {
+        let handler = u32::from(self.ext.handler().unwrap_or(0));
+        let rx = RxInfo { ingress_ifindex: source, rx_queue_index: handler };
+        let mut b = self.burst(geometry, rx, host);
+        b.egress = (bounds.end - bounds.data) as u32;
+        b.run_one(buf, bounds)
+    }
+
+    /// The active messages the last burst (or run) sent, oldest first.
+    pub fn outbox(&self) -> &[crate::msg::OutMsg] {
+        self.outbox.messages()
+    }
+
     /// Starts a burst: the environment, the context's constant fields, the budget and
     /// the registered regions are set up once here, and each [`XdpBurst::run`] then
     /// writes only what changes per packet (the packet pointers and its region). Every
@@ -238,6 +283,7 @@ impl XdpRunner {
         host: &'r mut dyn Host,
     ) -> XdpBurst<'r> {
         let ctx: *mut XdpCtx = &mut *self.ctx;
+        self.outbox.clear();
         // SAFETY: `ctx` points to the box this runner owns; the writes are in bounds.
         unsafe {
             std::ptr::addr_of_mut!((*ctx).ingress_ifindex).write_volatile(rx.ingress_ifindex);
@@ -268,6 +314,7 @@ impl XdpRunner {
                     .as_mut()
                     .map_or(std::ptr::null_mut(), |k| k.as_mut_ptr().cast::<u8>()),
                 running: std::ptr::null(),
+                outbox: &mut self.outbox,
             },
             ext: &self.ext,
             cpu: self.cpu,
@@ -277,6 +324,7 @@ impl XdpRunner {
             limits: RunLimits { points: self.budget.points },
             redirect: &mut self.redirect,
             detached: false,
+            egress: 0,
         }
     }
 
@@ -329,6 +377,9 @@ pub struct XdpBurst<'r> {
     redirect: &'r mut Option<Redirect>,
     /// A fault in this burst detached the extension: it runs no more.
     detached: bool,
+    /// What the context's `egress_ifindex` slot holds for each run: 0 for XDP, the
+    /// message length for a handler (`spine_msg_md.len`).
+    egress: u32,
 }
 
 impl std::fmt::Debug for XdpBurst<'_> {
@@ -377,7 +428,7 @@ impl XdpBurst<'_> {
             std::ptr::addr_of_mut!((*ctx_ptr).data).write_volatile(base + bounds.data as u64);
             std::ptr::addr_of_mut!((*ctx_ptr).data_end).write_volatile(end);
             std::ptr::addr_of_mut!((*ctx_ptr).data_meta).write_volatile(meta);
-            std::ptr::addr_of_mut!((*ctx_ptr).egress_ifindex).write_volatile(0);
+            std::ptr::addr_of_mut!((*ctx_ptr).egress_ifindex).write_volatile(self.egress);
         }
         let pkt = Region { start: meta, len: end - meta, writable: true };
         // SAFETY: the frame buffer is borrowed for all of this call and nothing else

@@ -14,6 +14,8 @@ pub enum CtxFieldKind {
     PacketMeta,
     /// A plain value, zero-extended from the field's size.
     Scalar,
+    /// A plain value the runtime guarantees is at most this (a message's length).
+    ScalarMax(u32),
 }
 
 /// One accessible field. Loads must match `off` and `size` exactly, as the kernel's
@@ -72,9 +74,37 @@ pub fn xdp_devmap_ctx() -> CtxLayout {
     }
 }
 
+/// spine's `struct spine_msg_md`, the context of an active-message handler
+/// (`SEC("spine/handler/N")`): the payload as packet pointers (`data`, `data_end`), its
+/// length (at most 240, which the verifier knows), the source endpoint and the handler
+/// number; all read-only.
+pub fn spine_msg_ctx() -> CtxLayout {
+    use spine_abi::spine_msg_md as m;
+    use CtxFieldKind::*;
+    CtxLayout {
+        size: m::SIZE as u32,
+        fields: vec![
+            field("data", m::DATA, PacketStart),
+            field("data_end", m::DATA_END, PacketEnd),
+            field("len", m::LEN, ScalarMax(m::MSG_MAX)),
+            field("source", m::SOURCE, Scalar),
+            field("handler", m::HANDLER, ScalarMax(255)),
+        ],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_message_context_has_five_read_only_fields() {
+        let c = spine_msg_ctx();
+        assert_eq!((c.size, c.fields.len()), (20, 5));
+        assert_eq!(c.field_at(8).map(|(_, f)| f.kind), Some(CtxFieldKind::ScalarMax(240)));
+        assert!(c.field_at(20).is_none() && c.field_at(2).is_none());
+        assert!(c.fields.iter().all(|f| f.size == 4 && !f.writable));
+    }
 
     #[test]
     fn xdp_layout_matches_the_kernel() {

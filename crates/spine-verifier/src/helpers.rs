@@ -141,6 +141,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::XDP_GET_BUFF_LEN => ([Ctx, d, d, d, d], RetType::Integer),
         h::XDP_LOAD_BYTES => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
         h::XDP_STORE_BYTES => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
+        h::SPINE_MSG_SEND => ([Ctx, Anything, Anything, mem_ro, ConstSize], RetType::Integer),
         _ => return None,
     };
     Some(HelperProto {
@@ -161,7 +162,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 33] = [
+pub const KNOWN_HELPERS: [u32; 34] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -195,6 +196,7 @@ pub const KNOWN_HELPERS: [u32; 33] = [
     h::XDP_STORE_BYTES,
     h::MAP_LOOKUP_PERCPU_ELEM,
     h::KTIME_GET_TAI_NS,
+    h::SPINE_MSG_SEND,
 ];
 
 /// A table of kernel prototypes for a chosen set of helpers.
@@ -234,7 +236,7 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
         mt::PROG_ARRAY => id == h::TAIL_CALL,
         mt::DEVMAP | mt::DEVMAP_HASH => matches!(id, h::REDIRECT_MAP | h::MAP_LOOKUP_ELEM),
         mt::CPUMAP => id == h::REDIRECT_MAP,
-        mt::XSKMAP => matches!(id, h::REDIRECT_MAP | h::MAP_LOOKUP_ELEM),
+        mt::XSKMAP | mt::SPINE_ENDPOINT => matches!(id, h::REDIRECT_MAP | h::MAP_LOOKUP_ELEM),
         mt::RINGBUF => matches!(id, h::RINGBUF_OUTPUT | h::RINGBUF_RESERVE | h::RINGBUF_QUERY),
         mt::PERF_EVENT_ARRAY => false,
         mt::ARRAY_OF_MAPS | mt::HASH_OF_MAPS => id == h::MAP_LOOKUP_ELEM,
@@ -243,7 +245,10 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
     let func_ok = match id {
         h::TAIL_CALL => map_type == mt::PROG_ARRAY,
         h::REDIRECT_MAP => {
-            matches!(map_type, mt::DEVMAP | mt::DEVMAP_HASH | mt::CPUMAP | mt::XSKMAP)
+            matches!(
+                map_type,
+                mt::DEVMAP | mt::DEVMAP_HASH | mt::CPUMAP | mt::XSKMAP | mt::SPINE_ENDPOINT
+            )
         }
         h::RINGBUF_OUTPUT | h::RINGBUF_RESERVE | h::RINGBUF_QUERY => map_type == mt::RINGBUF,
         h::FOR_EACH_MAP_ELEM => matches!(

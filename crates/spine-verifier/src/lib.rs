@@ -60,7 +60,7 @@ mod state;
 pub mod tnum;
 mod verifier;
 
-pub use ctx::{xdp_ctx, xdp_devmap_ctx, CtxField, CtxFieldKind, CtxLayout};
+pub use ctx::{spine_msg_ctx, xdp_ctx, xdp_devmap_ctx, CtxField, CtxFieldKind, CtxLayout};
 pub use env::{Limits, MapInfo, VerifyEnv};
 pub use error::{LeakTarget, VerifyError, VerifyErrorKind};
 pub use helpers::{

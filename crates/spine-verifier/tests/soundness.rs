@@ -38,7 +38,8 @@ fn flat_maps() -> Vec<MapInfo> {
 }
 
 fn read_only(m: &MapInfo) -> bool {
-    m.read_only || matches!(m.map_type, mt::DEVMAP | mt::DEVMAP_HASH | mt::XSKMAP)
+    m.read_only
+        || matches!(m.map_type, mt::DEVMAP | mt::DEVMAP_HASH | mt::XSKMAP | mt::SPINE_ENDPOINT)
 }
 
 /// Helpers that check every pointer they get against the invocation's regions.

@@ -299,3 +299,31 @@ fn xskmap_entries_bind_ports_with_the_kernels_update_checks() {
     assert_eq!(m.lookup(&k32(0), 0), None);
     assert_eq!(keys(&m).len(), 4, "every index is listed, as an array's");
 }
+
+/// spine's endpoint map: the xskmap's creation checks and program side, slots bound and
+/// emptied only by the adapter (user space is refused with `EPERM`), an unbind that names
+/// a stale endpoint leaving a re-bound slot alone.
+#[test]
+fn endpoint_map_slots_are_bound_by_the_adapter_only() {
+    use spine_abi::map_type::SPINE_ENDPOINT;
+    let m = map(SPINE_ENDPOINT, 4, 4, 4, 0, 1);
+    assert_eq!(m.def().flags & mf::RDONLY_PROG, mf::RDONLY_PROG);
+    let bad = crate::MapDef::new("t", SPINE_ENDPOINT, 4, 8, 4, 0);
+    assert!(crate::Map::create(bad, &crate::MapOptions::default()).is_err(), "value 8");
+    assert_eq!(errno(m.update_user(&k32(0), &7u32.to_ne_bytes(), 0)), -1, "user space: EPERM");
+    assert_eq!(errno(m.delete_user(&k32(0))), -1);
+    assert_eq!(m.lookup(&k32(0), 0), None, "empty");
+    m.bind_endpoint(0, 7).unwrap();
+    assert!(matches!(m.bind_endpoint(0, 8), Err(MapError::Exists { .. })), "taken");
+    assert!(matches!(m.bind_endpoint(4, 8), Err(MapError::IndexOutOfRange { .. })));
+    assert_eq!(get(&m, &k32(0)), Ok(7u32.to_ne_bytes().to_vec()));
+    assert!(m.lookup(&k32(0), 0).is_some());
+    assert!(m.update(&k32(0), &9u32.to_ne_bytes(), 0, 0).is_err(), "programs do not write");
+    assert!(!m.unbind_endpoint(0, 8), "another endpoint's id leaves the slot alone");
+    assert!(m.unbind_endpoint(0, 7));
+    assert_eq!(m.lookup(&k32(0), 0), None);
+    m.bind_endpoint(0, 9).unwrap();
+    assert!(!m.unbind_endpoint(0, 7), "a stale unbind does not empty a re-bound slot");
+    let x = map(spine_abi::map_type::XSKMAP, 4, 4, 4, 0, 1);
+    assert!(matches!(x.bind_endpoint(0, 1), Err(MapError::Unsupported { .. })));
+}

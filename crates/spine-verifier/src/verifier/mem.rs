@@ -218,8 +218,7 @@ impl Verifier<'_> {
             Kind::MapValue { map } => {
                 let m = usize::from(map);
                 let info = &self.maps[m];
-                let vs =
-                    if info.map_type == spine_abi::map_type::XSKMAP { 0 } else { info.value_size };
+                let vs = if is_socket_map(info.map_type) { 0 } else { info.value_size };
                 Self::bounded(&ptr, reg, off, size, vs, |o| K::MapValueOutOfBounds {
                     reg,
                     map: m as u32,
@@ -264,7 +263,11 @@ impl Verifier<'_> {
     pub(super) fn map_read_only(&self, m: usize) -> bool {
         use spine_abi::map_type as mt;
         let info = &self.maps[m];
-        info.read_only || matches!(info.map_type, mt::DEVMAP | mt::DEVMAP_HASH | mt::XSKMAP)
+        info.read_only
+            || matches!(
+                info.map_type,
+                mt::DEVMAP | mt::DEVMAP_HASH | mt::XSKMAP | mt::SPINE_ENDPOINT
+            )
     }
 
     pub(super) fn load(&mut self, pc: usize, i: Insn, st: &mut State) -> Result<(), K> {
@@ -296,6 +299,7 @@ impl Verifier<'_> {
                     }
                     CtxFieldKind::PacketEnd => Reg::ptr(Kind::PacketEnd, 0),
                     CtxFieldKind::Scalar => Reg::scalar(Scalar::unknown_bytes(size as u32)),
+                    CtxFieldKind::ScalarMax(max) => Reg::scalar(Scalar::urange(0, u64::from(max))),
                 }
             }
             _ => Reg::scalar(ext(Scalar::unknown_bytes(size as u32))),
@@ -594,8 +598,7 @@ impl Verifier<'_> {
             Kind::MapValue { map } => {
                 let m = usize::from(map);
                 let info = &self.maps[m];
-                let vs =
-                    if info.map_type == spine_abi::map_type::XSKMAP { 0 } else { info.value_size };
+                let vs = if is_socket_map(info.map_type) { 0 } else { info.value_size };
                 Self::bounded(&ptr, reg, 0, max, vs, |o| K::MapValueOutOfBounds {
                     reg,
                     map: m as u32,
@@ -671,4 +674,10 @@ impl Reg {
     fn with_truncated(self, size: u64) -> Reg {
         Reg::scalar(self.v.truncate(size as u32))
     }
+}
+
+/// An xskmap or spine's endpoint map: a lookup gives a pointer the program may only test
+/// for NULL (the kernel types it `struct xdp_sock *`), no readable value.
+fn is_socket_map(t: u32) -> bool {
+    matches!(t, spine_abi::map_type::XSKMAP | spine_abi::map_type::SPINE_ENDPOINT)
 }

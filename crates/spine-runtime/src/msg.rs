@@ -1,0 +1,105 @@
+//! Active messages an invocation sends (`spine_msg_send`): kept in a fixed outbox the
+//! runner owns, so the helper allocates nothing; the adapter drains it after the run and
+//! delivers each message to its endpoint.
+
+/// Largest payload of a small active message.
+pub const MSG_MAX: usize = spine_abi::spine_msg_md::MSG_MAX as usize;
+
+/// Messages one burst of invocations may send before `spine_msg_send` answers
+/// `-ENOSPC`: one for each packet of a default burst (32) and as many again (about
+/// 16 KiB per runner).
+pub const OUTBOX_SLOTS: usize = 64;
+
+/// One message for a host endpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct OutMsg {
+    /// The endpoint's id.
+    pub endpoint: u32,
+    pub handler: u8,
+    len: u8,
+    data: [u8; MSG_MAX],
+}
+
+impl OutMsg {
+    pub fn payload(&self) -> &[u8] {
+        &self.data[..usize::from(self.len)]
+    }
+}
+
+/// The messages sent since the runner's last burst began.
+#[derive(Debug)]
+pub struct Outbox {
+    msgs: Box<[OutMsg; OUTBOX_SLOTS]>,
+    len: usize,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        let empty = OutMsg { endpoint: 0, handler: 0, len: 0, data: [0; MSG_MAX] };
+        Outbox { msgs: Box::new([empty; OUTBOX_SLOTS]), len: 0 }
+    }
+}
+
+impl Outbox {
+    /// Queues a message; `Err` with the helper's errno (positive) when `data` is longer
+    /// than [`MSG_MAX`] (`E2BIG`) or the outbox is full (`ENOSPC`).
+    pub(crate) fn push(&mut self, endpoint: u32, handler: u8, data: &[u8]) -> Result<(), i64> {
+        if data.len() > MSG_MAX {
+            return Err(spine_abi::errno::E2BIG);
+        }
+        let Some(slot) = self.msgs.get_mut(self.len) else {
+            return Err(spine_abi::errno::ENOSPC);
+        };
+        slot.endpoint = endpoint;
+        slot.handler = handler;
+        slot.len = data.len() as u8;
+        slot.data[..data.len()].copy_from_slice(data);
+        self.len += 1;
+        Ok(())
+    }
+
+    pub fn messages(&self) -> &[OutMsg] {
+        &self.msgs[..self.len]
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+/// The handler number of a program in section `spine/handler/N` (N decimal, 0..=255).
+pub fn handler_of_section(section: &str) -> Option<u8> {
+    let n = section.strip_prefix("spine/handler/")?;
+    if n.is_empty() || n.len() > 3 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_sections_name_0_to_255() {
+        assert_eq!(handler_of_section("spine/handler/7"), Some(7));
+        assert_eq!(handler_of_section("spine/handler/255"), Some(255));
+        assert_eq!(handler_of_section("spine/handler/256"), None);
+        assert_eq!(handler_of_section("spine/handler/"), None);
+        assert_eq!(handler_of_section("spine/handler/+1"), None);
+        assert_eq!(handler_of_section("spine/msg"), None);
+    }
+
+    #[test]
+    fn the_outbox_holds_64_messages_of_240_bytes() {
+        let mut o = Outbox::default();
+        assert_eq!(o.push(1, 2, &[0; 241]), Err(spine_abi::errno::E2BIG));
+        for i in 0..OUTBOX_SLOTS as u32 {
+            o.push(i, 7, &[i as u8; MSG_MAX]).unwrap();
+        }
+        assert_eq!(o.push(9, 7, b"x"), Err(spine_abi::errno::ENOSPC));
+        assert_eq!(o.messages()[3].payload(), &[3u8; MSG_MAX][..]);
+        o.clear();
+        assert!(o.messages().is_empty());
+    }
+}
