@@ -14,8 +14,8 @@
 //! receivers busy-polling non-blocking sockets and once blocking in `recv`. Then the
 //! same across two adapters joined by a UDP tunnel on loopback: the bench thread is an
 //! application with an endpoint on adapter A, the echoing one has its endpoint on
-//! adapter B (each adapter one worker that never sleeps: on a machine with few cores the
-//! two workers and the two applications share them).
+//! adapter B (each adapter one worker; on a machine with fewer than four cores the two
+//! workers sleep 20 µs when idle, see [`tunnel_idle_sleep_us`]).
 //!
 //! Per size: the round trips' median and 99th percentile (one message in flight), and
 //! the echo throughput with up to [`WINDOW`] messages in flight (fewer above 2 KiB, see
@@ -252,10 +252,11 @@ impl Drop for Served {
     }
 }
 
-fn builder() -> Result<AdapterBuilder> {
+/// An adapter of one worker; `idle_sleep_us` 0: it never sleeps.
+fn builder(idle_sleep_us: u64) -> Result<AdapterBuilder> {
     let mut pool = PoolConfig::new(1024);
     pool.buf_size = 8192;
-    let opts = AdapterOptions { workers: 1, idle_sleep_us: 0, pool, ..Default::default() };
+    let opts = AdapterOptions { workers: 1, idle_sleep_us, pool, ..Default::default() };
     Ok(AdapterBuilder::new(opts)?)
 }
 
@@ -298,7 +299,7 @@ impl Drop for SockDir {
 /// same adapter echoes.
 fn spine_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
     let dir = SockDir::new("one")?;
-    let mut b = builder()?;
+    let mut b = builder(0)?;
     let end = AdapterEnd::create(Layout::new(256, MAX_FRAME as u32, 256)?)?;
     let mut wire = ClientEnd::open(end.shm().fd().try_clone_to_owned()?)?;
     let w =
@@ -315,6 +316,19 @@ fn spine_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
     out
 }
 
+/// The tunnel path's workers sleep this long when a round found nothing, on machines
+/// with fewer than four cores: two workers that never sleep would hold both CPUs of a
+/// two-core machine, and the applications would run only when the scheduler preempts
+/// them (round trips of a scheduler tick, ~4 ms, measured so).
+fn tunnel_idle_sleep_us() -> u64 {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    if cores < 4 {
+        20
+    } else {
+        0
+    }
+}
+
 /// Two adapters joined by a UDP tunnel on loopback: the bench thread is an application
 /// with an endpoint on adapter A's tunnel port; the echoing application's endpoint is on
 /// adapter B's. A frame crosses A, the tunnel, B, and back.
@@ -325,8 +339,9 @@ fn tunnel_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
     let (pa, pb) = (UdpSocket::bind(any)?, UdpSocket::bind(any)?);
     let (la, lb) = (pa.local_addr()?, pb.local_addr()?);
     drop((pa, pb));
+    let idle = tunnel_idle_sleep_us();
     let side = |name: &str, local, peer| -> Result<Served> {
-        let mut b = builder()?;
+        let mut b = builder(idle)?;
         let t = b.add_port("tun", Device::Udp(UdpPort::open("tun", local, peer, 0)?), None)?;
         let h =
             b.add_port("host", Device::Mem { port: MemPort::sink("host"), sink: true }, None)?;
@@ -483,6 +498,7 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
         "rows": rows,
         "spine_over_kernel_busy": ratios,
         "not_carried_by_spine": not_carried,
+        "tunnel_idle_sleep_us": tunnel_idle_sleep_us(),
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -505,6 +521,12 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
                 r["bytes"],
                 r["median_ratio"].as_f64().unwrap_or(0.0),
                 r["throughput_ratio"].as_f64().unwrap_or(0.0)
+            );
+        }
+        if tunnel_idle_sleep_us() > 0 {
+            println!(
+                "  (two adapters: fewer than 4 cores here, so their workers sleep {} µs when idle)",
+                tunnel_idle_sleep_us()
             );
         }
         for b in &not_carried {
