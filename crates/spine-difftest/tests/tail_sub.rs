@@ -5,35 +5,17 @@
 //! nested targets). Verdicts, bytes and maps on both engines. Needs root (bpf(2));
 //! without it each test says SKIP loudly and passes.
 
-use spine_difftest::Pair;
-use spine_runtime::EngineKind;
+mod common;
 
-const ENGINES: [EngineKind; 2] = [EngineKind::Interpreter, EngineKind::Jit];
+use common::{kernel_available, ENGINES};
+use spine_difftest::Pair;
+
 const XDP_DROP: usize = 1;
 const XDP_PASS: usize = 2;
 const XDP_TX: usize = 3;
 
-fn kernel_available() -> bool {
-    match spine_sys::probe() {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("SKIP: differential test needs bpf(2), which is unavailable: {e}");
-            false
-        }
-    }
-}
-
-fn object(program: &str) -> Vec<u8> {
-    object_with(program, &[])
-}
-
 fn object_with(program: &str, extra: &[&str]) -> Vec<u8> {
-    let dir = std::env::temp_dir().join(format!("spine-tailsub-{}-{program}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tail_sub.c");
-    let object = spine_progs::compile_c(&src, &dir.join("tail_sub.o"), extra).expect("clang");
-    std::fs::remove_dir_all(&dir).ok();
-    object
+    common::fixture("tail_sub", program, extra)
 }
 
 /// An Ethernet header and the probe: jump slot, times, seed; room for the outputs.
@@ -50,25 +32,8 @@ fn probe(slot: u8, times: u8, seed: u32) -> Vec<u8> {
 /// Runs `pkts` through `program` on both engines and the kernel; every verdict, byte and
 /// map must agree. Returns the verdict counts and the `trace` map of the last engine.
 fn check(program: &str, pkts: &[Vec<u8>]) -> ([usize; 6], Vec<u64>) {
-    spine_sys::pin_current_thread(0).expect("pinning to CPU 0");
-    let object = object(program);
-    let mut out = ([0; 6], Vec::new());
-    for engine in ENGINES {
-        let mut pair = Pair::load(&object, Some(program), 0, engine)
-            .unwrap_or_else(|e| panic!("{program} ({engine:?}): {e}"));
-        let report = pair.run(pkts, 5).unwrap_or_else(|e| panic!("{program} ({engine:?}): {e}"));
-        println!("{program} ({engine:?}): {report}");
-        for m in &report.mismatches {
-            println!("  {m}");
-        }
-        assert!(
-            report.mismatches.is_empty(),
-            "{program} ({engine:?}): spine and the kernel disagree"
-        );
-        assert_eq!(report.packets, pkts.len());
-        out = (report.verdicts, pair.spine_map_u64("trace"));
-    }
-    out
+    let (report, pair) = common::check(&object_with(program, &[]), program, pkts, |_| {});
+    (report.verdicts, pair.spine_map_u64("trace"))
 }
 
 fn slots_and_seeds() -> Vec<Vec<u8>> {
