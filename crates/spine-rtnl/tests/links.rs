@@ -4,25 +4,13 @@
 //! each IPv4 one), up again, and deleted. After each change the FIB holds exactly what
 //! the kernel's tables hold for the addresses concerned.
 
-use std::net::IpAddr;
-use std::time::{Duration, Instant};
+mod common;
+
+use common::{eventually, ip};
 
 use spine_fib::{table_id, FibReader, FibState, FibWriter, RouteType};
 use spine_rtnl::{Mirror, RtnlSocket};
 use spine_testnet::netns::{ifindex, NetNs};
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-/// Waits until the published FIB satisfies `cond`.
-fn eventually(reader: &FibReader, what: &str, cond: impl Fn(&FibState) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while !cond(&reader.load()) {
-        assert!(Instant::now() < deadline, "not within a second: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// What the kernel's table `table` holds for exactly `prefix`: the route type and
 /// device, as `ip route show` prints them (`None`: no route).

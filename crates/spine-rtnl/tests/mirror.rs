@@ -2,25 +2,13 @@
 //! brings every route type, table, ECMP group, MTU and neighbour; `ip route` and `ip
 //! neigh` changes afterwards reach readers within a second.
 
-use std::net::IpAddr;
-use std::time::{Duration, Instant};
+mod common;
 
-use spine_fib::{table_id, FibReader, FibState, FibWriter, NudState, RouteType};
+use common::{eventually, ip};
+
+use spine_fib::{table_id, FibWriter, NudState, RouteType};
 use spine_rtnl::{Mirror, RtnlSocket};
 use spine_testnet::netns::{ifindex, NetNs};
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-/// Waits until the published FIB satisfies `cond`.
-fn eventually(reader: &FibReader, what: &str, cond: impl Fn(&FibState) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while !cond(&reader.load()) {
-        assert!(Instant::now() < deadline, "not within a second: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn the_fib_follows_ip_route_and_ip_neigh() {

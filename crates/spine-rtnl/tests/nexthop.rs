@@ -5,29 +5,18 @@
 //! ECMP group included (the kernel's multipath hash with the namespace's seed), both
 //! in the FIB and through spine's `bpf_fib_lookup` on the mirrored FIB and interfaces.
 
+mod common;
+
+use common::{eventually, ip};
 use std::net::IpAddr;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use spine_fib::{mphash, table_id, FibReader, FibState, FibWriter, RouteType};
+use spine_fib::{mphash, table_id, FibState, FibWriter, RouteType};
 use spine_rtnl::{Mirror, RtnlSocket};
 use spine_runtime::fib_lookup::{flags, ret, FibEnv, PARAMS_LEN};
 use spine_testnet::netns::{ifindex, NetNs};
 
 const SEED: u32 = 0x5eed_0011;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-/// Waits until the published FIB satisfies `cond`.
-fn eventually(reader: &FibReader, what: &str, cond: impl Fn(&FibState) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while !cond(&reader.load()) {
-        assert!(Instant::now() < deadline, "not within a second: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// The kernel's answer to `ip route get DST`: gateway and device, or `None` when it
 /// forwards nothing there (no route, a blackhole).
