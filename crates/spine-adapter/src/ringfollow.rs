@@ -3,8 +3,9 @@
 //! A `BPF_MAP_TYPE_RINGBUF` has one consumer. The first follower of a ring makes the
 //! control side its consumer: each request drains what workers committed into a bounded
 //! history numbered by sequence, and every follower reads that history after the number
-//! it last saw, as `spine log -f` reads the log; a request drains at most
-//! [`RING_RECORDS`] records, however fast workers produce. Between requests records wait in the
+//! it last saw, as `spine log -f` reads the log; a request drains at most as many
+//! records as it may return (and never more than [`RING_RECORDS`]), however fast
+//! workers produce, so a follower that passes each answer's `next` misses nothing. Between requests records wait in the
 //! ring itself; a ring that fills up makes `bpf_ringbuf_reserve` return NULL, as in the
 //! kernel when user space does not consume. A ring that an `[[ringbuf]]` output of the
 //! configuration reads ([`Adapter::ring_buffer`](crate::Adapter::ring_buffer)) is that
@@ -101,8 +102,9 @@ impl RingFollows {
             // Loaded again under the same name: a new ring, numbering carries on.
             f.ring = ring.clone();
         }
-        // Bounded: producers may keep up with the drain for as long as it runs.
-        rb.consume_up_to(RING_RECORDS, |rec| {
+        // Bounded by the page: producers may keep up with a drain for as long as it runs,
+        // and a follower that reads every page never falls more than a history behind.
+        rb.consume_up_to(max.min(RING_RECORDS), |rec| {
             f.last += 1;
             let data: String = rec.iter().map(|b| format!("{b:02x}")).collect();
             f.bytes += data.len() / 2;
@@ -166,11 +168,16 @@ mod tests {
         }
         assert_eq!(rb.consume_up_to(10, |_| {}), 10);
         let rf = RingFollows::default();
+        let small = rf.since("e", "r", m.clone(), 0.0, 0, 3).expect("followed");
+        assert_eq!(small.records.len(), 3);
+        assert_eq!(small.next, 3, "a page of 3 drains 3");
+        // 3 + 4,096 drained: the history keeps the last 4,096, from the 4th record.
         let p = rf.since("e", "r", m.clone(), 0.0, 0, usize::MAX).expect("followed");
         assert_eq!(p.records.len(), RING_RECORDS, "one request drains a bounded amount");
-        assert_eq!(p.records[0].data, "0a000000", "after the 10 consumed above");
+        assert_eq!((p.records[0].seq, p.records[0].data.as_str()), (4, "0d000000"));
+        assert_eq!(p.next, 3 + RING_RECORDS as u64);
         let q = rf.since("e", "r", m, 0.0, p.next, usize::MAX).expect("followed");
-        assert_eq!(q.records.len(), 90, "the rest on the next request");
+        assert_eq!(q.records.len(), 100 - 10 - 3, "the rest on the next request");
     }
 
     #[test]
@@ -182,7 +189,8 @@ mod tests {
         for i in 0..RING_RECORDS + 10 {
             rb.output(&(i as u32).to_le_bytes(), 0).expect("room");
             if i % 1000 == 999 {
-                drained = rf.since("e", "r", m.clone(), 0.0, u64::MAX, 1).expect("followed").next;
+                drained =
+                    rf.since("e", "r", m.clone(), 0.0, u64::MAX, 1000).expect("followed").next;
             }
         }
         assert_eq!(drained, u64::MAX, "nothing after MAX");
