@@ -24,9 +24,7 @@ fn spine(socket: &Path, args: &[&str]) -> Output {
 fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
     let dir = Dir(std::env::temp_dir().join(format!("spine-ctl-cli-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
-    let obj = dir.0.join("live.o");
-    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    let obj = common::fixture(&dir.0, "live");
     let cfg = dir.0.join("adapter.toml");
     std::fs::write(
         &cfg,
@@ -153,10 +151,7 @@ fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
 
     // A ring buffer's records, followed from the command line (`log_all` writes one
     // 24-byte record per frame), numbered from 1 without a gap across calls.
-    let maps_src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/maps.c");
-    let maps_obj = dir.0.join("maps.o");
-    spine_progs::compile_c(&maps_src, &maps_obj, &[]).expect("clang builds the fixture");
+    let maps_obj = common::fixture(&dir.0, "maps");
     ok(spine(&sock, &["ext", "load", "log", maps_obj.to_str().unwrap(), "--section", "log_all"]));
     let e = fails(spine(&sock, &["log", "--ring", "log"]));
     assert!(e.contains("expected EXT/MAP"), "{e}");
@@ -193,9 +188,7 @@ fn extensions_on_a_veth_port_of_a_running_adapter_from_the_command_line() {
     ns.veth("cw0", "cw1");
     let dir = Dir(std::env::temp_dir().join(format!("spine-ctl-veth-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
-    let obj = dir.0.join("live.o");
-    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    let obj = common::fixture(&dir.0, "live");
     let cfg = dir.0.join("adapter.toml");
     std::fs::write(
         &cfg,

@@ -4,7 +4,6 @@
 //! detach and unload. A wrong token, a plain `http://` URL and an untrusted certificate
 //! are refused and change nothing.
 
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -54,9 +53,7 @@ fn an_adapter_in_another_namespace_is_managed_over_tls() {
     let other_ca = other_dir.join("ca.pem");
     let token = dir.0.join("token");
     std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
-    let obj = dir.0.join("live.o");
-    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    let obj = common::fixture(&dir.0, "live");
     let cfg = dir.0.join("adapter.toml");
     std::fs::write(
         &cfg,

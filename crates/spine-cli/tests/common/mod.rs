@@ -43,3 +43,13 @@ pub fn per_cpu_sum(hexv: &str) -> u64 {
     let b: Vec<u8> = hexv.split(' ').map(|x| u8::from_str_radix(x, 16).unwrap()).collect();
     b.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).sum()
 }
+
+/// Builds crates/spine-adapter/tests/fixtures/`name`.c with clang into `dir`; the
+/// object's path.
+pub fn fixture(dir: &std::path::Path, name: &str) -> PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../spine-adapter/tests/fixtures/{name}.c"));
+    let obj = dir.join(format!("{name}.o"));
+    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    obj
+}
