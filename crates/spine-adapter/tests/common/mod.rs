@@ -2,39 +2,13 @@
 //! folders and a port that records what happens to it.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use spine_ports::{Burst, PoolCache, Port, PortError, PortStats};
 
 /// A folder in the temporary directory, removed when dropped.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let p =
-            std::env::temp_dir().join(format!("spine-adapter-{}-{n}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use spine_testnet::daemons::TempDir;
 
 /// `tests/fixtures/steer.c`, compiled once per test binary.
 pub fn steer_object() -> &'static [u8] {
