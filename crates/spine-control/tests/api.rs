@@ -365,7 +365,7 @@ fn ring_buffer_records_are_followed_by_sequence_and_none_is_lost() {
     // The ring holds 511 records and the port replays forever: the follower must keep
     // draining it (what it misses is counted in `lost` by the program, never skipped).
     let (mut after, mut records) = (0u64, 0u64);
-    while records < 3000 {
+    while records < 2500 {
         let page = c.ring_since("log", "events", after).unwrap();
         for r in &page.records {
             assert_eq!(r.seq, after + 1, "no record skipped or repeated");
@@ -376,13 +376,17 @@ fn ring_buffer_records_are_followed_by_sequence_and_none_is_lost() {
         assert_eq!(page.next, after);
     }
     // Another follower starting later reads the history kept: the last 4,096 records,
-    // numbered without a gap. Its request first drains what was committed since (the
-    // ring holds at most 512), so the history reaches at least `after + 1`.
+    // numbered without a gap. Its request first drains what was committed since. The
+    // program is detached first: with the producer still running, a drain of one page
+    // may take more than the ring holds, and the history could have given way by then.
+    c.detach("wire").unwrap();
     let from_start = c.ring_since("log", "events", 0).unwrap();
     let first = from_start.records.first().map(|r| r.seq).expect("a history");
     assert!((1..=after + 1).contains(&first), "history from {first}, read up to {after}");
     assert!(from_start.records.windows(2).all(|w| w[1].seq == w[0].seq + 1));
-    if after + 512 <= 4096 {
+    // Detached, the ring holds at most 511 records the first follower did not read, and
+    // a worker's burst in flight adds at most 32.
+    if after + 511 + 32 <= 4096 {
         assert_eq!(first, 1, "nothing can have given way yet");
     }
     server.stop();
