@@ -161,9 +161,10 @@ static void reclaim(struct spine_ep *ep)
 	}
 }
 
-int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len)
+/* Posts a copy of `len` bytes with the descriptor options `extra` (0 for a frame). */
+static int send_with(struct spine_ep *ep, const void *data, uint32_t len, uint32_t extra)
 {
-	uint64_t addr, len64 = len;
+	uint64_t addr, len64 = len | (uint64_t)extra << 32;
 	uint8_t *slot;
 
 	if (len > ep->frame_size)
@@ -188,8 +189,28 @@ int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len)
 	return 1;
 }
 
+int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len)
+{
+	return send_with(ep, data, len, 0);
+}
+
+int spine_ep_send_message(struct spine_ep *ep, uint8_t handler, const void *data,
+			  uint32_t len)
+{
+	if (len > SPINE_EP_MSG_MAX)
+		return -EMSGSIZE;
+	return send_with(ep, data, len, SPINE_EP_DESC_MESSAGE | (uint32_t)handler << 8);
+}
+
 int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap)
 {
+	return spine_ep_recv_marked(ep, buf, cap, NULL);
+}
+
+int spine_ep_recv_marked(struct spine_ep *ep, void *buf, uint32_t cap,
+			 struct spine_ep_mark *mark)
+{
+	struct spine_ep_mark got = { 0 };
 	uint64_t addr, frame;
 	uint32_t len, options;
 	uint8_t *slot;
@@ -201,6 +222,18 @@ int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap)
 	memcpy(&addr, slot, 8);
 	memcpy(&len, slot + 8, 4);
 	memcpy(&options, slot + 12, 4);
+	if (options & SPINE_EP_DESC_MESSAGE) {
+		if ((options & 0xfc) || len > SPINE_EP_MSG_MAX) {
+			ring_advance(&ep->rx);
+			return -EBADMSG;
+		}
+		got.message = 1;
+		got.handler = (uint8_t)(options >> 8);
+		got.source = (uint16_t)(options >> 16);
+		options &= SPINE_EP_DESC_INLINE;
+	}
+	if (mark)
+		*mark = got;
 	if (options == SPINE_EP_DESC_INLINE) {
 		/* The slot is the adapter's again once the index moves: copy first. */
 		if (addr != 0 || len > SPINE_EP_INLINE_BYTES)

@@ -25,6 +25,19 @@ extern "C" {
 #define SPINE_EP_INLINE_BYTES 64u
 #define SPINE_EP_DESC_INLINE 1u
 
+/* An active message (docs/ARCHITECTURE.md, "Active messages"): option bit 1, the handler
+ * number in bits 8..16 and, on the receive ring, the source (the sending extension's id)
+ * in bits 16..32; at most SPINE_EP_MSG_MAX bytes, inline or in a frame. */
+#define SPINE_EP_DESC_MESSAGE 2u
+#define SPINE_EP_MSG_MAX 240u
+
+/* What spine_ep_recv_marked says about a received message. */
+struct spine_ep_mark {
+	int message;		/* 1: an active message; 0: a frame */
+	uint8_t handler;	/* an active message's handler number */
+	uint16_t source;	/* an active message's source: the sending extension's id */
+};
+
 struct spine_ep_ring {
 	uint8_t *base;		/* producer index at +0, consumer at +64, entries at +128 */
 	uint8_t *inline_slots;	/* descriptor rings: one 64-byte slot per entry */
@@ -53,10 +66,20 @@ int spine_ep_open(struct spine_ep *ep, int memfd);
  * longer than a frame. */
 int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len);
 
-/* Receives one message into `buf` (`cap` bytes). Its length; 0: none ready; -EMSGSIZE:
- * longer than `cap` (it is dropped); -EBADMSG: the adapter wrote an impossible
- * descriptor (skipped). */
+/* Sends an active message for `handler` of the extensions in the endpoint's domain,
+ * carrying a copy of `len` bytes. 1: sent; 0: no room now; -EMSGSIZE: longer than
+ * SPINE_EP_MSG_MAX. */
+int spine_ep_send_message(struct spine_ep *ep, uint8_t handler, const void *data,
+			  uint32_t len);
+
+/* Receives one message into `buf` (`cap` bytes), an active message's payload too. Its
+ * length; 0: none ready; -EMSGSIZE: longer than `cap` (it is dropped); -EBADMSG: the
+ * adapter wrote an impossible descriptor (skipped). */
 int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap);
+
+/* As spine_ep_recv, and fills `mark` (when not NULL) for a message it returns. */
+int spine_ep_recv_marked(struct spine_ep *ep, void *buf, uint32_t cap,
+			 struct spine_ep_mark *mark);
 
 /* Unmaps the region and frees the library's memory. */
 void spine_ep_close(struct spine_ep *ep);

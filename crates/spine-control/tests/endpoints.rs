@@ -426,21 +426,26 @@ fn a_python_application_opens_a_tagged_endpoint_and_echoes() {
 #[test]
 fn a_c_application_opens_a_tagged_endpoint_and_echoes() {
     let dir = TempDir::new("c-client");
+    echo_app(Command::new(c_client(&dir, "tag_echo")), "the C client");
+}
+
+/// Builds `clients/c/<name>.c` with the C client library, warning-free, into `dir`.
+fn c_client(dir: &TempDir, name: &str) -> std::path::PathBuf {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/c");
-    let exe = dir.0.join("tag_echo");
+    let exe = dir.0.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "clang".into());
     let ok = Command::new(&cc)
         .args(["-Wall", "-Wextra", "-Werror", "-O2"])
         .arg(src.join("spine_endpoint.c"))
-        .arg(src.join("tag_echo.c"))
+        .arg(src.join(format!("{name}.c")))
         .arg(format!("-I{}", src.display()))
         .arg("-o")
         .arg(&exe)
         .status()
         .expect("a C compiler (clang)")
         .success();
-    assert!(ok, "the C client builds warning-free");
-    echo_app(Command::new(&exe), "the C client");
+    assert!(ok, "the C client {name} builds warning-free");
+    exe
 }
 
 /// Runs `app` (argv: control socket, port, UDP port, count) against a rig: it must open
@@ -763,24 +768,36 @@ fn an_xdp_program_sends_messages_to_an_endpoint_of_its_domain() {
 /// 30 replies, in order and transformed; the adapter counts them.
 #[test]
 fn a_python_application_sends_active_messages_and_gets_the_replies() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/msg_echo.py");
+    let mut py = Command::new("python3");
+    py.arg(script);
+    message_app(py, "the Python client");
+}
+
+/// The same with the C client (`clients/c/msg_echo.c`, `spine_ep_send_message` and
+/// `spine_ep_recv_marked`).
+#[test]
+fn a_c_application_sends_active_messages_and_gets_the_replies() {
+    let dir = TempDir::new("c-msg");
+    message_app(Command::new(c_client(&dir, "msg_echo")), "the C client");
+}
+
+/// Runs `app` (argv: control socket, port, domain, count) against a rig whose domain
+/// `msgs` runs the test handler 7 (it replies to the sender with every byte XOR 0x20):
+/// 30 messages must come back right, and the handler must have counted 30.
+fn message_app(mut app: Command, who: &str) {
     let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
     let names: Vec<String> =
         ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
     let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
     let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
     let rig = Rig::build(1, Some(("echo", &obj)), Some(domain));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/msg_echo.py");
-    let out = Command::new("python3")
-        .arg(script)
+    let out = app
         .args([rig.sock.to_str().unwrap(), "wire", "msgs", "30"])
         .output()
-        .expect("python3");
+        .unwrap_or_else(|e| panic!("{who}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the Python client: {stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{who}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("replies 30"), "{stdout}");
     let count = rig.live.map_lookup("echo", "counts", &0u32.to_ne_bytes()).unwrap();
     assert_eq!(u64::from_ne_bytes(count[..8].try_into().unwrap()), 30);
