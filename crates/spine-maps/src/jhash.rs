@@ -72,16 +72,27 @@ pub(crate) fn jhash(key: &[u8], initval: u32) -> u32 {
     // The last 1..=12 bytes, zero-padded, as little-endian words (the kernel's switch
     // adds the same byte shifts). Assembled in registers: copying them into a padded
     // buffer and reading words back stalls on store forwarding, a cost larger than the
-    // hash itself for the short keys maps mostly have.
-    let mut w = [0u32; 3];
-    for (i, &byte) in k.iter().enumerate() {
-        w[i / 4] |= u32::from(byte) << (8 * (i % 4));
-    }
-    a = a.wrapping_add(w[0]);
-    b = b.wrapping_add(w[1]);
-    c = c.wrapping_add(w[2]);
+    // hash itself for the short keys maps mostly have. Whole words are read as words
+    // (keys are mostly multiples of 4 bytes: the kernel's `jhash2` case), only a
+    // partial last word byte by byte.
+    a = a.wrapping_add(tail_word(k, 0));
+    b = b.wrapping_add(tail_word(k, 1));
+    c = c.wrapping_add(tail_word(k, 2));
     final_mix(&mut a, &mut b, &mut c);
     c
+}
+
+/// Word `i` (0..3) of the tail `k` (1..=12 bytes) zero-padded to 12 bytes.
+#[inline(always)]
+fn tail_word(k: &[u8], i: usize) -> u32 {
+    let s = 4 * i;
+    if s + 4 <= k.len() {
+        le32(&k[s..])
+    } else if s < k.len() {
+        k[s..].iter().enumerate().fold(0, |w, (j, &b)| w | u32::from(b) << (8 * j))
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
