@@ -43,10 +43,12 @@ use crate::slot::{Slot, SlotReader};
 pub struct ChannelMatch {
     /// The ethertype after any 802.1Q/802.1ad tag (0x0800 IPv4, 0x86dd IPv6, ...).
     pub ethertype: Option<u16>,
-    /// The IP protocol (IPv4) or next header (IPv6, no extension headers walked).
+    /// The IP protocol: IPv4's, or for IPv6 the next header after the extension
+    /// headers (hop-by-hop, routing, fragment, destination options, AH; at most
+    /// [`IPV6_EXT_HEADERS`] of them, as a transport-protocol match sees it).
     pub ip_proto: Option<u8>,
     /// The UDP or TCP destination port; needs `ip_proto` 6 or 17. Never matches a
-    /// non-first IPv4 fragment.
+    /// non-first fragment (IPv4, or IPv6's fragment header).
     pub dst_port: Option<u16>,
     /// The VLAN id of an 802.1Q/802.1ad tag (0..=4095); frames without a tag never match.
     pub vlan: Option<u16>,
@@ -54,6 +56,41 @@ pub struct ChannelMatch {
 
 const ETH_IPV4: u16 = 0x0800;
 const ETH_IPV6: u16 = 0x86dd;
+
+/// How many IPv6 extension headers a tag match walks before giving up (the frame
+/// then matches no `ip_proto`).
+pub const IPV6_EXT_HEADERS: usize = 8;
+
+/// IPv6 from `off` (the fixed header) in `f`: the upper-layer protocol after the
+/// extension headers, where its header starts, and whether this is a first (or the
+/// only) fragment. `None` when an extension header runs past `f` or there are too
+/// many.
+fn ipv6_upper(f: &[u8], off: usize) -> Option<(u8, usize, bool)> {
+    let mut next = *f.get(off + 6)?;
+    let mut at = off + 40;
+    let mut first = true;
+    for _ in 0..IPV6_EXT_HEADERS {
+        let len = match next {
+            // Hop-by-hop, routing, destination options: 8-octet units beyond the first.
+            0 | 43 | 60 => (usize::from(*f.get(at + 1)?) + 1) * 8,
+            // Fragment: fixed; a non-zero offset has no upper-layer header.
+            44 => {
+                first &= be16(f, at + 2)? & 0xfff8 == 0;
+                8
+            }
+            // Authentication header: 4-octet units beyond the first two.
+            51 => (usize::from(*f.get(at + 1)?) + 2) * 4,
+            _ => return Some((next, at, first)),
+        };
+        next = *f.get(at)?;
+        at += len;
+        if at > f.len() {
+            return None;
+        }
+    }
+    // As many as are walked: only an upper-layer header may follow.
+    (!matches!(next, 0 | 43 | 44 | 51 | 60)).then_some((next, at, first))
+}
 
 #[inline]
 fn be16(f: &[u8], at: usize) -> Option<u16> {
@@ -114,7 +151,10 @@ impl ChannelMatch {
                 let Some(frag) = be16(f, off + 6) else { return false };
                 (f.get(off + 9).copied(), off + usize::from(vihl & 0x0f) * 4, frag & 0x1fff == 0)
             }
-            ETH_IPV6 => (f.get(off + 6).copied(), off + 40, true),
+            ETH_IPV6 => {
+                let Some((proto, l4, first)) = ipv6_upper(f, off) else { return false };
+                (Some(proto), l4, first)
+            }
             _ => return false,
         };
         if proto != self.ip_proto {
@@ -804,6 +844,58 @@ mod tests {
         v6.extend_from_slice(&[0, 1, 0, 80]);
         assert!(m(None, Some(6), Some(80), None).matches(&v6));
         assert!(!m(None, Some(17), Some(80), None).matches(&v6));
+    }
+
+    /// An IPv6 frame: the extension headers `exts` (each its type and its whole bytes,
+    /// the next-header byte filled in here), then `proto` with destination port 80.
+    fn udp6(exts: &[(u8, Vec<u8>)], proto: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x86, 0xdd]);
+        let mut h = [0u8; 40];
+        h[6] = exts.first().map_or(proto, |e| e.0);
+        f.extend_from_slice(&h);
+        for (i, (_, bytes)) in exts.iter().enumerate() {
+            let mut b = bytes.clone();
+            b[0] = exts.get(i + 1).map_or(proto, |e| e.0);
+            f.extend_from_slice(&b);
+        }
+        f.extend_from_slice(&[0, 1, 0, 80, 0, 8, 0, 0]);
+        f
+    }
+
+    #[test]
+    fn ipv6_extension_headers_are_walked_to_the_transport_header() {
+        let udp80 = ChannelMatch { ip_proto: Some(17), dst_port: Some(80), ..Default::default() };
+        let opts = |units: u8| {
+            let mut b = vec![0u8; (usize::from(units) + 1) * 8];
+            b[1] = units;
+            b
+        };
+        let frag = |offset: u16, more: bool| {
+            let mut b = vec![0u8; 8];
+            b[2..4].copy_from_slice(&(offset << 3 | u16::from(more)).to_be_bytes());
+            b
+        };
+        let mut ah = vec![0u8; 16];
+        ah[1] = 2; // (2 + 2) * 4 = 16 bytes
+        assert!(udp80.matches(&udp6(&[], 17)));
+        let chain = [(0, opts(0)), (43, opts(2)), (51, ah), (60, opts(1))];
+        assert!(udp80.matches(&udp6(&chain, 17)), "hop-by-hop, routing, AH, dest options");
+        assert!(!udp80.matches(&udp6(&chain, 6)), "the transport is TCP");
+        let tcp = ChannelMatch { ip_proto: Some(6), ..Default::default() };
+        assert!(tcp.matches(&udp6(&chain, 6)));
+        assert!(udp80.matches(&udp6(&[(44, frag(0, true))], 17)), "the first fragment");
+        let later = udp6(&[(44, frag(185, false))], 17);
+        assert!(!udp80.matches(&later), "a later fragment has no ports");
+        let udp = ChannelMatch { ip_proto: Some(17), ..Default::default() };
+        assert!(udp.matches(&later), "but is still UDP");
+        let eight: Vec<(u8, Vec<u8>)> = (0..8).map(|_| (60, opts(0))).collect();
+        let nine: Vec<(u8, Vec<u8>)> = (0..9).map(|_| (60, opts(0))).collect();
+        assert!(udp80.matches(&udp6(&eight, 17)));
+        assert!(!udp.matches(&udp6(&nine, 17)), "more headers than are walked");
+        let f = udp6(&[(0, opts(3))], 17);
+        assert!(!udp.matches(&f[..14 + 40 + 20]), "cut inside an extension header");
+        assert!(!udp80.matches(&f[..f.len() - 6]), "cut before the port");
     }
 
     #[test]
