@@ -2,7 +2,9 @@
 //! (`tests/fixtures/tail_sub.c`): the target replaces only the callee's frame, so its
 //! return value reaches the callee's caller, whose registers and stack are intact; the
 //! count of 33 tail calls is shared by the whole chain (entry frame, callees, targets,
-//! nested targets). Verdicts, bytes and maps on both engines. Needs root (bpf(2));
+//! nested targets); a callee that tail-calls may run from a `bpf_loop` callback, a tail
+//! call straight in a callback is refused. Verdicts, bytes and maps on both engines.
+//! Needs root (bpf(2));
 //! without it each test says SKIP loudly and passes.
 
 mod common;
@@ -123,5 +125,38 @@ fn a_tail_call_below_a_large_frame_is_refused_as_the_kernel_refuses_it() {
                 assert!(e.to_string().contains("tail_calls are not allowed"), "{e}");
             }
         }
+    }
+}
+
+#[test]
+fn a_callee_tail_calls_from_a_loop_callback_as_in_the_kernel() {
+    if !kernel_available() {
+        return;
+    }
+    let mut pkts = Vec::new();
+    for times in [0u8, 1, 3, 7] {
+        for slot in [0u8, 1, 2, 3, 5] {
+            pkts.push(probe(slot, times, 0));
+        }
+    }
+    let (v, trace) = check("looped", &pkts);
+    assert_eq!(v[XDP_PASS], pkts.len(), "{v:?}");
+    // Every round of every packet came back to the callback: 5 slots × (0+1+3+7).
+    assert_eq!(trace[6], 55, "{trace:?}");
+    assert!(trace[2] > 0 && trace[3] > 0, "the targets ran: {trace:?}");
+}
+
+#[test]
+fn a_tail_call_straight_in_a_callback_is_refused_as_the_kernel_refuses_it() {
+    if !kernel_available() {
+        return;
+    }
+    let object = object_with("direct", &["-DDIRECT_IN_CALLBACK"]);
+    let obj = spine_obj::parse(&object).expect("parse");
+    let prog = obj.program(Some("direct")).expect("direct");
+    assert!(spine_sys::load_object_program(&obj, prog).is_err(), "the kernel refuses it");
+    for engine in ENGINES {
+        let err = Pair::load(&object, Some("direct"), 0, engine).expect_err("spine refuses it");
+        assert!(err.to_string().contains("tail call within a callback"), "{err}");
     }
 }

@@ -173,6 +173,10 @@ pub enum VerifyErrorKind {
     TailCallStack { bytes: u32 },
     #[error("tail_call would lead to reference leak")]
     TailCallWithReference,
+    /// The kernel refuses a tail call straight in a callback's body (a callee that
+    /// tail-calls may still run from a callback, as kernel 6.18 allows).
+    #[error("cannot tail call within a callback function")]
+    TailCallInCallback,
 
     #[error("bpf_spin_lock while a lock is already held")]
     LockAlreadyHeld,
@@ -249,6 +253,7 @@ impl VerifyErrorKind {
             CombinedStackTooLarge { .. } => "CombinedStackTooLarge",
             TailCallStack { .. } => "TailCallStack",
             TailCallWithReference => "TailCallWithReference",
+            TailCallInCallback => "TailCallInCallback",
             LockAlreadyHeld => "LockAlreadyHeld",
             UnlockWithoutLock => "UnlockWithoutLock",
             UnlockOtherLock { .. } => "UnlockOtherLock",

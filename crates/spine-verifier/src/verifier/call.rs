@@ -100,6 +100,9 @@ impl Verifier<'_> {
                 if !st.refs.is_empty() {
                     return Err(K::TailCallWithReference);
                 }
+                if st.cur().kind == FrameKind::Callback {
+                    return Err(K::TailCallInCallback);
+                }
                 let s = st.cur().subprog;
                 self.sub_tail_call[s] = true;
             }
