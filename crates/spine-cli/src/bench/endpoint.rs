@@ -15,7 +15,13 @@
 //! same across two adapters joined by a UDP tunnel on loopback: the bench thread is an
 //! application with an endpoint on adapter A, the echoing one has its endpoint on
 //! adapter B (each adapter one worker; on a machine with fewer than four cores the two
-//! workers sleep 20 µs when idle, see [`tunnel_idle_sleep_us`]).
+//! workers sleep 20 µs when idle, see [`tunnel_idle_sleep_us`]). Then across two
+//! adapters joined by a veth pair in a namespace the bench makes and removes, each with
+//! an AF_XDP port on one end (copy mode), and, as that wire's reference, two AF_XDP
+//! sockets on the same pair driven directly by the bench thread and a busy-polling echo
+//! thread (no adapter). The veth paths need root; without it they are left out, saying
+//! why. The veth's MTU is [`VETH_MTU`] (native XDP on veth without multi-buffer frames),
+//! so larger messages are not carried there.
 //!
 //! Per size: the round trips' median and 99th percentile (one message in flight), and
 //! the echo throughput with up to [`WINDOW`] messages in flight (fewer above 2 KiB, see
@@ -33,7 +39,10 @@ use spine_adapter::{AdapterBuilder, AdapterOptions, Device};
 use spine_client::{Channel, Endpoint};
 use spine_control::{serve, ServerConfig};
 use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
-use spine_ports::{EndpointPort, MemPort, PoolConfig, UdpPort};
+use spine_ports::{
+    AfXdpConfig, AfXdpPort, Burst, EndpointPort, MemPort, Pool, PoolCache, PoolConfig, Port as _,
+    UdpPort,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct EndpointArgs {
@@ -153,16 +162,17 @@ impl Wire for Endpoint {
 }
 
 /// Round trips and streaming throughput of frames through `wire` at every size (`None`
-/// for sizes an endpoint frame cannot carry).
+/// for sizes whose frame is longer than `max_frame`, what the path carries).
 fn measure(
     what: &str,
     wire: &mut dyn Wire,
     sizes: &[usize],
     count: usize,
+    max_frame: usize,
 ) -> Result<Vec<Option<Measured>>> {
     let mut out = Vec::new();
     for &size in sizes {
-        if size + HEADERS > MAX_FRAME {
+        if size + HEADERS > max_frame {
             out.push(None);
             continue;
         }
@@ -254,8 +264,13 @@ impl Drop for Served {
 
 /// An adapter of one worker; `idle_sleep_us` 0: it never sleeps.
 fn builder(idle_sleep_us: u64) -> Result<AdapterBuilder> {
+    builder_of(idle_sleep_us, 8192)
+}
+
+/// The same with pool buffers of `buf_size` bytes (AF_XDP takes 2,048 or 4,096).
+fn builder_of(idle_sleep_us: u64, buf_size: u32) -> Result<AdapterBuilder> {
     let mut pool = PoolConfig::new(1024);
-    pool.buf_size = 8192;
+    pool.buf_size = buf_size;
     let opts = AdapterOptions { workers: 1, idle_sleep_us, pool, ..Default::default() };
     Ok(AdapterBuilder::new(opts)?)
 }
@@ -309,7 +324,7 @@ fn spine_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
     let adapter = Served::start(b, &dir.0, "one")?;
     let stop = Arc::new(AtomicBool::new(false));
     let app = echo_app(adapter.endpoint("wire")?, stop.clone());
-    let out = measure("spine path", &mut wire, sizes, count);
+    let out = measure("spine path", &mut wire, sizes, count, MAX_FRAME);
     stop.store(true, Ordering::Relaxed);
     let _ = app.join();
     adapter.stop()?;
@@ -353,12 +368,173 @@ fn tunnel_path(sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
     let stop = Arc::new(AtomicBool::new(false));
     let app = echo_app(b.endpoint("tun")?, stop.clone());
     let mut mine = a.endpoint("tun")?;
-    let out = measure("two adapters over a tunnel", &mut mine, sizes, count);
+    let out = measure("two adapters over a tunnel", &mut mine, sizes, count, MAX_FRAME);
     stop.store(true, Ordering::Relaxed);
     let _ = app.join();
     drop(mine);
     a.stop()?;
     b.stop()?;
+    out
+}
+
+/// The veth pair's MTU: as large as native XDP on veth allows without multi-buffer
+/// frames (a page less the headroom and the shared info).
+const VETH_MTU: usize = 3500;
+/// The largest frame the veth paths carry.
+const VETH_FRAME: usize = VETH_MTU + 14;
+
+/// A network namespace of this run holding one veth pair, `va` and `vb`, IPv6 off;
+/// deleted when dropped (also on errors).
+struct VethNs(String);
+
+impl VethNs {
+    fn new() -> Result<VethNs> {
+        let ns = VethNs(format!("spine-be{}", std::process::id()));
+        ip(&["netns", "add", &ns.0])?;
+        for key in ["all", "default"] {
+            let set = format!("net.ipv6.conf.{key}.disable_ipv6=1");
+            ip(&["netns", "exec", &ns.0, "sysctl", "-qw", &set])?;
+        }
+        let mtu = VETH_MTU.to_string();
+        ip(&["-n", &ns.0, "link", "add", "va", "mtu", &mtu, "type", "veth", "peer", "name", "vb"])?;
+        ip(&["-n", &ns.0, "link", "set", "vb", "mtu", &mtu])?;
+        ip(&["-n", &ns.0, "link", "set", "va", "up"])?;
+        ip(&["-n", &ns.0, "link", "set", "vb", "up"])?;
+        Ok(ns)
+    }
+
+    /// Runs `f` on a thread inside the namespace: what it opens there (sockets bound to
+    /// the pair, XDP attachments) keeps working from any thread afterwards.
+    fn enter<T: Send>(&self, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                spine_sys::enter_netns(&self.0).context("entering the bench's namespace")?;
+                f()
+            })
+            .join()
+            .unwrap_or_else(|_| bail!("a thread in the bench's namespace panicked"))
+        })
+    }
+}
+
+impl Drop for VethNs {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.0]);
+    }
+}
+
+fn ip(args: &[&str]) -> Result<()> {
+    let out = std::process::Command::new("ip").args(args).output().context("running ip")?;
+    if !out.status.success() {
+        bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Two adapters joined by a veth pair in a namespace of their own, each with an AF_XDP
+/// port on one end (copy mode: veth has no zero-copy): the bench thread is an
+/// application with an endpoint on adapter A, the echoing one has its endpoint on
+/// adapter B.
+fn veth_path(ns: &VethNs, sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
+    let dir = SockDir::new("veth")?;
+    let idle = tunnel_idle_sleep_us();
+    let side = |name: &str, ifname: &str| -> Result<Served> {
+        let mut b = builder_of(idle, 4096)?;
+        let cfg = AfXdpConfig::new(ifname);
+        let port = ns.enter(|| Ok(AfXdpPort::open(cfg, b.cache())?))?;
+        let w = b.add_port("wire", Device::AfXdp(port), None)?;
+        let h =
+            b.add_port("host", Device::Mem { port: MemPort::sink("host"), sink: true }, None)?;
+        b.set_host_path(w, h)?;
+        Served::start(b, &dir.0, name)
+    };
+    let a = side("a", "va")?;
+    let b = side("b", "vb")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let app = echo_app(b.endpoint("wire")?, stop.clone());
+    let mut mine = a.endpoint("wire")?;
+    let out = measure("two adapters over a veth pair", &mut mine, sizes, count, VETH_FRAME);
+    stop.store(true, Ordering::Relaxed);
+    let _ = app.join();
+    drop(mine);
+    a.stop()?;
+    b.stop()?;
+    out
+}
+
+/// An AF_XDP socket of its own pool, driven directly: the reference for the veth path.
+struct XskWire {
+    port: AfXdpPort,
+    cache: PoolCache,
+    rx: Burst,
+    tx: Burst,
+}
+
+impl XskWire {
+    fn open(ns: &VethNs, ifname: &str) -> Result<XskWire> {
+        let mut pool = PoolConfig::new(2048);
+        pool.buf_size = 4096;
+        let mut cache = Pool::new(pool)?.cache();
+        let port = ns.enter(|| Ok(AfXdpPort::open(AfXdpConfig::new(ifname), &mut cache)?))?;
+        Ok(XskWire { port, cache, rx: Burst::with_capacity(WINDOW), tx: Burst::with_capacity(1) })
+    }
+}
+
+impl Wire for XskWire {
+    fn send(&mut self, f: &[u8]) -> bool {
+        let Some(mut b) = self.cache.alloc() else { return false };
+        let pool = self.cache.pool().clone();
+        if pool.write(&mut b, f).is_err() || self.tx.push(b).is_err() {
+            return false;
+        }
+        let sent = self.port.tx_burst(&mut self.cache, &mut self.tx).unwrap_or(0) == 1;
+        // A buffer the queue did not take goes back to the pool: the caller retries.
+        let _ = self.cache.free_burst(&mut self.tx);
+        let _ = self.port.flush(&mut self.cache);
+        sent
+    }
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        let room = max.min(self.rx.capacity());
+        let mut n = 0;
+        if self.port.rx_burst(&mut self.cache, &mut self.rx).is_ok() {
+            let pool = self.cache.pool().clone();
+            for b in self.rx.iter().take(room) {
+                if let Ok(d) = pool.data(b) {
+                    f(d);
+                    n += 1;
+                }
+            }
+        }
+        let _ = self.cache.free_burst(&mut self.rx);
+        let _ = self.port.flush(&mut self.cache);
+        n
+    }
+}
+
+/// The reference: the same frames between two AF_XDP sockets on the same veth pair, no
+/// adapter; the echoing side busy-polls (an AF_XDP socket's owner polls its rings).
+fn xsk_path(ns: &VethNs, sizes: &[usize], count: usize) -> Result<Vec<Option<Measured>>> {
+    let mut mine = XskWire::open(ns, "va")?;
+    let mut peer = XskWire::open(ns, "vb")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let echo = std::thread::spawn(move || {
+        let mut held: Vec<Vec<u8>> = Vec::with_capacity(WINDOW);
+        while !stop2.load(Ordering::Relaxed) {
+            held.clear();
+            if peer.recv(WINDOW, &mut |m| held.push(m.to_vec())) == 0 {
+                std::thread::yield_now();
+            }
+            for m in &held {
+                while !peer.send(m) && !stop2.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    });
+    let out = measure("AF_XDP over a veth pair", &mut mine, sizes, count, VETH_FRAME);
+    stop.store(true, Ordering::Relaxed);
+    let _ = echo.join();
     out
 }
 
@@ -458,12 +634,23 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
     }
     let machine = super::machine::machine();
     let some = |v: Vec<Measured>| v.into_iter().map(Some).collect();
-    let paths: [(&'static str, Vec<Option<Measured>>); 4] = [
+    let mut paths: Vec<(&'static str, Vec<Option<Measured>>)> = vec![
         (paths_name(0), spine_path(&args.sizes, args.count)?),
         (paths_name(1), some(kernel_udp(&args.sizes, args.count, true)?)),
         (paths_name(2), some(kernel_udp(&args.sizes, args.count, false)?)),
         (paths_name(3), tunnel_path(&args.sizes, args.count)?),
     ];
+    // The veth paths need root (a namespace, XDP, AF_XDP): without it they are left out,
+    // saying why.
+    let mut not_measured = Vec::new();
+    match VethNs::new() {
+        Ok(ns) => {
+            paths.push((paths_name(4), veth_path(&ns, &args.sizes, args.count)?));
+            paths.push((paths_name(5), xsk_path(&ns, &args.sizes, args.count)?));
+        }
+        Err(e) => not_measured.push(format!("the veth paths: {e:#}")),
+    }
+    let paths_count = paths.len();
     let mut rows = Vec::new();
     for (path, per_size) in paths {
         for (m, &bytes) in per_size.into_iter().zip(&args.sizes) {
@@ -481,11 +668,17 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
         .filter_map(|&b| {
             let (s, k) = (find(paths_name(0), b)?, find(paths_name(1), b)?);
             let t = find(paths_name(3), b)?;
+            // Two adapters over veth / AF_XDP sockets on the same veth, where measured.
+            let veth = find(paths_name(4), b)
+                .zip(find(paths_name(5), b))
+                .map(|(v, x)| (v.median_us / x.median_us, v.msgs_per_s / x.msgs_per_s));
             Some(serde_json::json!({
                 "bytes": b,
                 "median_ratio": s.median_us / k.median_us,
                 "throughput_ratio": s.msgs_per_s / k.msgs_per_s,
                 "tunnel_median_ratio": t.median_us / k.median_us,
+                "veth_over_af_xdp_median_ratio": veth.map(|v| v.0),
+                "veth_over_af_xdp_throughput_ratio": veth.map(|v| v.1),
             }))
         })
         .collect();
@@ -499,6 +692,8 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
         "spine_over_kernel_busy": ratios,
         "not_carried_by_spine": not_carried,
         "tunnel_idle_sleep_us": tunnel_idle_sleep_us(),
+        "veth_mtu": VETH_MTU,
+        "not_measured": not_measured,
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -522,6 +717,16 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
                 r["median_ratio"].as_f64().unwrap_or(0.0),
                 r["throughput_ratio"].as_f64().unwrap_or(0.0)
             );
+            if let Some(m) = r["veth_over_af_xdp_median_ratio"].as_f64() {
+                println!(
+                    "  two adapters over veth / AF_XDP sockets on it at {:>5} B: median {m:.2}, throughput {:.2}",
+                    r["bytes"],
+                    r["veth_over_af_xdp_throughput_ratio"].as_f64().unwrap_or(0.0)
+                );
+            }
+        }
+        for why in &not_measured {
+            println!("  not measured: {why}");
         }
         if tunnel_idle_sleep_us() > 0 {
             println!(
@@ -538,7 +743,7 @@ pub fn main(args: &EndpointArgs) -> Result<()> {
         std::fs::write(dir.join("endpoint.json"), serde_json::to_string_pretty(&out)?)?;
         let labels: Vec<String> = args.sizes.iter().map(|b| format!("{b} B")).collect();
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-        let series: Vec<(&str, Vec<f64>)> = (0..4)
+        let series: Vec<(&str, Vec<f64>)> = (0..paths_count)
             .map(|p| {
                 let name = paths_name(p);
                 let v = args.sizes.iter().map(|&b| find(name, b).map_or(0.0, |r| r.median_us));
@@ -558,6 +763,8 @@ fn paths_name(i: usize) -> &'static str {
         "kernel UDP loopback, busy-polling",
         "kernel UDP loopback, blocking",
         "spine, two adapters over a UDP tunnel",
+        "spine, two adapters over a veth pair (AF_XDP)",
+        "AF_XDP sockets over the same veth, busy-polling",
     ][i]
 }
 
