@@ -65,7 +65,18 @@ pub enum Kind {
     Trunc32 {
         region: u32,
     },
+    /// A pointer a helper invalidated (a packet pointer after the packet may have
+    /// moved, a released record): it may not be used as a pointer any more, but two of
+    /// one region may still be subtracted (the kernel, loading as root, keeps them as
+    /// unknown numbers; spine keeps their addresses from leaking). `region` is
+    /// [`STALE`] with the old region's code.
+    Stale {
+        region: u32,
+    },
 }
+
+/// Marks a [`Kind::Stale`] region code, so that it never equals a live region's.
+pub const STALE: u32 = 0x8000_0000;
 
 impl Kind {
     pub fn is_pointer(self) -> bool {
@@ -103,6 +114,7 @@ impl Kind {
             Kind::MapKey { .. } => "map_key",
             Kind::Func { .. } => "func",
             Kind::Trunc32 { .. } => "ptr_low32",
+            Kind::Stale { .. } => "invalidated_ptr",
         }
     }
 
@@ -114,8 +126,16 @@ impl Kind {
             Kind::Stack { frame } => Some(0x200 | u32::from(frame)),
             Kind::MapValue { map } => Some(0x3_0000 | u32::from(map)),
             Kind::Mem { .. } => Some(4),
-            Kind::Trunc32 { region } => Some(region),
+            Kind::Trunc32 { region } | Kind::Stale { region } => Some(region),
             _ => None,
+        }
+    }
+
+    /// What a register of this kind becomes when a helper invalidates it.
+    pub fn stale(self) -> Kind {
+        match self {
+            Kind::Stale { .. } => self,
+            k => Kind::Stale { region: STALE | k.region().unwrap_or(0) },
         }
     }
 

@@ -338,6 +338,37 @@ fn packet_reloaded_after_adjust_head() {
     );
 }
 
+/// Packet pointers kept across `bpf_xdp_adjust_head` are invalidated, but two of them
+/// may still be subtracted, and the difference used as an offset on a reloaded pointer
+/// (clang does so; the kernel, loading as root, keeps them as unknown numbers).
+#[test]
+fn invalidated_packet_pointers_subtract_to_a_number() {
+    accept(
+        "mov %r6, %r1
+         ldxw %r9, [%r6+0]
+         mov %r8, %r9
+         add %r8, 22
+         stxdw [%r10-8], %r8
+         mov %r1, %r6
+         mov %r2, -10
+         call 44
+         ldxdw %r8, [%r10-8]
+         sub %r8, %r9
+         and %r8, 0x3fff
+         ldxw %r2, [%r6+0]
+         ldxw %r3, [%r6+4]
+         add %r2, %r8
+         mov %r4, %r2
+         add %r4, 2
+         jgt %r4, %r3, drop
+         ldxh %r0, [%r2+0]
+         mov %r0, 3
+         exit
+         drop: mov %r0, 1
+         exit",
+    );
+}
+
 #[test]
 fn metadata_checked_against_data() {
     let v = accept(

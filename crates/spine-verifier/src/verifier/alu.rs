@@ -155,8 +155,10 @@ impl Verifier<'_> {
 
     fn ptr_arith(&mut self, i: Insn, d: Reg, s: Reg, st: &mut State) -> Result<Reg, K> {
         let o = i.code & 0xf0;
-        let trunc = |k: Kind| matches!(k, Kind::Trunc32 { .. });
-        if trunc(d.kind) || trunc(s.kind) {
+        let trunc = |k: Kind| matches!(k, Kind::Trunc32 { .. } | Kind::Stale { .. });
+        let stale_diff =
+            o == op::SUB && matches!(d.kind, Kind::Stale { .. }) && same_region(d.kind, s.kind);
+        if (trunc(d.kind) || trunc(s.kind)) && !stale_diff {
             return Err(K::PointerPointerArith {
                 reg: i.dst,
                 op: o,

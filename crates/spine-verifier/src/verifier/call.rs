@@ -419,16 +419,20 @@ fn is_mem_kind(k: Kind) -> bool {
 }
 
 /// Every register and spilled register matching `pred` becomes unusable.
+/// Registers and spills that `pred` picks become [`Kind::Stale`]: never again a
+/// pointer, still subtractable from one another (as the kernel, loading as root, keeps
+/// them as unknown numbers).
 fn invalidate(st: &mut State, pred: impl Fn(&Reg) -> bool) {
+    let stale = |r: &Reg| Reg::ptr(r.kind.stale(), 0);
     for f in &mut st.frames {
         for r in &mut f.regs {
             if r.kind.is_pointer() && pred(r) {
-                *r = Reg::NOT_INIT;
+                *r = stale(r);
             }
         }
         for s in &mut f.stack {
             if s.bytes[0] == Byte::Spill && s.spill.kind.is_pointer() && pred(&s.spill) {
-                s.scrub_spill();
+                s.spill = stale(&s.spill);
             }
         }
     }

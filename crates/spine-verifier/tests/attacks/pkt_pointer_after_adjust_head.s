@@ -1,5 +1,5 @@
 ; keeps a packet pointer across bpf_xdp_adjust_head, which invalidates it
-; expect: UninitRegister
+; expect: InvalidMemAccess
 mov %r6, %r1
 ldxw %r7, [%r6+0]
 ldxw %r8, [%r6+4]

@@ -1,5 +1,5 @@
 ; spills a checked packet pointer, resizes the packet, and fills it
-; expect: UninitStack
+; expect: InvalidMemAccess
 mov %r6, %r1
 ldxw %r7, [%r6+0]
 ldxw %r8, [%r6+4]
