@@ -140,6 +140,7 @@ pub mod helper {
     pub const GET_SMP_PROCESSOR_ID: u32 = 8;
     pub const TAIL_CALL: u32 = 12;
     pub const REDIRECT: u32 = 23;
+    pub const PERF_EVENT_OUTPUT: u32 = 25;
     pub const CSUM_DIFF: u32 = 28;
     pub const XDP_ADJUST_HEAD: u32 = 44;
     pub const REDIRECT_MAP: u32 = 51;
@@ -182,6 +183,7 @@ pub mod helper {
             GET_SMP_PROCESSOR_ID => "bpf_get_smp_processor_id",
             TAIL_CALL => "bpf_tail_call",
             REDIRECT => "bpf_redirect",
+            PERF_EVENT_OUTPUT => "bpf_perf_event_output",
             CSUM_DIFF => "bpf_csum_diff",
             XDP_ADJUST_HEAD => "bpf_xdp_adjust_head",
             REDIRECT_MAP => "bpf_redirect_map",
@@ -212,6 +214,15 @@ pub mod helper {
     }
 }
 
+/// `bpf_perf_event_output`'s flags: the slot (`BPF_F_INDEX_MASK`, with
+/// `BPF_F_CURRENT_CPU` for the calling CPU's) and, in the upper half, how many bytes of
+/// the packet to append (`BPF_F_CTXLEN_MASK`).
+pub mod perf_flags {
+    pub const INDEX_MASK: u64 = 0xffff_ffff;
+    pub const CURRENT_CPU: u64 = INDEX_MASK;
+    pub const CTXLEN_MASK: u64 = 0xf_ffff << 32;
+}
+
 /// Map creation flags (`map_flags`).
 pub mod map_flags {
     pub const NO_PREALLOC: u32 = 1 << 0;
@@ -223,6 +234,7 @@ pub mod map_flags {
     pub const RDONLY_PROG: u32 = 1 << 7;
     pub const WRONLY_PROG: u32 = 1 << 8;
     pub const MMAPABLE: u32 = 1 << 10;
+    pub const PRESERVE_ELEMS: u32 = 1 << 11;
     pub const INNER_MAP: u32 = 1 << 12;
 }
 

@@ -194,7 +194,7 @@ pub enum LiveError {
     TagTaken { port: String, id: u64 },
     #[error("no endpoint {id}")]
     NoEndpoint { id: u64 },
-    #[error("extension '{ext}', map '{map}': not a ring buffer")]
+    #[error("extension '{ext}', map '{map}': not a ring buffer or a perf event array")]
     NotRing { ext: String, map: String },
     #[error("extension '{ext}', map '{map}': the ring is read by a [[ringbuf]] output of the configuration")]
     RingOwned { ext: String, map: String },

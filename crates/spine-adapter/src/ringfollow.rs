@@ -11,6 +11,11 @@
 //! configuration reads ([`Adapter::ring_buffer`](crate::Adapter::ring_buffer)) is that
 //! output's, and the API refuses to follow it rather than split its records.
 //!
+//! A `BPF_MAP_TYPE_PERF_EVENT_ARRAY` is followed the same way: its first follower opens
+//! every slot (as user space opening a perf buffer on every CPU), from then on
+//! `bpf_perf_event_output` into the slot of the program's CPU succeeds, and each record
+//! carries the slot (`cpu`) it came from.
+//!
 //! Nothing here runs on a worker.
 
 use std::collections::{HashMap, VecDeque};
@@ -32,6 +37,9 @@ pub struct RingRecord {
     pub time_s: f64,
     /// The record's bytes, in hex.
     pub data: String,
+    /// A perf event array's sample: the slot (the CPU) it was written to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
 }
 
 /// What a follower gets: the records after the sequence number it asked for.
@@ -51,6 +59,22 @@ struct Follow {
     bytes: usize,
     /// Sequence number of the last record drained.
     last: u64,
+    /// A perf event array's slots were opened for this follower.
+    opened: bool,
+}
+
+impl Follow {
+    /// Numbers a drained record and keeps it; the oldest give way past the bounds.
+    fn keep(&mut self, now_s: f64, cpu: Option<u32>, rec: &[u8]) {
+        self.last += 1;
+        let data: String = rec.iter().map(|b| format!("{b:02x}")).collect();
+        self.bytes += data.len() / 2;
+        self.history.push_back(RingRecord { seq: self.last, time_s: now_s, data, cpu });
+        while self.history.len() > RING_RECORDS || self.bytes > RING_BYTES {
+            let Some(old) = self.history.pop_front() else { break };
+            self.bytes -= old.data.len() / 2;
+        }
+    }
 }
 
 /// Every followed ring, and the rings a configured output reads.
@@ -86,7 +110,9 @@ impl RingFollows {
         after: u64,
         max: usize,
     ) -> Result<RingPage, FollowRefusal> {
-        let Some(rb) = ring.ringbuf() else { return Err(FollowRefusal::NotRing) };
+        if ring.ringbuf().is_none() && ring.perf().is_none() {
+            return Err(FollowRefusal::NotRing);
+        }
         let key = (ext.to_string(), map.to_string());
         if self.owned.lock().unwrap_or_else(PoisonError::into_inner).contains(&key) {
             return Err(FollowRefusal::Owned);
@@ -97,23 +123,26 @@ impl RingFollows {
             history: VecDeque::new(),
             bytes: 0,
             last: 0,
+            opened: false,
         });
         if !Arc::ptr_eq(&f.ring, &ring) {
             // Loaded again under the same name: a new ring, numbering carries on.
             f.ring = ring.clone();
+            f.opened = false;
         }
         // Bounded by the page: producers may keep up with a drain for as long as it runs,
         // and a follower that reads every page never falls more than a history behind.
-        rb.consume_up_to(max.min(RING_RECORDS), |rec| {
-            f.last += 1;
-            let data: String = rec.iter().map(|b| format!("{b:02x}")).collect();
-            f.bytes += data.len() / 2;
-            f.history.push_back(RingRecord { seq: f.last, time_s: now_s, data });
-            while f.history.len() > RING_RECORDS || f.bytes > RING_BYTES {
-                let Some(old) = f.history.pop_front() else { break };
-                f.bytes -= old.data.len() / 2;
+        let take = max.min(RING_RECORDS);
+        if let Some(rb) = ring.ringbuf() {
+            rb.consume_up_to(take, |rec| f.keep(now_s, None, rec));
+        } else if let Some(perf) = ring.perf() {
+            if !f.opened {
+                // A slot whose ring cannot be made stays closed: its samples get ENOENT.
+                let _ = perf.open_all();
+                f.opened = true;
             }
-        });
+            perf.consume_up_to(take, |cpu, rec| f.keep(now_s, Some(cpu), rec));
+        }
         let records: Vec<RingRecord> =
             f.history.iter().filter(|r| r.seq > after).take(max).cloned().collect();
         let next = records.last().map_or(after, |r| r.seq);

@@ -405,6 +405,49 @@ fn ring_buffer_records_are_followed_by_sequence_and_none_is_lost() {
     assert_eq!(after + u64::from_le_bytes(v), runs, "every run followed or counted as lost");
 }
 
+/// A perf event array followed over the API: before a follower its slots hold no
+/// reader and every sample is refused with ENOENT (as with no perf event in the slot);
+/// once followed, samples of the worker's CPU arrive, in order, with their slot.
+#[test]
+fn perf_event_samples_are_followed_once_a_reader_opens_the_slots() {
+    static OBJ: OnceLock<Vec<u8>> = OnceLock::new();
+    let dir = TempDir::new("perf");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    c.load("perf", fixture("perf_sample", &OBJ), Some("sample_all"), None).unwrap();
+    c.attach("perf", "wire").unwrap();
+    let refused = |c: &mut Client| {
+        let v = c.lookup("perf", "refused", &2u32.to_le_bytes()).unwrap();
+        u64::from_le_bytes(v[..8].try_into().unwrap())
+    };
+    let t0 = std::time::Instant::now();
+    while refused(&mut c) == 0 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "no ENOENT counted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let (mut after, mut got) = (0u64, 0usize);
+    while got < 200 {
+        let page = c.ring_since("perf", "samples", after).unwrap();
+        for r in &page.records {
+            assert_eq!(r.seq, after + 1, "no record skipped or repeated");
+            assert_eq!(r.cpu, Some(0), "the one worker's slot");
+            let b: Vec<u8> = (0..r.data.len() / 2)
+                .map(|i| u8::from_str_radix(&r.data[2 * i..2 * i + 2], 16).unwrap())
+                .collect();
+            assert_eq!(b.len(), 8 + 16, "struct sample and 16 packet bytes");
+            assert_eq!(u32::from_le_bytes(b[..4].try_into().unwrap()), 0x5350_494e);
+            assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()), 60, "the frame's length");
+            assert_eq!(b[8..], frame(b[22])[..16], "the frame's first bytes");
+            after = r.seq;
+        }
+        got += page.records.len();
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "samples stopped at {got}");
+    }
+    server.stop();
+    running.stop().unwrap();
+}
+
 /// `struct flow` and `struct stats` of spine-difftest's btf_dump.c fixture, as bytes.
 fn flow_key() -> Vec<u8> {
     let mut k = 0x0a00_0001u32.to_le_bytes().to_vec();

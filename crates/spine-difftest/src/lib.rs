@@ -189,9 +189,13 @@ impl Pair {
         let maps = (0..ext.maps().len())
             .filter_map(|i| ext.maps().data(i).map(|_| i))
             .filter_map(|i| match ext.maps().get(i) {
-                // The kernel does not let user space read an XSKMAP entry back.
+                // The kernel does not let user space read an XSKMAP entry or a perf
+                // event array's slot back.
                 Some(spine_runtime::RtMap::Data(m))
-                    if m.def().map_type != spine_abi::map_type::XSKMAP =>
+                    if !matches!(
+                        m.def().map_type,
+                        spine_abi::map_type::XSKMAP | spine_abi::map_type::PERF_EVENT_ARRAY
+                    ) =>
                 {
                     Some((i, m.clone()))
                 }

@@ -149,6 +149,8 @@ pub(crate) enum Plan {
     CpuMap,
     XskMap,
     RingBuf,
+    /// `PERF_EVENT_ARRAY`.
+    Perf,
     /// `ARRAY_OF_MAPS` or `HASH_OF_MAPS`.
     Outer {
         hash: bool,
@@ -263,6 +265,27 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
                 return Err(MapError::RingSize { map, max_entries: n });
             }
             Plan::RingBuf
+        }
+        mt::PERF_EVENT_ARRAY => {
+            // `fd_array_map_alloc_check`: key and value 4 bytes (a CPU, a perf event
+            // fd), at least one entry, only the access flags.
+            if def.key_size != 4 {
+                return Err(MapError::KeySize { map, key_size: def.key_size, min: 4, max: 4 });
+            }
+            if def.value_size != 4 {
+                let value_size = def.value_size;
+                return Err(MapError::ValueSize { map, value_size, min: 4, max: 4 });
+            }
+            if def.max_entries == 0 {
+                return Err(MapError::ZeroEntries { map });
+            }
+            if flags
+                & !(mf::NUMA_NODE | mf::RDONLY | mf::WRONLY | mf::INNER_MAP | mf::PRESERVE_ELEMS)
+                != 0
+            {
+                return Err(MapError::MapFlags { map, flags });
+            }
+            Plan::Perf
         }
         map_type => return Err(MapError::Unsupported { map, map_type }),
     };

@@ -137,6 +137,12 @@ pub enum MapError {
     DeleteOutOfRange { map: Arc<str>, index: u32, max_entries: u32 },
     #[error("map {map}: ring buffer full")]
     RingFull { map: Arc<str> },
+    #[error("map {map}: slot {index} is CPU {index}'s, not CPU {cpu}'s")]
+    OtherCpuSlot { map: Arc<str>, index: u32, cpu: usize },
+    #[error("map {map}: slot {index}'s ring is full")]
+    PerfRingFull { map: Arc<str>, index: u32 },
+    #[error("map {map}: a perf event array's slots hold perf events and cannot be read")]
+    PerfSlotUnreadable { map: Arc<str> },
     #[error("map {map}: {addr:#x} is not a record reserved in this ring buffer and not yet submitted or discarded")]
     NotReserved { map: Arc<str>, addr: u64 },
     #[error("map {map}: key of {len} bytes, key_size is {expected}")]
@@ -219,13 +225,17 @@ impl MapError {
                     EINVAL
                 }
             }
-            MapError::InnerNotSupported { .. } | MapError::NoElements { .. } => ENOTSUPP,
+            MapError::InnerNotSupported { .. }
+            | MapError::NoElements { .. }
+            | MapError::PerfSlotUnreadable { .. } => ENOTSUPP,
             MapError::InnerByFd { .. } => EBADF,
             MapError::SpinLockType { .. } => EOPNOTSUPP,
             MapError::LockTimeout { .. } => EBUSY,
             MapError::QueueSize { .. } => EOVERFLOW,
             MapError::NoSuchCpu { .. } => ENODEV,
             MapError::RingFull { .. } => EAGAIN,
+            MapError::OtherCpuSlot { .. } => EOPNOTSUPP,
+            MapError::PerfRingFull { .. } => ENOSPC,
             MapError::ValueTooLarge { .. }
             | MapError::KeyValueTooLarge { .. }
             | MapError::TooManyEntries { .. }
@@ -296,6 +306,9 @@ impl MapError {
             | MapError::NoSuchCpu { map, .. }
             | MapError::DeleteOutOfRange { map, .. }
             | MapError::RingFull { map }
+            | MapError::OtherCpuSlot { map, .. }
+            | MapError::PerfRingFull { map, .. }
+            | MapError::PerfSlotUnreadable { map }
             | MapError::NotReserved { map, .. } => map,
         }
     }

@@ -45,6 +45,7 @@ mod lpm_index;
 mod lru;
 mod map;
 mod outer;
+pub mod perf;
 pub mod ringbuf;
 mod spinlock;
 mod storage;
@@ -57,6 +58,7 @@ pub use error::{
 };
 pub use map::{ArrayLayout, Map, ValueSpan};
 pub use outer::InnerRef;
+pub use perf::PerfEventArray;
 pub use ringbuf::RingBuf;
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use crate::error::{ProgOp, ReadOnlyReason};
 use crate::hash::{HashTab, KeyHash, Side};
 use crate::lpm::LpmTrie;
 use crate::outer::{InnerRef, OuterMap};
+use crate::perf::PerfEventArray;
 use crate::ringbuf::RingBuf;
 use crate::storage::Arena;
 use crate::xskmap::XskMap;
@@ -64,6 +65,7 @@ enum Inner {
     CpuMap(CpuMap),
     XskMap(XskMap),
     RingBuf(RingBuf),
+    Perf(PerfEventArray),
     Outer(OuterMap),
 }
 
@@ -158,6 +160,10 @@ impl Map {
                 let bytes = budget(RingBuf::bytes(&def))?;
                 (Inner::RingBuf(RingBuf::new(&def)?), bytes)
             }
+            Plan::Perf => {
+                let bytes = budget(PerfEventArray::bytes(&def))?;
+                (Inner::Perf(PerfEventArray::new(&def)), bytes)
+            }
             Plan::Outer { hash } => {
                 let template =
                     template.ok_or_else(|| MapError::NoInnerTemplate { map: def.name.clone() })?;
@@ -183,6 +189,8 @@ impl Map {
             Inner::CpuMap(c) => Box::new([span(c.entries().values(), false)]),
             Inner::XskMap(c) => Box::new([span(c.entries().values(), false)]),
             Inner::RingBuf(r) => Box::new([span(r.data(), true)]),
+            // Programs never see a perf slot's memory: the helper writes it.
+            Inner::Perf(_) => Box::new([]),
             // Inner-map handles are opaque to programs, as kernel map pointers are.
             Inner::Outer(_) => Box::new([]),
         };
@@ -280,7 +288,7 @@ impl Map {
             Inner::DevMapHash(d) => d.lookup(key),
             Inner::CpuMap(c) => c.entries().lookup(key),
             Inner::XskMap(c) => c.entries().lookup(key),
-            Inner::RingBuf(_) => None,
+            Inner::RingBuf(_) | Inner::Perf(_) => None,
             Inner::Outer(o) => o.lookup(key),
         }
     }
@@ -395,6 +403,7 @@ impl Map {
             Inner::CpuMap(c) => c.entries().lookup_user(key, out),
             Inner::XskMap(c) => c.entries().lookup_user(key, out),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
+            Inner::Perf(_) => Err(MapError::PerfSlotUnreadable { map: self.name() }),
             Inner::Outer(o) => o.lookup_user(key, out),
         }
     }
@@ -420,6 +429,9 @@ impl Map {
             Inner::CpuMap(c) => c.update_user(key, value, flags),
             Inner::XskMap(c) => c.update_user(key, value, flags),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
+            // The kernel's value is a perf event fd; here any value opens the slot.
+            Inner::Perf(_) if flags != 0 => Err(MapError::InvalidFlags { map: self.name(), flags }),
+            Inner::Perf(p) => p.open(u32::from_ne_bytes([key[0], key[1], key[2], key[3]])),
             Inner::Outer(_) => Err(MapError::InnerByFd { map: self.name() }),
         }
     }
@@ -462,6 +474,7 @@ impl Map {
             Inner::CpuMap(c) => c.delete(key),
             Inner::XskMap(c) => c.delete(key),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
+            Inner::Perf(p) => p.close(u32::from_ne_bytes([key[0], key[1], key[2], key[3]])),
             Inner::Outer(o) => o.delete(key),
         }
     }
@@ -487,6 +500,7 @@ impl Map {
             Inner::CpuMap(c) => c.entries().next_key(key, out),
             Inner::XskMap(c) => c.entries().next_key(key, out),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
+            Inner::Perf(p) => p.next_key(key, out),
             Inner::Outer(o) => o.next_key(key, out),
         }
     }
@@ -559,6 +573,14 @@ impl Map {
     pub fn ringbuf(&self) -> Option<&RingBuf> {
         match &self.inner {
             Inner::RingBuf(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The slots of a `PERF_EVENT_ARRAY` map: `bpf_perf_event_output` and the reader.
+    pub fn perf(&self) -> Option<&PerfEventArray> {
+        match &self.inner {
+            Inner::Perf(p) => Some(p),
             _ => None,
         }
     }
@@ -686,6 +708,7 @@ impl Map {
             Inner::CpuMap(c) => c.entries().len(),
             Inner::XskMap(c) => c.entries().len(),
             Inner::RingBuf(_) => 0,
+            Inner::Perf(p) => p.len(),
             Inner::Outer(o) => o.len(),
         }
     }
@@ -710,7 +733,7 @@ impl Map {
             Inner::CpuMap(c) => c.entries().values(),
             Inner::XskMap(c) => c.entries().values(),
             Inner::RingBuf(r) => r.data(),
-            Inner::Outer(_) => unreachable!("a map-in-map has no value spans"),
+            Inner::Perf(_) | Inner::Outer(_) => unreachable!("no value spans"),
         };
         (arena, (addr - arena.base().as_ptr() as u64) as usize)
     }

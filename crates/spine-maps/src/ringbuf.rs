@@ -201,6 +201,21 @@ impl RingBuf {
         self.commit(rec.as_ptr() as u64, flags, false)
     }
 
+    /// One record of the concatenated `parts` (a perf sample: the program's data, then
+    /// packet bytes), committed at once. `RingFull` when it does not fit now.
+    pub fn output_parts(&self, parts: &[&[u8]]) -> Result<(), MapError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let rec = self
+            .reserve(len as u64, 0)
+            .ok_or_else(|| MapError::RingFull { map: self.name.clone() })?;
+        let mut off = rec.as_ptr() as usize - self.data.base().as_ptr() as usize;
+        for p in parts {
+            self.data.write_bytes_at(off, p);
+            off += p.len();
+        }
+        self.commit(rec.as_ptr() as u64, 0, false)
+    }
+
     /// `bpf_ringbuf_query`: available bytes (`RB_AVAIL_DATA`), the ring size, the
     /// consumer or producer position; 0 for any other flag.
     pub fn query(&self, flag: u64) -> u64 {

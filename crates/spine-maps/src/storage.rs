@@ -226,6 +226,19 @@ impl Arena {
         }
     }
 
+    /// Copies `src` to `off`, any offset: bytes up to the next multiple of 8, then as
+    /// [`Arena::write_bytes`] (the parts of a record written one after the other).
+    pub(crate) fn write_bytes_at(&self, off: usize, src: &[u8]) {
+        let head = (off.next_multiple_of(8) - off).min(src.len());
+        assert!(off.checked_add(src.len()).is_some_and(|end| end <= self.len()), "arena range");
+        for (i, b) in src[..head].iter().enumerate() {
+            self.byte(off + i).store(*b, Relaxed);
+        }
+        if head < src.len() {
+            self.write_bytes(off + head, &src[head..]);
+        }
+    }
+
     /// Zeroes `len` bytes of the slot at `off` (same length rule as [`Arena::read`]).
     pub(crate) fn zero(&self, off: usize, len: usize) {
         self.check(off, len);

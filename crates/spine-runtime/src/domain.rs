@@ -31,6 +31,7 @@ pub const XDP_HELPERS: &[u32] = {
         TAIL_CALL,
         REDIRECT,
         REDIRECT_MAP,
+        PERF_EVENT_OUTPUT,
         CSUM_DIFF,
         XDP_ADJUST_HEAD,
         XDP_ADJUST_META,

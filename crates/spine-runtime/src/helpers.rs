@@ -369,6 +369,59 @@ impl<'a> XdpEnv<'a> {
         }
     }
 
+    /// `bpf_perf_event_output` from XDP, as the kernel's `bpf_xdp_event_output`: flags
+    /// other than the slot and the packet length `-EINVAL`, a packet length past the
+    /// frame `-EFAULT`; then the slot's answers ([`spine_maps::PerfEventArray::output`]).
+    /// The record is the program's `size` bytes at `data`, then the packet's first bytes
+    /// (fragments included), with no copy but into the slot's ring.
+    fn perf_event_output(
+        &mut self,
+        handle: u64,
+        flags: u64,
+        data: u64,
+        size: u64,
+        mem: &Memory,
+    ) -> Result<u64, CallAbort> {
+        use spine_abi::perf_flags as pf;
+        if flags & !(pf::INDEX_MASK | pf::CTXLEN_MASK) != 0 {
+            return Ok(neg(errno::EINVAL));
+        }
+        let ctx_len = ((flags & pf::CTXLEN_MASK) >> 32) as usize;
+        if ctx_len as u64 > self.buff_len() {
+            return Ok(neg(errno::EFAULT));
+        }
+        let meta = usize::try_from(size).ok().and_then(|n| mem.slice(data, n));
+        let meta = meta.ok_or(CallAbort::Fault("pointer argument outside the program's memory"))?;
+        let c = self.ctx();
+        let head_len = ((c.data_end - c.data) as usize).min(ctx_len);
+        // SAFETY: the head lies in the frame buffer borrowed for the invocation, which
+        // nothing writes while the helper runs.
+        let head = unsafe { std::slice::from_raw_parts(c.data as *const u8, head_len) };
+        let mut parts: [&[u8]; 2 + crate::frags::MAX_FRAGS] = [&[]; 2 + crate::frags::MAX_FRAGS];
+        parts[0] = meta;
+        parts[1] = head;
+        let (mut n, mut left) = (2, ctx_len - head_len);
+        // SAFETY: `frags` is null or the fragments the runner borrowed for the run.
+        if let Some(f) = unsafe { self.frags.as_ref() } {
+            for frag in f.iter().take(crate::frags::MAX_FRAGS) {
+                if left == 0 {
+                    break;
+                }
+                let k = frag.len().min(left);
+                parts[n] = &frag[..k];
+                (n, left) = (n + 1, left - k);
+            }
+        }
+        let cpu = self.cpu;
+        let index = match flags & pf::INDEX_MASK {
+            pf::CURRENT_CPU => cpu as u32,
+            i => i as u32,
+        };
+        let perf = self.map(handle)?.perf();
+        let perf = perf.ok_or(CallAbort::Fault("argument 2 is not a perf event array"))?;
+        Ok(map_result(perf.output(index, cpu, &parts[..n])))
+    }
+
     /// `bpf_redirect_map`, as the kernel's `__bpf_xdp_redirect_map`: flags other than the
     /// low bits (and, for devmaps, `BPF_F_BROADCAST`/`BPF_F_EXCLUDE_INGRESS`) are
     /// `XDP_ABORTED`; a missing key returns the low bits of `flags` as the verdict,
@@ -643,6 +696,10 @@ impl Env for XdpEnv<'_> {
                 u64::from(spine_abi::xdp_action::REDIRECT)
             }
             helper::REDIRECT_MAP => return self.redirect_map(a[0], a[1], a[2]),
+            helper::PERF_EVENT_OUTPUT => {
+                self.check_ctx(a[0])?;
+                return self.perf_event_output(a[1], a[2], a[3], a[4], mem);
+            }
             helper::RINGBUF_OUTPUT => {
                 let rb = self.ringbuf(a[0])?;
                 let data = usize::try_from(a[2])

@@ -138,7 +138,11 @@ impl MapTable {
             let progs = ProgArray::new(&spec.name, spec.max_entries);
             return Ok((RtMap::Progs(Arc::new(progs)), true));
         }
-        let def = map_def(spec);
+        let mut def = map_def(spec);
+        // As libbpf: a perf event array of no size gets a slot per CPU.
+        if def.map_type == map_type::PERF_EVENT_ARRAY && def.max_entries == 0 {
+            def.max_entries = ncpus as u32;
+        }
         let template = spec.inner.as_deref().map(map_def);
         let is_data = matches!(spec.origin, MapOrigin::GlobalData { .. });
         if !is_data {

@@ -162,11 +162,16 @@ fn create_map(spec: &MapSpec, btf: Option<&OwnedFd>) -> Result<KernelMap, LoadEr
     if let MapOrigin::GlobalData { read_only: true, .. } = spec.origin {
         flags |= map_flags::RDONLY_PROG;
     }
+    // As libbpf: a perf event array of no size gets a slot per possible CPU.
+    let max_entries = match spec.max_entries {
+        0 if spec.map_type == map_type::PERF_EVENT_ARRAY => crate::cpus::possible_cpus() as u32,
+        n => n,
+    };
     let def = MapDef {
         map_type: spec.map_type,
         key_size: spec.key_size,
         value_size: spec.value_size,
-        max_entries: spec.max_entries,
+        max_entries,
         flags,
         numa_node: spec.numa_node,
         map_extra: spec.map_extra,

@@ -110,6 +110,9 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::TRACE_PRINTK => ([mem_ro, ConstSize, d, d, d], RetType::Integer),
         h::TAIL_CALL => ([Ctx, ConstMapPtr, Anything, d, d], RetType::Void),
         h::REDIRECT => ([Anything, Anything, d, d, d], RetType::Integer),
+        h::PERF_EVENT_OUTPUT => {
+            ([Ctx, ConstMapPtr, Anything, mem_ro, ConstSizeOrZero], RetType::Integer)
+        }
         h::REDIRECT_MAP => ([ConstMapPtr, Anything, Anything, d, d], RetType::Integer),
         h::CSUM_DIFF => {
             let m = Mem { rdonly: true, maybe_null: true };
@@ -162,7 +165,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 34] = [
+pub const KNOWN_HELPERS: [u32; 35] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -172,6 +175,7 @@ pub const KNOWN_HELPERS: [u32; 34] = [
     h::GET_SMP_PROCESSOR_ID,
     h::TAIL_CALL,
     h::REDIRECT,
+    h::PERF_EVENT_OUTPUT,
     h::CSUM_DIFF,
     h::XDP_ADJUST_HEAD,
     h::REDIRECT_MAP,
@@ -238,7 +242,7 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
         mt::CPUMAP => id == h::REDIRECT_MAP,
         mt::XSKMAP | mt::SPINE_ENDPOINT => matches!(id, h::REDIRECT_MAP | h::MAP_LOOKUP_ELEM),
         mt::RINGBUF => matches!(id, h::RINGBUF_OUTPUT | h::RINGBUF_RESERVE | h::RINGBUF_QUERY),
-        mt::PERF_EVENT_ARRAY => false,
+        mt::PERF_EVENT_ARRAY => id == h::PERF_EVENT_OUTPUT,
         mt::ARRAY_OF_MAPS | mt::HASH_OF_MAPS => id == h::MAP_LOOKUP_ELEM,
         _ => true,
     };
@@ -251,6 +255,7 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
             )
         }
         h::RINGBUF_OUTPUT | h::RINGBUF_RESERVE | h::RINGBUF_QUERY => map_type == mt::RINGBUF,
+        h::PERF_EVENT_OUTPUT => map_type == mt::PERF_EVENT_ARRAY,
         h::FOR_EACH_MAP_ELEM => matches!(
             map_type,
             mt::ARRAY
