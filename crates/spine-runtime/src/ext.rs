@@ -352,15 +352,30 @@ fn verify_with(
 }
 
 fn map_info(spec: &spine_obj::MapSpec) -> MapInfo {
+    let read_only = spec.flags & spine_abi::map_flags::RDONLY_PROG != 0;
+    // `.rodata` is written with its initial bytes and frozen before any program of the
+    // object runs (`MapTable::create_one`), and programs cannot write it: the verifier
+    // may read it as the kernel reads a frozen read-only array.
+    let frozen_data =
+        matches!(spec.origin, spine_obj::MapOrigin::GlobalData { read_only: true, .. })
+            && read_only
+            && spec.map_type == spine_abi::map_type::ARRAY
+            && spec.max_entries == 1;
+    let frozen = spec.initial.as_ref().filter(|_| frozen_data).map(|init| {
+        let mut v = init.clone();
+        v.resize(spec.value_size as usize, 0);
+        std::sync::Arc::from(v)
+    });
     MapInfo {
         name: spec.name.clone(),
         map_type: spec.map_type,
         key_size: spec.key_size,
         value_size: spec.value_size,
         max_entries: spec.max_entries,
-        read_only: spec.flags & spine_abi::map_flags::RDONLY_PROG != 0,
+        read_only,
         inner: spec.inner.as_deref().map(|i| Box::new(map_info(i))),
         spin_lock: spec.spin_lock,
+        frozen,
     }
 }
 

@@ -21,6 +21,11 @@ pub struct MapInfo {
     /// Offset of the value's `struct bpf_spin_lock` (from BTF): the only place
     /// `bpf_spin_lock` may point, and bytes no load or store may touch.
     pub spin_lock: Option<u32>,
+    /// The value of a frozen, read-only, single-element array (`.rodata` once the
+    /// loader wrote and froze it): a load at a constant offset reads a known number
+    /// from it, as the kernel's `bpf_map_direct_read` does, so code that a `const
+    /// volatile` setting rules out is never explored. `None`: values are unknown.
+    pub frozen: Option<std::sync::Arc<[u8]>>,
 }
 
 impl MapInfo {
@@ -40,6 +45,7 @@ impl MapInfo {
             read_only: false,
             inner: None,
             spin_lock: None,
+            frozen: None,
         }
     }
 }

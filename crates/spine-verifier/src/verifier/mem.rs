@@ -302,10 +302,27 @@ impl Verifier<'_> {
                     CtxFieldKind::ScalarMax(max) => Reg::scalar(Scalar::urange(0, u64::from(max))),
                 }
             }
+            Region::MapValue { map } => match self.frozen_read(map, &ptr, i.off, size) {
+                Some(v) => Reg::scalar(ext(Scalar::constant(v))),
+                None => Reg::scalar(ext(Scalar::unknown_bytes(size as u32))),
+            },
             _ => Reg::scalar(ext(Scalar::unknown_bytes(size as u32))),
         };
         st.cur_mut().regs[usize::from(i.dst)] = value;
         Ok(())
+    }
+
+    /// The number a load of `size` bytes at `ptr + off` reads from a frozen read-only
+    /// map value ([`crate::MapInfo::frozen`]), when the offset is constant.
+    fn frozen_read(&self, map: usize, ptr: &Reg, off: i16, size: u64) -> Option<u64> {
+        let info = self.maps.get(map)?;
+        let bytes = info.frozen.as_deref().filter(|_| info.read_only)?;
+        let at = i64::from(ptr.off) + ptr.v.const_value()? as i64 + i64::from(off);
+        let at = usize::try_from(at).ok()?;
+        let b = bytes.get(at..at.checked_add(size as usize)?)?;
+        let mut le = [0u8; 8];
+        le[..b.len()].copy_from_slice(b);
+        Some(u64::from_le_bytes(le))
     }
 
     pub(super) fn store(&mut self, pc: usize, i: Insn, st: &mut State) -> Result<(), K> {
