@@ -713,9 +713,10 @@ impl Adapter {
             };
             // CO-RE relocations resolve against the running kernel's BTF, as libbpf's do.
             let target_btf = spine_sys::kernel_btf();
+            let max_entries = e.max_entries.clone();
             let obj = spine_obj::parse_with(
                 &bytes,
-                &spine_obj::ParseOptions { section_types, target_btf },
+                &spine_obj::ParseOptions { section_types, target_btf, max_entries },
             )
             .map_err(|e| AdapterError::Object { at: at.clone(), source: Box::new(e) })?;
             b.load_parsed(&e.name, &obj, e.section.as_deref(), domain, &at)?;

@@ -188,6 +188,9 @@ pub struct ExtensionConfig {
     pub prog_type: Option<spine_obj::ProgType>,
     /// `None`: the built-in `default` domain.
     pub domain: Option<String>,
+    /// `max_entries` of maps the object declares without a size, as its own loader
+    /// would set them (`max_entries = { rx_cnt = 2 }`).
+    pub max_entries: Vec<(String, u32)>,
 }
 
 /// Where an extension's ELF object comes from.
@@ -892,8 +895,15 @@ fn parse_extension(mut t: Table<'_>, base: &Path) -> Result<ExtensionConfig, Con
         },
     };
     let domain = t.opt_str("domain")?.map(str::to_string);
+    let max_entries = match t.opt_table("max_entries")? {
+        Some(m) => {
+            let sizes = m.int_entries(1, i64::from(u32::MAX))?;
+            sizes.into_iter().map(|(k, n)| (k, n as u32)).collect()
+        }
+        None => Vec::new(),
+    };
     t.finish()?;
-    Ok(ExtensionConfig { name, object, section, prog_type, domain })
+    Ok(ExtensionConfig { name, object, section, prog_type, domain, max_entries })
 }
 
 fn parse_attach(mut t: Table<'_>) -> Result<Attachment, ConfigError> {

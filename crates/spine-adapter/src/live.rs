@@ -936,5 +936,5 @@ pub fn hex(b: &[u8]) -> String {
 /// against the running kernel's BTF, as libbpf's do.
 pub(crate) fn parse_object(bytes: &[u8]) -> Result<spine_obj::Object, spine_obj::ObjError> {
     let target_btf = spine_sys::kernel_btf();
-    spine_obj::parse_with(bytes, &spine_obj::ParseOptions { section_types: Vec::new(), target_btf })
+    spine_obj::parse_with(bytes, &spine_obj::ParseOptions { target_btf, ..Default::default() })
 }

@@ -79,6 +79,20 @@ pub struct LoadArgs {
     /// /sys/kernel/btf/vmlinux).
     #[arg(long, value_name = "FILE")]
     pub btf: Option<PathBuf>,
+    /// Size map NAME to N entries before loading, as the object's own loader would
+    /// (`bpf_map__set_max_entries`; repeatable).
+    #[arg(long = "max-entries", value_name = "NAME=N", value_parser = parse_size)]
+    pub max_entries: Vec<(String, u32)>,
+}
+
+/// `NAME=N` with N at least 1.
+fn parse_size(s: &str) -> Result<(String, u32), String> {
+    let (name, n) = s.split_once('=').ok_or("expected NAME=N")?;
+    let n: u32 = n.parse().map_err(|e| format!("'{n}': {e}"))?;
+    if name.is_empty() || n == 0 {
+        return Err("expected NAME=N with a map name and N at least 1".into());
+    }
+    Ok((name.to_string(), n))
 }
 
 #[derive(Subcommand)]
@@ -104,6 +118,9 @@ pub enum ProgCmd {
         /// Resolve CO-RE relocations against this BTF file (default: the kernel's).
         #[arg(long, value_name = "FILE")]
         btf: Option<PathBuf>,
+        /// Size map NAME to N entries before loading, as the object's own loader would.
+        #[arg(long = "max-entries", value_name = "NAME=N", value_parser = parse_size)]
+        max_entries: Vec<(String, u32)>,
         /// 0: the verdict; 1: the error and the state at it; 2: every instruction.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
         log_level: u8,
@@ -154,8 +171,9 @@ pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
             }
             dump(&file, json)
         }
-        ProgCmd::Verify { file, section, prog_type, btf, log_level, json } => {
-            let obj = read_object(&file, section.as_deref(), prog_type, btf.as_deref())?;
+        ProgCmd::Verify { file, section, prog_type, btf, max_entries, log_level, json } => {
+            let obj =
+                read_object(&file, section.as_deref(), prog_type, btf.as_deref(), &max_entries)?;
             crate::verify::main(&obj, &file, section.as_deref(), log_level, json)
         }
         ProgCmd::Run { load, data_in, data_out, repeat, kernel, json } => {
@@ -168,7 +186,7 @@ pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
 }
 
 fn write_native(file: &Path, dir: &Path) -> Result<()> {
-    let obj = read_object(file, None, None, None)?;
+    let obj = read_object(file, None, None, None, &[])?;
     let loaded = load_object(&obj, &LoadOptions::default())?;
     std::fs::create_dir_all(dir)?;
     for p in &loaded.programs {
@@ -187,6 +205,7 @@ pub fn read_object(
     section: Option<&str>,
     prog_type: Option<TypeArg>,
     btf: Option<&Path>,
+    max_entries: &[(String, u32)],
 ) -> Result<Object> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let section_types = match (section, prog_type) {
@@ -199,7 +218,8 @@ pub fn read_object(
         )),
         None => spine_sys::kernel_btf(),
     };
-    spine_obj::parse_with(&bytes, &ParseOptions { section_types, target_btf })
+    let max_entries = max_entries.to_vec();
+    spine_obj::parse_with(&bytes, &ParseOptions { section_types, target_btf, max_entries })
         .with_context(|| format!("loading {}", file.display()))
 }
 
@@ -210,7 +230,7 @@ pub fn chosen<'o>(obj: &'o Object, file: &Path, section: Option<&str>) -> Result
 }
 
 fn dump(file: &Path, json: bool) -> Result<ExitCode> {
-    let obj = read_object(file, None, None, None)?;
+    let obj = read_object(file, None, None, None, &[])?;
     if json {
         let progs: Vec<_> = obj
             .programs
@@ -287,8 +307,13 @@ pub struct Loaded {
 }
 
 pub fn load(args: &LoadArgs) -> Result<Loaded> {
-    let obj =
-        read_object(&args.file, args.section.as_deref(), args.prog_type, args.btf.as_deref())?;
+    let obj = read_object(
+        &args.file,
+        args.section.as_deref(),
+        args.prog_type,
+        args.btf.as_deref(),
+        &args.max_entries,
+    )?;
     let opts = LoadOptions { engine: args.engine.into(), ..LoadOptions::default() };
     let (loaded, ext) = load_selected(&obj, args.section.as_deref(), &opts)
         .with_context(|| format!("loading {} into spine", args.file.display()))?;

@@ -42,6 +42,8 @@ pub enum ObjError {
     Btf(#[from] BtfError),
     #[error("map '{map}': {kind}")]
     Map { map: String, kind: MapErrorKind },
+    #[error("no map '{map}' to size (the object's maps: {maps})")]
+    NoSuchMap { map: String, maps: String },
     #[error("relocation at {section}+{offset:#x} against '{symbol}': {kind}")]
     Reloc { section: String, offset: u64, symbol: String, kind: RelocErrorKind },
     /// `insn` counts instruction slots from the start of `section`, as `llvm-objdump -d`
@@ -61,7 +63,7 @@ pub enum MapErrorKind {
     UnknownType(u32),
     #[error("no map type given")]
     MissingType,
-    #[error("max_entries is 0")]
+    #[error("max_entries is 0 (a loader sets it before loading: give the size, e.g. `--max-entries NAME=N`)")]
     ZeroMaxEntries,
     #[error("key_size is 0")]
     ZeroKeySize,

@@ -75,6 +75,17 @@ pub fn parse_with(bytes: &[u8], options: &ParseOptions) -> Result<Object, ObjErr
         }
     }
     defs.extend(maps::global_data_maps(&elf)?);
+    for (name, n) in &options.max_entries {
+        let Some(d) = defs.iter_mut().find(|d| &d.spec.name == name) else {
+            let maps: Vec<&str> = defs.iter().map(|d| d.spec.name.as_str()).collect();
+            return Err(ObjError::NoSuchMap { map: name.clone(), maps: maps.join(", ") });
+        };
+        d.spec.max_entries = *n;
+    }
+    for d in &defs {
+        let map = || d.spec.name.clone();
+        maps::check_sized(&d.spec).map_err(|kind| ObjError::Map { map: map(), kind })?;
+    }
 
     let relocs = reloc::collect(&elf, &code, &maps::MapIndex::new(&defs))?;
     let mut programs = Vec::new();

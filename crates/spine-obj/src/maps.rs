@@ -105,12 +105,19 @@ pub(crate) fn check(spec: &MapSpec) -> Result<(), MapErrorKind> {
     if u64::from(spec.value_size) > MAX_VALUE_SIZE {
         return Err(MapErrorKind::ValueTooLarge(spec.value_size.into()));
     }
-    // libbpf sizes a perf event array with max_entries 0 to the number of CPUs when it
-    // creates it; that is the map layer's business.
-    if spec.max_entries == 0 && t != map_type::PERF_EVENT_ARRAY {
+    // max_entries 0 is allowed here, as libbpf opens such an object: its loader sets the
+    // size before loading (`bpf_map__set_max_entries`); `check_sized` runs once the
+    // sizes a caller gives ([`crate::ParseOptions::max_entries`]) are in.
+    Ok(())
+}
+
+/// The size check that waits for the loader's sizes: every map but a perf event array
+/// (which libbpf sizes to the number of CPUs when it creates it) needs entries.
+pub(crate) fn check_sized(spec: &MapSpec) -> Result<(), MapErrorKind> {
+    if spec.max_entries == 0 && spec.map_type != map_type::PERF_EVENT_ARRAY {
         return Err(MapErrorKind::ZeroMaxEntries);
     }
-    Ok(())
+    spec.inner.as_deref().map_or(Ok(()), check_sized)
 }
 
 /// A map specification with every optional attribute absent.
@@ -287,12 +294,14 @@ mod tests {
     fn checks_sizes_and_types() {
         use map_type::*;
         assert_eq!(check(&spec(HASH, 4, 8, 16)), Ok(()));
+        assert_eq!(check(&spec(HASH, 4, 8, 0)), Ok(()), "sized later by the loader");
+        assert_eq!(check_sized(&spec(HASH, 4, 8, 0)), Err(MapErrorKind::ZeroMaxEntries));
+        assert_eq!(check_sized(&spec(PERF_EVENT_ARRAY, 4, 4, 0)), Ok(()));
         assert_eq!(check(&spec(0, 4, 8, 16)), Err(MapErrorKind::MissingType));
         assert_eq!(check(&spec(7, 4, 8, 16)), Err(MapErrorKind::UnknownType(7)));
         assert_eq!(check(&spec(999, 4, 8, 16)), Err(MapErrorKind::UnknownType(999)));
         assert_eq!(check(&spec(HASH, 0, 8, 16)), Err(MapErrorKind::ZeroKeySize));
         assert_eq!(check(&spec(HASH, 4, 0, 16)), Err(MapErrorKind::ZeroValueSize));
-        assert_eq!(check(&spec(HASH, 4, 8, 0)), Err(MapErrorKind::ZeroMaxEntries));
         assert_eq!(check(&spec(HASH, 513, 8, 1)), Err(MapErrorKind::KeyTooLarge(513)));
         assert_eq!(check(&spec(HASH, 512, 8, 1)), Ok(()));
         assert_eq!(
@@ -300,7 +309,7 @@ mod tests {
             Err(MapErrorKind::ValueTooLarge(u32::MAX as u64))
         );
         assert_eq!(check(&spec(RINGBUF, 0, 0, 4096)), Ok(()));
-        assert_eq!(check(&spec(RINGBUF, 0, 0, 0)), Err(MapErrorKind::ZeroMaxEntries));
+        assert_eq!(check_sized(&spec(RINGBUF, 0, 0, 0)), Err(MapErrorKind::ZeroMaxEntries));
         assert_eq!(check(&spec(PERF_EVENT_ARRAY, 4, 4, 0)), Ok(()));
     }
 

@@ -144,6 +144,11 @@ pub struct ParseOptions {
     /// `/sys/kernel/btf/vmlinux` holds it); `None`: the object's own, so every relocation
     /// keeps the value clang computed.
     pub target_btf: Option<std::sync::Arc<[u8]>>,
+    /// `max_entries` of named maps, as a loader sets them before loading
+    /// (`bpf_map__set_max_entries`): programs whose maps are declared without a size
+    /// (xdp-bench's per-CPU counters, sized to the machine) need them. A name that is no
+    /// map of the object is an error.
+    pub max_entries: Vec<(String, u32)>,
 }
 
 impl Object {

@@ -123,6 +123,23 @@ impl<'a> Table<'a> {
         }
     }
 
+    /// Every key of this table, with its integer value in `min..=max`: a table whose
+    /// keys the user names (map sizes by map name).
+    pub(crate) fn int_entries(
+        &self,
+        min: i64,
+        max: i64,
+    ) -> Result<Vec<(String, i64)>, ConfigError> {
+        self.t
+            .iter()
+            .map(|(k, v)| match v {
+                Value::Integer(i) if (min..=max).contains(i) => Ok((k.clone(), *i)),
+                Value::Integer(i) => Err(self.err(k, Problem::Range { min, max, got: *i })),
+                v => Err(self.wrong(k, "an integer", v)),
+            })
+            .collect()
+    }
+
     /// An array of tables (`[[key]]`), each with its indexed path (`key[2]`).
     pub(crate) fn tables(&mut self, key: &'static str) -> Result<Vec<Table<'a>>, ConfigError> {
         let Some(v) = self.get(key) else { return Ok(Vec::new()) };

@@ -152,6 +152,16 @@ fn errors_name_the_key() {
         ("[[extension]]\nbundled = \"nope\"\n", "extension[0].bundled", "no bundled program named 'nope'"),
         ("[[extension]]\nsection = \"xdp\"\n", "extension[0].file", "missing"),
         (
+            "[[extension]]\nbundled=\"mac_swap\"\nmax_entries = { rx_cnt = 0 }\n",
+            "extension[0].max_entries.rx_cnt",
+            "out of range",
+        ),
+        (
+            "[[extension]]\nbundled=\"mac_swap\"\nmax_entries = { rx_cnt = \"4\" }\n",
+            "extension[0].max_entries.rx_cnt",
+            "an integer",
+        ),
+        (
             "[[extension]]\nbundled=\"mac_swap\"\ndomain=\"t\"\n",
             "extension[0].domain",
             "no domain named 't'",
@@ -266,4 +276,15 @@ fn a_tap_twin_is_its_ports_host_path_and_carries_addresses() {
     )
     .unwrap();
     assert_eq!(c.ports[0].host_path.as_deref(), Some("t"));
+}
+
+#[test]
+fn extensions_size_maps_their_object_declares_without_one() {
+    let c = parse("[[extension]]\nbundled = \"mac_swap\"\nmax_entries = { rx_cnt = 4, tx = 64 }\n")
+        .unwrap();
+    let mut sizes = c.extensions[0].max_entries.clone();
+    sizes.sort();
+    assert_eq!(sizes, [("rx_cnt".to_string(), 4), ("tx".to_string(), 64)]);
+    let c = parse("[[extension]]\nbundled = \"mac_swap\"\n").unwrap();
+    assert!(c.extensions[0].max_entries.is_empty());
 }
