@@ -38,6 +38,7 @@ pub const XDP_HELPERS: &[u32] = {
         XDP_ADJUST_TAIL,
         FIB_LOOKUP,
         KTIME_GET_BOOT_NS,
+        KTIME_GET_COARSE_NS,
         XDP_GET_BUFF_LEN,
         XDP_LOAD_BYTES,
         XDP_STORE_BYTES,

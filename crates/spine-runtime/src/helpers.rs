@@ -625,7 +625,11 @@ impl Env for XdpEnv<'_> {
                     }
                 }
             }
-            helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS => self.host.now_ns(),
+            // The coarse clock is the monotonic one read at tick resolution: the same
+            // base, so the precise reading is a valid coarse one.
+            helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS | helper::KTIME_GET_COARSE_NS => {
+                self.host.now_ns()
+            }
             helper::GET_PRANDOM_U32 => u64::from(self.host.prandom_u32()),
             helper::GET_SMP_PROCESSOR_ID => self.cpu as u64,
             helper::FIB_LOOKUP => crate::fib_lookup::call(self.host.fib(), a, mem)?,

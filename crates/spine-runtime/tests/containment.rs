@@ -307,3 +307,26 @@ fn per_cpu_maps_give_each_worker_its_own_copy() {
         ));
     }
 }
+
+/// The monotonic clocks read the host's clock on both engines: the coarse one (at the
+/// kernel's tick resolution, the same base) included.
+#[test]
+fn the_clock_helpers_read_the_hosts_monotonic_clock() {
+    let obj = compile("clocks");
+    for engine in ENGINES {
+        let loaded = load(&obj, engine, &Domain::default_domain()).unwrap();
+        let ext = loaded.program(Some("clocks")).unwrap().clone();
+        let mut runner = XdpRunner::new(ext.clone(), 0).unwrap();
+        let mut host = FixedHost::new(7);
+        let r = runner.run(&mut packet(0, 64), RxInfo::default(), &mut host).unwrap();
+        assert_eq!(r, xdp_action::PASS);
+        let seen = ext.map("seen").unwrap();
+        let read = |k: u32| {
+            let mut v = [0u8; 8];
+            seen.lookup_user(&k.to_le_bytes(), &mut v).unwrap();
+            u64::from_le_bytes(v)
+        };
+        let (mono, boot, coarse) = (read(0), read(1), read(2));
+        assert!(mono > 0 && boot >= mono && coarse >= boot, "{engine:?}: {mono} {boot} {coarse}");
+    }
+}
