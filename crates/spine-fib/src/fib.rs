@@ -23,6 +23,7 @@ use crate::neigh::{Neigh, NeighTable};
 use crate::prefix::IpPrefix;
 use crate::publish::{Absorb, Reader, Writer};
 use crate::route::{table_id, NextHop, Route, RouteSelector, RouteType};
+use crate::rule::{Rule, RuleSet};
 use crate::table::Table;
 use crate::Address;
 
@@ -117,6 +118,11 @@ pub enum FibOp {
     SetIface(Iface),
     /// Removes an interface.
     DelIface(u32),
+    /// Replaces one family's policy rules (`ip rule`) with `rules`.
+    SetRules {
+        v6: bool,
+        rules: Vec<Rule>,
+    },
 }
 
 /// Every table, route and neighbour; readers hold one of these for a burst.
@@ -130,6 +136,9 @@ pub struct FibState {
     /// The IPv4 routes of tables local and main: each prefix's value is the index of
     /// local's best route for it, else main's.
     merged4: crate::Lpm4,
+    /// The policy rules of each family.
+    rules4: RuleSet,
+    rules6: RuleSet,
 }
 
 impl Default for FibState {
@@ -141,6 +150,8 @@ impl Default for FibState {
             neigh: NeighTable::default(),
             ifaces: Ifaces::default(),
             merged4: crate::Lpm4::new(),
+            rules4: RuleSet::default_for(false),
+            rules6: RuleSet::default_for(true),
         }
     }
 }
@@ -397,6 +408,16 @@ impl FibState {
             .find(|r| r.route.kind != RouteType::Throw)
     }
 
+    /// One family's policy rules.
+    #[inline]
+    pub fn rules(&self, v6: bool) -> &RuleSet {
+        if v6 {
+            &self.rules6
+        } else {
+            &self.rules4
+        }
+    }
+
     /// The neighbour entry for `ip` on `ifindex`.
     #[inline]
     pub fn neigh(&self, ifindex: u32, ip: IpAddr) -> Option<&Neigh> {
@@ -469,6 +490,15 @@ impl Absorb<FibOp> for FibState {
             }
             FibOp::DelIface(i) => {
                 self.ifaces.remove(*i);
+                Ok(())
+            }
+            FibOp::SetRules { v6, rules } => {
+                let set = RuleSet::new(*v6, rules.clone());
+                if *v6 {
+                    self.rules6 = set;
+                } else {
+                    self.rules4 = set;
+                }
                 Ok(())
             }
         }
