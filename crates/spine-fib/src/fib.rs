@@ -63,6 +63,8 @@ pub struct RouteEntry {
     pub metric: u32,
     pub mtu: u32,
     pub prefsrc: Option<IpAddr>,
+    /// The nexthop object the route names, 0 for none ([`Route::nhid`]).
+    pub nhid: u32,
     pub nexthops: Vec<NextHop>,
     bounds: Vec<i32>,
 }
@@ -197,6 +199,7 @@ impl FibState {
             metric: r.metric,
             mtu: r.mtu,
             prefsrc: r.prefsrc,
+            nhid: r.nhid,
             nexthops: r.nexthops.clone(),
             bounds: ecmp::upper_bounds(r.nexthops.iter().map(|n| n.weight)),
         };

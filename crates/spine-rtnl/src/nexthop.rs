@@ -313,6 +313,7 @@ impl NexthopTable {
     /// `RTM_NEWROUTE` for a route through nexthop `id`; `template` is the route without
     /// next hops. The FIB change, if any.
     pub fn route_new(&mut self, template: Route, id: u32) -> Option<FibOp> {
+        let template = Route { nhid: id, ..template };
         let key = (template.table, template.prefix, template.metric);
         if let Some(old) = self.routes.remove(&key) {
             if let Some(u) = self.users.get_mut(&old.id) {

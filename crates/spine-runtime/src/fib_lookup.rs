@@ -24,10 +24,11 @@
 //! no lightweight tunnels (never `UNSUPP_LWT`), no l3mdev (DIRECT uses the main
 //! table), no next-hop exceptions (no learned path MTU), no TOS/DSCP routes, no
 //! rules on a full DSCP (`FRA_DSCP`), an interface group or a VRF. Routes through next-hop objects (`nhid`)
-//! reach the FIB resolved (`spine_rtnl`) and are chosen among as multipath routes are;
-//! the kernel's group selection (`nexthop_select_path`) differs in two corners: it has no
-//! source-address preference (a lookup whose source is one of the router's addresses)
-//! and skips a member whose gateway's neighbour entry is `FAILED`.
+//! reach the FIB resolved (`spine_rtnl`, `Route::nhid`) and are chosen among as the
+//! kernel's group selection (`nexthop_select_path`) chooses: by the hash alone, without
+//! a multipath route's source-address preference; IPv6 with `OUTPUT` takes the
+//! group's first member. One corner differs: the kernel skips a member whose
+//! gateway's neighbour entry is `FAILED`.
 //!
 //! `crates/spine-difftest/tests/fib_lookup.rs` holds this to the kernel, byte for
 //! byte, on thousands of lookups in a namespace that test builds.
@@ -220,6 +221,10 @@ impl FibEnv {
         }
         let nh = if oif != 0 {
             res.nexthop
+        } else if route.nexthops.len() > 1 && route.nhid != 0 {
+            // A nexthop group (`nexthop_select_path_mp`): the hash alone chooses.
+            let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
+            route.select(hash)
         } else if route.nexthops.len() > 1 {
             let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
             route.nexthops.get(self.select_multipath_v4(st, route, hash, u32::from_be_bytes(src)))
@@ -356,7 +361,11 @@ impl FibEnv {
         }
         // With OUTPUT, rt6_select prefers the first sibling through the interface and
         // fib6_select_path keeps it; otherwise the flow hash picks among the siblings.
-        let pick = if output {
+        let pick = if output && route.nhid != 0 {
+            // A nexthop object: the lookup settles on the group's first member
+            // (`rt6_nh_find_match` stops at it) and `fib6_select_path` keeps it.
+            0
+        } else if output {
             route.nexthops.iter().position(|n| n.ifindex == dev.ifindex).unwrap_or(0)
         } else if route.nexthops.len() < 2 {
             0
