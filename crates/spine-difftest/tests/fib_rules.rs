@@ -11,8 +11,8 @@
 //! be identical, byte for byte; the ECMP choice of the groups included (the
 //! namespace's multipath seed is given to spine), with sources that are the router's
 //! own addresses too (a group has no source-address preference, a multipath route
-//! has). Not covered: a group member whose neighbour is `FAILED` (the kernel skips it,
-//! spine does not). Needs root; without it the test says SKIP and passes.
+//! has), and groups with a member whose gateway's neighbour entry failed (passed
+//! over). Needs root; without it the test says SKIP and passes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
@@ -55,6 +55,13 @@ const SETUP: &[&str] = &[
     "nexthop add id 6 via 2001:db8:1::2 dev dn0",
     "nexthop add id 7 via 2001:db8:2::2 dev dn1",
     "nexthop add id 16 group 6/7,2",
+    // Groups with a member whose gateway's neighbour failed: the kernel passes it over.
+    "neigh add 10.1.0.4 dev dn0 nud failed",
+    "-6 neigh add 2001:db8:1::9 dev dn0 nud failed",
+    "nexthop add id 4 via 10.1.0.4 dev dn0",
+    "nexthop add id 9 via 2001:db8:1::9 dev dn0",
+    "nexthop add id 12 group 4/2/1",
+    "nexthop add id 17 group 9/7",
     "-6 nexthop add id 8 blackhole",
     // IPv4 tables.
     "route add 172.16.0.0/12 via 10.1.0.2",
@@ -64,6 +71,7 @@ const SETUP: &[&str] = &[
     "route add 198.19.0.0/16 nhid 1",
     "route add 198.20.0.0/16 nhid 5",
     "route add 198.21.0.0/16 nhid 11",
+    "route add 198.22.0.0/16 nhid 12",
     "route add 172.30.0.0/16 via 10.2.0.2 table default",
     "route add 172.16.0.0/16 via 10.2.0.2 table 100",
     "route add blackhole 172.17.0.0/16 table 100",
@@ -98,6 +106,7 @@ const SETUP: &[&str] = &[
     "-6 route add 2001:db8:50::/48 nhid 16",
     "-6 route add 2001:db8:51::/48 nhid 6",
     "-6 route add 2001:db8:52::/48 nhid 8",
+    "-6 route add 2001:db8:53::/48 nhid 17",
     "-6 route add 2001:db8:10::/48 via 2001:db8:2::2 table 100",
     "-6 route add blackhole 2001:db8:11::/48 table 100",
     "-6 route add throw 2001:db8:12::/48 table 100",
@@ -160,7 +169,8 @@ fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
         let flowinfo = tclass << 20 | (rng.next() as u32 & 0xf_ffff);
         s[12..16].copy_from_slice(&flowinfo.to_be_bytes());
         let net = *rng.pick(&[
-            0x10u16, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x1f, 0x50, 0x50, 0x51, 0x51, 0x52, 0x99,
+            0x10u16, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x1f, 0x50, 0x50, 0x51, 0x51, 0x52, 0x53,
+            0x53, 0x99,
         ]);
         let sub = *rng.pick(&[0u16, 0, 5]);
         let dst =
@@ -190,6 +200,8 @@ fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
             [198, 20],
             [198, 21],
             [198, 21],
+            [198, 22],
+            [198, 22],
             [9, 9],
         ]);
         let r = rng.next() as u8;

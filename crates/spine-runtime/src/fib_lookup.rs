@@ -27,8 +27,8 @@
 //! reach the FIB resolved (`spine_rtnl`, `Route::nhid`) and are chosen among as the
 //! kernel's group selection (`nexthop_select_path`) chooses: by the hash alone, without
 //! a multipath route's source-address preference; IPv6 with `OUTPUT` takes the
-//! group's first member. One corner differs: the kernel skips a member whose
-//! gateway's neighbour entry is `FAILED`.
+//! group's first member; a member whose gateway's neighbour entry is not valid
+//! (`INCOMPLETE`, `FAILED`) is passed over (`nexthop_is_good_nh`).
 //!
 //! `crates/spine-difftest/tests/fib_lookup.rs` holds this to the kernel, byte for
 //! byte, on thousands of lookups in a namespace that test builds.
@@ -222,9 +222,8 @@ impl FibEnv {
         let nh = if oif != 0 {
             res.nexthop
         } else if route.nexthops.len() > 1 && route.nhid != 0 {
-            // A nexthop group (`nexthop_select_path_mp`): the hash alone chooses.
             let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
-            route.select(hash)
+            route.nexthops.get(select_group(st, route, hash))
         } else if route.nexthops.len() > 1 {
             let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
             route.nexthops.get(self.select_multipath_v4(st, route, hash, u32::from_be_bytes(src)))
@@ -369,6 +368,16 @@ impl FibEnv {
             route.nexthops.iter().position(|n| n.ifindex == dev.ifindex).unwrap_or(0)
         } else if route.nexthops.len() < 2 {
             0
+        } else if route.nhid != 0 {
+            let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
+            let hash = spine_fib::mphash::hash_v6(
+                src.octets(),
+                dst.octets(),
+                flowinfo,
+                p[1],
+                self.mp_seed,
+            );
+            select_group(st, route, hash)
         } else {
             let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
             let hash = spine_fib::mphash::hash_v6(
@@ -465,6 +474,27 @@ impl FibEnv {
         }
         ret::SUCCESS
     }
+}
+
+/// `nexthop_select_path_mp`: a nexthop group's member for flow hash `hash`: the first
+/// good member whose upper bound the hash does not pass, else the first good member,
+/// else the first. A member is good unless its gateway has a neighbour entry in a state
+/// that is not valid (`ipv4_good_nh`, `ipv6_good_nh`: `INCOMPLETE`, `FAILED`).
+fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usize {
+    let good = |nh: &spine_fib::NextHop| {
+        nh.gateway.and_then(|g| st.neigh(nh.ifindex, g)).is_none_or(|n| n.state.usable())
+    };
+    let mut first_good = None;
+    for (i, (nh, &bound)) in route.nexthops.iter().zip(route.bounds()).enumerate() {
+        if !good(nh) {
+            continue;
+        }
+        first_good.get_or_insert(i);
+        if hash as i32 <= bound {
+            return i;
+        }
+    }
+    first_good.unwrap_or(0)
 }
 
 /// The helper's argument checks: `plen` is an `int` (a negative one passes the
