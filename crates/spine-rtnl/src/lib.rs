@@ -215,6 +215,12 @@ impl RtnlSocket {
             n.header.family = family;
             self.request(RouteNetlinkMessage::GetNeighbour(n), "neighbour", fib, stats)?;
         }
+        // A link that came or went during the later dumps.
+        if std::mem::take(&mut self.rules_dirty) {
+            for v6 in [false, true] {
+                apply(fib, stats, Some(self.rules_op(v6)));
+            }
+        }
         Ok(())
     }
 
