@@ -4,8 +4,9 @@
 //! events, one BGP update) becomes visible at once.
 //!
 //! IPv4 tables local and main share one LPM, as the kernel merges them into one trie
-//! while only the default policy rules exist (local 0, main 32766, default 32767; spine
-//! models no other rules): each prefix's value is local's best route for it, else
+//! while only the default policy rules exist (local 0, main 32766, default 32767; with
+//! other rules the lookup walks them, [`crate::rule`], and asks each table on its own):
+//! each prefix's value is local's best route for it, else
 //! main's. The longest prefix of either table wins and local wins a tie, which is the
 //! kernel's order of a merged trie's aliases (table 255 before 254), so the lookup
 //! `bpf_fib_lookup` makes for every IPv4 packet ([`FibState::lookup_v4_merged`]) is one

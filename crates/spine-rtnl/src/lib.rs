@@ -1,9 +1,10 @@
 //! The host's routing and neighbour tables, mirrored live into a spine FIB over rtnetlink.
 //!
 //! Route processing stays on the host: `ip route`, BIRD or FRR write the kernel's tables,
-//! and spine follows them. A [`RtnlSocket`] joins the link, address, nexthop, route and
-//! neighbour and rule multicast groups first and then dumps links, addresses, nexthop
-//! objects, the policy rules (`ip rule`, see [`rules`]), every table and the neighbours, so no change falls between the dump and the events;
+//! and spine follows them. A [`RtnlSocket`] joins the link, address, nexthop, route,
+//! rule and neighbour multicast groups first and then dumps links, addresses, nexthop
+//! objects, the policy rules (`ip rule`, see [`rules`]), every table and the
+//! neighbours, so no change falls between the dump and the events;
 //! a [`Mirror`] thread applies what arrives to a [`FibWriter`] and publishes each batch at
 //! once, so a reader never sees half of one. When the kernel drops events (the socket
 //! overflowed, `ENOBUFS`), or a link goes down or away (the kernel then removes the IPv4

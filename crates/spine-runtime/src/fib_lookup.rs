@@ -145,7 +145,7 @@ impl FibEnv {
                 st.lookup(table, IpAddr::V4(dst), 0)
             }
         };
-        // Without policy rules the kernel merges the local table into main (one trie,
+        // With only the default policy rules the kernel merges the local table into main (one trie,
         // local's routes first on a tie), and `fib_lookup` tries main, then, on a miss
         // or a throw, the default table. The FIB keeps that merge as one LPM (one walk
         // per packet); OUTPUT's filtered lookup merges the two tables' answers here.
