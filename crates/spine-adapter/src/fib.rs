@@ -64,6 +64,18 @@ fn parts(
     for (i, route) in cfg.routes.iter().enumerate() {
         w.add(route.clone()).map_err(|e| wiring(format!("fib.routes[{i}]"), e.to_string()))?;
     }
+    // The configured rules join each family's default rules.
+    for v6 in [false, true] {
+        let given = cfg.rules.iter().filter(|r| r.0 == v6).map(|r| r.1.clone());
+        let given: Vec<_> = given.collect();
+        if given.is_empty() {
+            continue;
+        }
+        let mut rules = spine_fib::RuleSet::default_for(v6).rules().to_vec();
+        rules.extend(given);
+        w.apply(FibOp::SetRules { v6, rules })
+            .map_err(|e| wiring("fib.rules".into(), e.to_string()))?;
+    }
     for (i, n) in cfg.neighbours.iter().enumerate() {
         let ifindex = port(format!("fib.neighbour[{i}].port"), &n.port)?;
         let neigh = Neigh { mac: n.mac, state: NudState::PERMANENT };
@@ -83,4 +95,22 @@ fn parts(
         });
     }
     Ok((w, r, ifaces))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_rules_join_the_default_rules_of_their_family() {
+        let rules = spine_fib::parse::rules::parse("from 10.9.0.0/16 lookup 100 pref 100")
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let cfg = FibConfig { rules, ..FibConfig::default() };
+        let (_w, env) = env(&cfg, |_| Some(1)).unwrap();
+        let st = env.fib.load();
+        let prios: Vec<u32> = st.rules(false).rules().iter().map(|r| r.priority).collect();
+        assert_eq!(prios, [0, 100, 32766, 32767]);
+        assert!(st.rules(true).is_default(), "IPv6 keeps its defaults");
+    }
 }

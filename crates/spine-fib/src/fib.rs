@@ -4,8 +4,9 @@
 //! events, one BGP update) becomes visible at once.
 //!
 //! IPv4 tables local and main share one LPM, as the kernel merges them into one trie
-//! while only the default policy rules exist (local 0, main 32766, default 32767; spine
-//! models no other rules): each prefix's value is local's best route for it, else
+//! while only the default policy rules exist (local 0, main 32766, default 32767; with
+//! other rules the lookup walks them, [`crate::rule`], and asks each table on its own):
+//! each prefix's value is local's best route for it, else
 //! main's. The longest prefix of either table wins and local wins a tie, which is the
 //! kernel's order of a merged trie's aliases (table 255 before 254), so the lookup
 //! `bpf_fib_lookup` makes for every IPv4 packet ([`FibState::lookup_v4_merged`]) is one
@@ -23,6 +24,7 @@ use crate::neigh::{Neigh, NeighTable};
 use crate::prefix::IpPrefix;
 use crate::publish::{Absorb, Reader, Writer};
 use crate::route::{table_id, NextHop, Route, RouteSelector, RouteType};
+use crate::rule::{Rule, RuleSet};
 use crate::table::Table;
 use crate::Address;
 
@@ -62,6 +64,8 @@ pub struct RouteEntry {
     pub metric: u32,
     pub mtu: u32,
     pub prefsrc: Option<IpAddr>,
+    /// The nexthop object the route names, 0 for none ([`Route::nhid`]).
+    pub nhid: u32,
     pub nexthops: Vec<NextHop>,
     bounds: Vec<i32>,
 }
@@ -117,6 +121,11 @@ pub enum FibOp {
     SetIface(Iface),
     /// Removes an interface.
     DelIface(u32),
+    /// Replaces one family's policy rules (`ip rule`) with `rules`.
+    SetRules {
+        v6: bool,
+        rules: Vec<Rule>,
+    },
 }
 
 /// Every table, route and neighbour; readers hold one of these for a burst.
@@ -130,6 +139,9 @@ pub struct FibState {
     /// The IPv4 routes of tables local and main: each prefix's value is the index of
     /// local's best route for it, else main's.
     merged4: crate::Lpm4,
+    /// The policy rules of each family.
+    rules4: RuleSet,
+    rules6: RuleSet,
 }
 
 impl Default for FibState {
@@ -141,6 +153,8 @@ impl Default for FibState {
             neigh: NeighTable::default(),
             ifaces: Ifaces::default(),
             merged4: crate::Lpm4::new(),
+            rules4: RuleSet::default_for(false),
+            rules6: RuleSet::default_for(true),
         }
     }
 }
@@ -186,6 +200,7 @@ impl FibState {
             metric: r.metric,
             mtu: r.mtu,
             prefsrc: r.prefsrc,
+            nhid: r.nhid,
             nexthops: r.nexthops.clone(),
             bounds: ecmp::upper_bounds(r.nexthops.iter().map(|n| n.weight)),
         };
@@ -397,6 +412,16 @@ impl FibState {
             .find(|r| r.route.kind != RouteType::Throw)
     }
 
+    /// One family's policy rules.
+    #[inline]
+    pub fn rules(&self, v6: bool) -> &RuleSet {
+        if v6 {
+            &self.rules6
+        } else {
+            &self.rules4
+        }
+    }
+
     /// The neighbour entry for `ip` on `ifindex`.
     #[inline]
     pub fn neigh(&self, ifindex: u32, ip: IpAddr) -> Option<&Neigh> {
@@ -469,6 +494,15 @@ impl Absorb<FibOp> for FibState {
             }
             FibOp::DelIface(i) => {
                 self.ifaces.remove(*i);
+                Ok(())
+            }
+            FibOp::SetRules { v6, rules } => {
+                let set = RuleSet::new(*v6, rules.clone());
+                if *v6 {
+                    self.rules6 = set;
+                } else {
+                    self.rules4 = set;
+                }
                 Ok(())
             }
         }

@@ -19,12 +19,14 @@ pub mod mphash;
 pub mod neigh;
 pub mod parse;
 pub mod route;
+pub mod rule;
 mod table;
 
 pub use fib::{FibError, FibOp, FibReader, FibState, FibWriter, Resolved, RouteEntry};
 pub use iface::Iface;
 pub use neigh::{Neigh, NeighTable, NudState};
 pub use route::{table_id, NextHop, Route, RouteSelector, RouteType};
+pub use rule::{Flow, Rule, RuleAction, RuleResult, RuleSet};
 
 /// True when the route store has no index left that an LPM can hold.
 pub(crate) fn route_index_limit(stored: usize) -> bool {

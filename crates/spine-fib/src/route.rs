@@ -157,6 +157,10 @@ pub struct Route {
     /// The preferred source address (`src`, `RTA_PREFSRC`), what `BPF_FIB_LOOKUP_SRC`
     /// answers when set.
     pub prefsrc: Option<IpAddr>,
+    /// The nexthop object the route names (`nhid`, resolved into `nexthops` by
+    /// `spine_rtnl`), 0 for none. Its next hop is chosen as the kernel chooses in a
+    /// nexthop group (`nexthop_select_path`), not as among a route's own next hops.
+    pub nhid: u32,
 }
 
 impl Route {
@@ -170,6 +174,7 @@ impl Route {
             nexthops,
             mtu: 0,
             prefsrc: None,
+            nhid: 0,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! The host's routing and neighbour tables, mirrored live into a spine FIB over rtnetlink.
 //!
 //! Route processing stays on the host: `ip route`, BIRD or FRR write the kernel's tables,
-//! and spine follows them. A [`RtnlSocket`] joins the link, address, nexthop, route and
-//! neighbour multicast groups first and then dumps links, addresses, nexthop objects,
-//! every table and the neighbours, so no change falls between the dump and the events;
+//! and spine follows them. A [`RtnlSocket`] joins the link, address, nexthop, route,
+//! rule and neighbour multicast groups first and then dumps links, addresses, nexthop
+//! objects, the policy rules (`ip rule`, see [`rules`]), every table and the
+//! neighbours, so no change falls between the dump and the events;
 //! a [`Mirror`] thread applies what arrives to a [`FibWriter`] and publishes each batch at
 //! once, so a reader never sees half of one. When the kernel drops events (the socket
 //! overflowed, `ENOBUFS`), or a link goes down or away (the kernel then removes the IPv4
@@ -23,6 +24,7 @@
 mod addrs;
 mod links;
 pub mod nexthop;
+pub mod rules;
 mod translate;
 
 use std::collections::{HashMap, HashSet};
@@ -39,6 +41,7 @@ use netlink_packet_route::address::{AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::NeighbourMessage;
 use netlink_packet_route::route::RouteMessage;
+use netlink_packet_route::rule::RuleMessage;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use spine_fib::{FibOp, FibWriter, Iface};
@@ -107,10 +110,20 @@ pub struct RtnlSocket {
     links: HashMap<u32, Link>,
     /// Secondary addresses (`IFA_F_SECONDARY`), by interface.
     secondary: HashSet<(u32, std::net::IpAddr)>,
+    /// The policy rules of both families.
+    rules: rules::RuleMirror,
+    /// A link came or went while a rule names a device: the lists are sent again.
+    rules_dirty: bool,
 }
 
-const GROUPS: [u32; 4] =
-    [libc::RTNLGRP_IPV4_ROUTE, libc::RTNLGRP_IPV6_ROUTE, libc::RTNLGRP_NEIGH, libc::RTNLGRP_LINK];
+const GROUPS: [u32; 6] = [
+    libc::RTNLGRP_IPV4_ROUTE,
+    libc::RTNLGRP_IPV6_ROUTE,
+    libc::RTNLGRP_NEIGH,
+    libc::RTNLGRP_LINK,
+    libc::RTNLGRP_IPV4_RULE,
+    libc::RTNLGRP_IPV6_RULE,
+];
 
 impl RtnlSocket {
     /// Opens the socket in the calling thread's network namespace and joins the groups.
@@ -140,6 +153,8 @@ impl RtnlSocket {
             ports: Vec::new(),
             links: HashMap::new(),
             secondary: HashSet::new(),
+            rules: rules::RuleMirror::default(),
+            rules_dirty: false,
         })
     }
 
@@ -182,6 +197,17 @@ impl RtnlSocket {
             Err(RtnlError::Refused { what: "nexthop", .. }) => {}
             other => other?,
         }
+        // The policy rules, each family's list sent whole once dumped.
+        self.rules.clear();
+        for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+            let mut m = RuleMessage::default();
+            m.header.family = family;
+            self.request(RouteNetlinkMessage::GetRule(m), "rule", fib, stats)?;
+        }
+        self.rules_dirty = false;
+        for v6 in [false, true] {
+            apply(fib, stats, Some(self.rules_op(v6)));
+        }
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
             let mut m = RouteMessage::default();
             m.header.address_family = family;
@@ -189,6 +215,12 @@ impl RtnlSocket {
             let mut n = NeighbourMessage::default();
             n.header.family = family;
             self.request(RouteNetlinkMessage::GetNeighbour(n), "neighbour", fib, stats)?;
+        }
+        // A link that came or went during the later dumps.
+        if std::mem::take(&mut self.rules_dirty) {
+            for v6 in [false, true] {
+                apply(fib, stats, Some(self.rules_op(v6)));
+            }
         }
         Ok(())
     }
@@ -316,6 +348,13 @@ impl RtnlSocket {
                     if let Some(op) = self.translate(&inner) {
                         apply(fib, stats, op.map(|op| alias(op, &self.aliases)));
                     }
+                    // Rules naming a device follow its links (not inside a dump: the
+                    // dump sends the lists once complete).
+                    if std::mem::take(&mut self.rules_dirty) && dump.is_none() {
+                        for v6 in [false, true] {
+                            apply(fib, stats, Some(self.rules_op(v6)));
+                        }
+                    }
                 }
                 _ => {}
             }
@@ -335,6 +374,18 @@ impl RtnlSocket {
         match m {
             RouteNetlinkMessage::NewRoute(m) => Some(self.route(m, true)),
             RouteNetlinkMessage::DelRoute(m) => Some(self.route(m, false)),
+            RouteNetlinkMessage::NewRule(r) => {
+                let Some((v6, r)) = rules::parse_rule(r) else { return Some(None) };
+                self.rules.add(v6, r);
+                Some(Some(self.rules_op(v6)))
+            }
+            RouteNetlinkMessage::DelRule(r) => {
+                let Some((v6, r)) = rules::parse_rule(r) else { return Some(None) };
+                if !self.rules.remove(v6, &r) {
+                    return Some(None);
+                }
+                Some(Some(self.rules_op(v6)))
+            }
             RouteNetlinkMessage::NewNeighbour(m) => Some(neigh_op(m, true)),
             RouteNetlinkMessage::DelNeighbour(m) => Some(neigh_op(m, false)),
             RouteNetlinkMessage::NewLink(l) => {
@@ -345,7 +396,10 @@ impl RtnlSocket {
                     self.resync = true;
                 }
                 let link = self.links.entry(i).or_default();
+                let old_name = link.name.clone();
                 links::update_link(link, l);
+                // A new or renamed device may be one a rule names.
+                self.rules_dirty |= link.name != old_name && self.rules.names_devices();
                 links::read_forwarding(link);
                 self.iface_op(i)
             }
@@ -354,6 +408,7 @@ impl RtnlSocket {
                 self.up.remove(&i);
                 self.resync = true;
                 self.links.remove(&i);
+                self.rules_dirty |= self.rules.names_devices();
                 self.iface_op(i)
             }
             RouteNetlinkMessage::NewAddress(a) | RouteNetlinkMessage::DelAddress(a) => {
@@ -426,6 +481,15 @@ impl RtnlSocket {
             forward_v4: l.forward_v4,
             forward_v6: l.forward_v6,
             addrs: l.addrs.clone(),
+        })
+    }
+
+    /// One family's rules as the FIB holds them: devices by index, a TAP twin's as
+    /// its port's.
+    fn rules_op(&self, v6: bool) -> FibOp {
+        self.rules.op(v6, |name| {
+            let i = self.links.values().find(|l| l.name == name)?.ifindex;
+            Some(self.aliases.iter().find(|a| a.0 == i).map_or(i, |a| a.1))
         })
     }
 

@@ -20,8 +20,9 @@
 //! Not followed: resilient groups (`type resilient`, buckets), nexthops with an
 //! encapsulation (lightweight tunnels), FDB nexthops, IPv4 routes through an IPv6
 //! gateway (RFC 5549) and weights above 256; a route through one of these is not
-//! mirrored. The kernel skips a group member whose gateway's neighbour entry is
-//! `FAILED` (`nexthop_is_good_nh`); the FIB does not.
+//! mirrored. Routes keep their nexthop's id (`Route::nhid`) so that `bpf_fib_lookup`
+//! chooses among a group's members as the kernel does (`nexthop_select_path`: by the
+//! hash alone, passing over a member whose gateway's neighbour entry is not valid).
 //!
 //! netlink-packet-route 0.34, the newest release, has no nexthop messages (its
 //! repository's main branch has, unreleased), so [`decode`] reads the `nhmsg` and its
@@ -313,6 +314,7 @@ impl NexthopTable {
     /// `RTM_NEWROUTE` for a route through nexthop `id`; `template` is the route without
     /// next hops. The FIB change, if any.
     pub fn route_new(&mut self, template: Route, id: u32) -> Option<FibOp> {
+        let template = Route { nhid: id, ..template };
         let key = (template.table, template.prefix, template.metric);
         if let Some(old) = self.routes.remove(&key) {
             if let Some(u) = self.users.get_mut(&old.id) {

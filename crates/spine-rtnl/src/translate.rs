@@ -88,7 +88,7 @@ fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
     // Forwarding honours a route's MTU only when it is locked (`Route::mtu`).
     const RTAX_MTU: u32 = 2;
     let mtu = if locked & (1 << RTAX_MTU) != 0 { mtu } else { 0 };
-    let route = Route { table, prefix, kind, metric, nexthops: Vec::new(), mtu, prefsrc };
+    let route = Route { table, prefix, kind, metric, nexthops: Vec::new(), mtu, prefsrc, nhid: 0 };
     Some(Parsed { route, nhid, gateway, oif, multipath, via })
 }
 

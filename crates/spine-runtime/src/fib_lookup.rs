@@ -3,9 +3,18 @@
 //! `struct bpf_fib_lookup` in and out, the same flags, the same return codes, in the
 //! same order of checks, against spine's FIB and the router's interfaces.
 //!
-//! The table walk is the kernel's without policy rules: IPv4 looks up main merged with
-//! local (one LPM in the FIB, `FibState::lookup_v4_merged`), then the default table on
-//! a miss or a throw; IPv6 looks up local, then main.
+//! While a family has only its default policy rules, the table walk is the kernel's
+//! without custom rules: IPv4 looks up main merged with local (one LPM in the FIB,
+//! `FibState::lookup_v4_merged`), then the default table on a miss or a throw; IPv6
+//! looks up local, then main. Otherwise the FIB's rules are walked
+//! (`spine_fib::RuleSet::walk`) with what the kernel's rules see of a
+//! `bpf_fib_lookup`: the ingress device as iif (loopback and the device as oif with
+//! `OUTPUT`), the struct's mark with `MARK` (else 0), the DSCP bits, the l4 protocol,
+//! the ports, the addresses; `DIRECT` bypasses them. IPv4 goes on past a table that
+//! finds nothing, a throw, or a result a rule suppresses (`suppress_prefixlength`);
+//! a rule's `unreachable` action answers `NOT_FWDED` (`-ENETUNREACH`), unlike an
+//! unreachable route. IPv6 (`fib6_rule_action_alt`) stops at any route a table holds,
+//! suppresses nothing, and answers every rule drop action with `NOT_FWDED`.
 //! ECMP picks the kernel's next hop for every flow when [`FibEnv::with_multipath_seed`]
 //! is the namespace's `net.ipv4.fib_multipath_hash_seed` (hash policy 0, layer 3; see
 //! `spine_fib::mphash`), IPv4 preferring a next hop whose source address is the
@@ -13,19 +22,20 @@
 //!
 //! What the FIB does not model answers as the kernel does when the feature is unused:
 //! no lightweight tunnels (never `UNSUPP_LWT`), no l3mdev (DIRECT uses the main
-//! table), no next-hop exceptions (no learned path MTU), no policy rules (so `MARK`
-//! selects nothing), no TOS/DSCP routes. Routes through next-hop objects (`nhid`)
-//! reach the FIB resolved (`spine_rtnl`) and are chosen among as multipath routes are;
-//! the kernel's group selection (`nexthop_select_path`) differs in two corners: it has no
-//! source-address preference (a lookup whose source is one of the router's addresses)
-//! and skips a member whose gateway's neighbour entry is `FAILED`.
+//! table), no next-hop exceptions (no learned path MTU), no TOS/DSCP routes, no
+//! rules on a full DSCP (`FRA_DSCP`), an interface group or a VRF. Routes through next-hop objects (`nhid`)
+//! reach the FIB resolved (`spine_rtnl`, `Route::nhid`) and are chosen among as the
+//! kernel's group selection (`nexthop_select_path`) chooses: by the hash alone, without
+//! a multipath route's source-address preference; IPv6 with `OUTPUT` takes the
+//! group's first member; a member whose gateway's neighbour entry is not valid
+//! (`INCOMPLETE`, `FAILED`) is passed over (`nexthop_is_good_nh`).
 //!
 //! `crates/spine-difftest/tests/fib_lookup.rs` holds this to the kernel, byte for
 //! byte, on thousands of lookups in a namespace that test builds.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use spine_fib::{table_id, FibReader, FibState, RouteType};
+use spine_fib::{table_id, FibReader, FibState, Flow, RouteType, RuleResult};
 
 /// `struct bpf_fib_lookup`: 64 bytes.
 pub const PARAMS_LEN: usize = 64;
@@ -62,6 +72,8 @@ const EAFNOSUPPORT: i64 = 97;
 const IP_MAX_MTU: u32 = 0xfff0;
 const IP6_MAX_MTU: u32 = 65535 + 40;
 const IPV6_MIN_MTU: u32 = 1280;
+/// The loopback device's index in every namespace: a lookup's iif with OUTPUT.
+const LOOPBACK_IFINDEX: u32 = 1;
 
 /// One interface of the router as the lookup needs it.
 pub use spine_fib::Iface;
@@ -133,7 +145,7 @@ impl FibEnv {
                 st.lookup(table, IpAddr::V4(dst), 0)
             }
         };
-        // Without policy rules the kernel merges the local table into main (one trie,
+        // With only the default policy rules the kernel merges the local table into main (one trie,
         // local's routes first on a tie), and `fib_lookup` tries main, then, on a miss
         // or a throw, the default table. The FIB keeps that merge as one LPM (one walk
         // per packet); OUTPUT's filtered lookup merges the two tables' answers here.
@@ -158,11 +170,45 @@ impl FibEnv {
             } else {
                 classify_v4(find(tbid))
             }
-        } else {
+        } else if st.rules(false).is_default() {
             match merged() {
                 None => classify_v4(find(table_id::DEFAULT)),
                 Some(r) if r.route.kind == RouteType::Throw => classify_v4(find(table_id::DEFAULT)),
                 r => classify_v4(r),
+            }
+        } else {
+            // The policy rules (`__fib_lookup`): the ingress device as iif (loopback
+            // with OUTPUT), the mark with MARK, the DSCP bits the rules compare.
+            let flow = Flow {
+                iif: if oif != 0 { LOOPBACK_IFINDEX } else { dev.ifindex },
+                oif,
+                mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
+                dscp: p[12] & 0x1c,
+                proto: p[1],
+                sport: u16::from_be_bytes([p[2], p[3]]),
+                dport: u16::from_be_bytes([p[4], p[5]]),
+                src: IpAddr::V4(Ipv4Addr::from(src)),
+                dst: IpAddr::V4(dst),
+                has_saddr: true,
+            };
+            let walked = st.rules(false).walk(&flow, |table, rule| {
+                let r = find(table)?;
+                match r.route.kind {
+                    // `fib_table_lookup` answers -EAGAIN: the next rule.
+                    RouteType::Throw => None,
+                    // Errors are final, never suppressed.
+                    RouteType::Blackhole | RouteType::Unreachable | RouteType::Prohibit => Some(r),
+                    // `fib4_rule_suppress`.
+                    _ if r.route.prefix.len() as i64 <= i64::from(rule.suppress_prefixlen) => None,
+                    _ => Some(r),
+                }
+            });
+            match walked {
+                RuleResult::Table(r) => classify_v4(Some(r)),
+                // The rule's action: -EINVAL, -ENETUNREACH, -EACCES.
+                RuleResult::Blackhole => Err(ret::BLACKHOLE),
+                RuleResult::Unreachable | RuleResult::None => Err(ret::NOT_FWDED),
+                RuleResult::Prohibit => Err(ret::PROHIBIT),
             }
         };
         let res = match res {
@@ -175,6 +221,9 @@ impl FibEnv {
         }
         let nh = if oif != 0 {
             res.nexthop
+        } else if route.nexthops.len() > 1 && route.nhid != 0 {
+            let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
+            route.nexthops.get(select_group(st, route, hash))
         } else if route.nexthops.len() > 1 {
             let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
             route.nexthops.get(self.select_multipath_v4(st, route, hash, u32::from_be_bytes(src)))
@@ -273,11 +322,32 @@ impl FibEnv {
                 tbid = table_id::MAIN;
             }
             st.lookup(tbid, IpAddr::V6(dst), 0)
-        } else {
+        } else if st.rules(true).is_default() {
             // fib6_lookup without custom rules: the local table, then main.
             [table_id::LOCAL, table_id::MAIN]
                 .into_iter()
                 .find_map(|t| st.lookup(t, IpAddr::V6(dst), 0))
+        } else {
+            // `fib_rules_lookup` with `fib6_rule_action_alt`: any route a table holds
+            // ends the walk (a throw too), a rule's drop action is an error, and
+            // nothing is suppressed (the lookup has no `rt6_info`).
+            let flowinfo = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
+            let flow = Flow {
+                iif: if output { LOOPBACK_IFINDEX } else { dev.ifindex },
+                oif: if output { dev.ifindex } else { 0 },
+                mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
+                dscp: (flowinfo >> 20) as u8 & 0xfc,
+                proto: p[1],
+                sport: u16::from_be_bytes([p[2], p[3]]),
+                dport: u16::from_be_bytes([p[4], p[5]]),
+                src: IpAddr::V6(src),
+                dst: IpAddr::V6(dst),
+                has_saddr: !output,
+            };
+            match st.rules(true).walk(&flow, |t, _| st.lookup(t, IpAddr::V6(dst), 0)) {
+                RuleResult::Table(r) => Some(r),
+                _ => None,
+            }
         };
         let Some(res) = res else { return ret::NOT_FWDED };
         let route = res.route;
@@ -290,10 +360,24 @@ impl FibEnv {
         }
         // With OUTPUT, rt6_select prefers the first sibling through the interface and
         // fib6_select_path keeps it; otherwise the flow hash picks among the siblings.
-        let pick = if output {
+        let pick = if output && route.nhid != 0 {
+            // A nexthop object: the lookup settles on the group's first member
+            // (`rt6_nh_find_match` stops at it) and `fib6_select_path` keeps it.
+            0
+        } else if output {
             route.nexthops.iter().position(|n| n.ifindex == dev.ifindex).unwrap_or(0)
         } else if route.nexthops.len() < 2 {
             0
+        } else if route.nhid != 0 {
+            let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
+            let hash = spine_fib::mphash::hash_v6(
+                src.octets(),
+                dst.octets(),
+                flowinfo,
+                p[1],
+                self.mp_seed,
+            );
+            select_group(st, route, hash)
         } else {
             let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
             let hash = spine_fib::mphash::hash_v6(
@@ -390,6 +474,27 @@ impl FibEnv {
         }
         ret::SUCCESS
     }
+}
+
+/// `nexthop_select_path_mp`: a nexthop group's member for flow hash `hash`: the first
+/// good member whose upper bound the hash does not pass, else the first good member,
+/// else the first. A member is good unless its gateway has a neighbour entry in a state
+/// that is not valid (`ipv4_good_nh`, `ipv6_good_nh`: `INCOMPLETE`, `FAILED`).
+fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usize {
+    let good = |nh: &spine_fib::NextHop| {
+        nh.gateway.and_then(|g| st.neigh(nh.ifindex, g)).is_none_or(|n| n.state.usable())
+    };
+    let mut first_good = None;
+    for (i, (nh, &bound)) in route.nexthops.iter().zip(route.bounds()).enumerate() {
+        if !good(nh) {
+            continue;
+        }
+        first_good.get_or_insert(i);
+        if hash as i32 <= bound {
+            return i;
+        }
+    }
+    first_good.unwrap_or(0)
 }
 
 /// The helper's argument checks: `plen` is an `int` (a negative one passes the
@@ -741,5 +846,46 @@ mod tests {
         assert_eq!(e.lookup(&mut p, 1 << 32 | 16, 0), -spine_abi::errno::EINVAL);
         let mut p = v4("10.1.1.1", 1, 100);
         assert_eq!(e.lookup(&mut p, 64, 1 << 40 | flags::SKIP_NEIGH), ret::SUCCESS);
+    }
+
+    #[test]
+    fn policy_rules_pick_tables_by_source_mark_and_port() {
+        use spine_fib::{Rule, RuleAction};
+        let (mut w, e) = env2();
+        let gw4 = NextHop::via(ip("203.0.113.1"), 4);
+        w.add(Route { table: 100, ..Route::unicast("10.0.0.0/8".parse().unwrap(), vec![gw4]) })
+            .unwrap();
+        let mut rules = spine_fib::RuleSet::default_for(false).rules().to_vec();
+        let mut from = Rule::lookup(100, 100);
+        from.src = Some("192.0.2.0/24".parse().unwrap());
+        let mut mark = Rule::lookup(101, 100);
+        (mark.mark, mark.mark_mask) = (7, 0xff);
+        let mut bh = Rule::lookup(102, 0);
+        bh.dport = Some((9, 9));
+        bh.action = RuleAction::Blackhole;
+        let mut unr = Rule::lookup(103, 0);
+        unr.dport = Some((10, 10));
+        unr.action = RuleAction::Unreachable;
+        rules.extend([from, mark, bh, unr]);
+        w.apply(FibOp::SetRules { v6: false, rules }).unwrap();
+        w.publish();
+        // Without a matching rule main answers (10.0.0.0/8 via interface 2).
+        assert_eq!(out_if(&e, "10.5.1.1", [198, 51, 100, 5], 0), (ret::SUCCESS, 2));
+        assert_eq!(out_if(&e, "10.5.1.1", [192, 0, 2, 5], 0), (ret::SUCCESS, 4));
+        let with = |mark: u32, dport: u16, fl: u64| {
+            let mut p = v4("10.5.1.1", 1, 100);
+            wr32(&mut p, 52, mark);
+            p[4..6].copy_from_slice(&dport.to_be_bytes());
+            let rc = e.lookup(&mut p, 64, fl | flags::SKIP_NEIGH);
+            (rc, rd32(&p, 8))
+        };
+        assert_eq!(with(0x107, 0, flags::MARK), (ret::SUCCESS, 4), "mark 7 under mask 0xff");
+        assert_eq!(with(0x107, 0, 0), (ret::SUCCESS, 2), "no MARK flag: mark 0");
+        assert_eq!(with(0x107, 0, flags::MARK | flags::DIRECT), (ret::SUCCESS, 2), "DIRECT");
+        assert_eq!(with(0, 9, 0).0, ret::BLACKHOLE);
+        assert_eq!(with(0, 10, 0).0, ret::NOT_FWDED, "a rule's unreachable is -ENETUNREACH");
+        // A table that finds nothing falls through: 10.6/16 is a throw in main, the
+        // default table answers after it as rule 32767.
+        assert_eq!(out_if(&e, "10.6.1.1", [0; 4], 0), (ret::SUCCESS, 4));
     }
 }

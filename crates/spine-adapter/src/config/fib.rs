@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use spine_fib::Route;
+use spine_fib::{Route, Rule};
 
 use super::reader::Table;
 use super::{ConfigError, Problem};
@@ -21,6 +21,10 @@ pub struct FibConfig {
     pub mirror: bool,
     /// Inline lines first, then the files' lines, in order.
     pub routes: Vec<Route>,
+    /// Policy rules (`ip rule`-like lines, `spine_fib::parse::rules`) with their family
+    /// (true: IPv6), added to the family's default rules. Refused with `mirror`, which
+    /// follows the host's rules instead.
+    pub rules: Vec<(bool, Rule)>,
     pub interfaces: Vec<FibInterface>,
     pub neighbours: Vec<FibNeighbour>,
 }
@@ -100,6 +104,20 @@ pub(super) fn parse_fib(mut t: Table<'_>, base: &Path) -> Result<FibConfig, Conf
             std::fs::read_to_string(&path).map_err(|e| t.err("route_files", Problem::Io(e)))?;
         lines(path.display().to_string(), &text, "route_files", &t)?;
     }
+    let mut rules = Vec::new();
+    for (i, l) in t.opt_strs("rules")?.unwrap_or_default().iter().enumerate() {
+        for r in spine_fib::parse::rules::parse(l) {
+            let r = r.map_err(|e| {
+                let name = format!("rules[{i}]: {e}");
+                t.err("rules", Problem::Conflict { reason: "bad rule", name })
+            })?;
+            rules.push(r);
+        }
+    }
+    if mirror && !rules.is_empty() {
+        let name = "the host's rules are mirrored with `mirror = true`".to_string();
+        return Err(t.err("rules", Problem::Conflict { reason: "rules and mirror", name }));
+    }
     let mut interfaces = Vec::new();
     for mut it in t.tables("interface")? {
         let port = it.req_str("port")?.to_string();
@@ -122,5 +140,5 @@ pub(super) fn parse_fib(mut t: Table<'_>, base: &Path) -> Result<FibConfig, Conf
         neighbours.push(FibNeighbour { port, ip: addr, mac });
     }
     t.finish()?;
-    Ok(FibConfig { multipath_seed, mirror, routes, interfaces, neighbours })
+    Ok(FibConfig { multipath_seed, mirror, routes, rules, interfaces, neighbours })
 }

@@ -288,3 +288,20 @@ fn extensions_size_maps_their_object_declares_without_one() {
     let c = parse("[[extension]]\nbundled = \"mac_swap\"\n").unwrap();
     assert!(c.extensions[0].max_entries.is_empty());
 }
+
+#[test]
+fn fib_rules_parse_and_are_refused_with_mirror() {
+    let text = format!(
+        "{FULL}\n[fib]\nrules = [\"from 10.9.0.0/16 lookup 100 pref 100\", \"-6 fwmark 5 blackhole pref 7\"]\n"
+    );
+    let cfg = parse(&text).expect("parses");
+    let rules = &cfg.fib.expect("[fib]").rules;
+    assert_eq!(rules.len(), 2);
+    assert_eq!((rules[0].0, rules[0].1.priority), (false, 100));
+    assert_eq!((rules[1].0, rules[1].1.action), (true, spine_fib::RuleAction::Blackhole));
+    let (path, msg) = error(&format!("{FULL}\n[fib]\nrules = [\"lookup 5\"]\n"));
+    assert!(path.contains("rules") && msg.contains("pref"), "{path}: {msg}");
+    let (path, msg) =
+        error(&format!("{FULL}\n[fib]\nmirror = true\nrules = [\"lookup 5 pref 1\"]\n"));
+    assert!(path.contains("rules") && msg.contains("mirror"), "{path}: {msg}");
+}

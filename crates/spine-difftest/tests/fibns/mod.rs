@@ -264,6 +264,7 @@ fn mirror_routes(ns: &NetNs, names: &BTreeMap<String, u32>) -> Vec<FibOp> {
                 nexthops,
                 mtu,
                 prefsrc: r["prefsrc"].as_str().map(|a| a.parse().expect("prefsrc")),
+                nhid: 0,
             }));
         }
     }

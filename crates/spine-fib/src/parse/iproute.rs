@@ -134,6 +134,7 @@ pub fn routes(
             nexthops,
             mtu,
             prefsrc,
+            nhid: 0,
         });
     }
     Ok(out)

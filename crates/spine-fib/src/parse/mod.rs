@@ -7,6 +7,7 @@
 //! - [`ris`]: a mutation trace, `A prefix` (announce) or `W prefix` (withdraw);
 //! - [`bgpdump`]: `bgpdump -m` lines (`TABLE_DUMP2|…|B|…` and `BGP4MP|…|A|…`/`W`);
 //! - [`iproute`]: iproute2's JSON (`ip -j route`, `ip -j neigh`), a host's tables.
+//! - [`rules`]: `ip rule`-like lines, one policy rule a line.
 //!
 //! Blank lines are skipped everywhere; line numbers count from 1.
 
@@ -15,6 +16,7 @@ pub mod iproute;
 pub mod pyasn;
 pub mod ris;
 pub mod routes;
+pub mod rules;
 
 use crate::prefix::PrefixError;
 

@@ -71,6 +71,7 @@ pub fn line(l: &str) -> Result<Route, K> {
         nexthops: Vec::new(),
         mtu: 0,
         prefsrc: None,
+        nhid: 0,
     };
     // The route's own next hop (`via`/`dev`/`weight` before any `nexthop`).
     let mut single: Option<Hop> = None;
