@@ -53,6 +53,7 @@ mod error;
 pub mod fmt;
 mod helpers;
 mod info;
+mod precise;
 mod reg;
 pub mod scalar;
 mod stack_live;
