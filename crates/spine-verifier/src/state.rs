@@ -407,9 +407,8 @@ impl State {
         }
         for (fi, (fo, fnew)) in self.frames.iter().zip(&new.frames).enumerate() {
             for (x, (o, n)) in fo.regs.iter().zip(&fnew.regs).enumerate() {
-                let loose = o.kind == Kind::Scalar
-                    && o.sym == 0
-                    && marks.is_some_and(|m| !m.reg(fi, x));
+                let loose =
+                    o.kind == Kind::Scalar && o.sym == 0 && marks.is_some_and(|m| !m.reg(fi, x));
                 let ok = if loose {
                     // Imprecise: any scalar, linked as the old one was (a link carries
                     // a jump's refinement to a register that may be precise).

@@ -5,9 +5,15 @@
 //! Termination without unrolling: at loop heads (back-edge targets) and at callback
 //! call sites, states of the same shape are joined, and widened after a few visits;
 //! elsewhere, at prune points, a state already covered by a cached one stops its path.
-//! Pruning against a cached state whose exploration is still in progress is sound here
-//! because only safety is proven, never termination (the run-time watchdog owns that):
-//! the explored states form a set closed under successors.
+//! Pruning against a kept loop-head state whose exploration is still in progress is
+//! sound here because only safety is proven, never termination (the run-time watchdog
+//! owns that): the explored states form a set closed under successors.
+//!
+//! Precision (`crate::precise`): a cached state at a prune point compares only the
+//! scalars marked precise in it, so it prunes only once every path below it has
+//! finished (`Node::branches`), when its marks are final. A path arriving at a loop
+//! head marks every number it holds (the kept states there are compared whole), and
+//! the path leaving the head starts a fresh chain of nodes.
 
 mod alu;
 mod call;
