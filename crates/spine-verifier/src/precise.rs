@@ -81,6 +81,9 @@ impl Marks {
 
     /// The marks of `self` that `o` lacks.
     pub fn minus(&self, o: &Marks) -> Marks {
+        if o.all {
+            return Marks::default();
+        }
         let mut m = Marks { all: self.all && !o.all, ..Marks::default() };
         for f in 0..FRAMES {
             m.regs[f] = self.regs[f] & !o.regs[f];
