@@ -172,12 +172,10 @@ pub fn back(insns: &[Insn], h: &Hist, m: &mut Marks) {
             }
         }
         op::LD => m.regs[d] &= !(1 << dst),
-        op::LDX => {
-            if has(m, dst) {
-                m.regs[d] &= !(1 << dst);
-                if let Some((f, lo, hi)) = h.stack() {
-                    m.set_slots(f, lo, hi);
-                }
+        op::LDX if has(m, dst) => {
+            m.regs[d] &= !(1 << dst);
+            if let Some((f, lo, hi)) = h.stack() {
+                m.set_slots(f, lo, hi);
             }
         }
         op::ST => {

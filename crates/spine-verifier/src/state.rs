@@ -993,6 +993,40 @@ mod tests {
     }
 
     #[test]
+    fn unmarked_numbers_match_any_number_but_keep_their_links() {
+        use crate::precise::Marks;
+        let mut old = State::entry();
+        old.cur_mut().regs[2] = Reg::constant(4);
+        old.cur_mut().slot_mut(0).bytes = [Byte::Spill; 8];
+        old.cur_mut().slot_mut(0).spill = Reg::constant(4);
+        let mut new = old.clone();
+        new.cur_mut().regs[2] = Reg::constant(100);
+        new.cur_mut().slot_mut(0).spill = Reg::constant(100);
+        let none = Marks::default();
+        assert!(!old.includes(&new), "all numbers compared");
+        assert!(old.includes_with(&new, Some(&none)));
+        let mut r2 = Marks::default();
+        r2.set_reg(0, 2);
+        assert!(!old.includes_with(&new, Some(&r2)));
+        let mut slot = Marks::default();
+        slot.set_slot(0, 0);
+        assert!(!old.includes_with(&new, Some(&slot)));
+        // A pointer never matches a number, marked or not.
+        new.cur_mut().regs[2] = Reg::ptr(Kind::Ctx, 0);
+        assert!(!old.includes_with(&new, Some(&none)));
+        // Linked registers must be linked in the new state too.
+        old.cur_mut().regs[3] = Reg { id: 5, ..Reg::unknown() };
+        old.cur_mut().regs[4] = Reg { id: 5, ..Reg::unknown() };
+        new.cur_mut().regs[2] = Reg::unknown();
+        new.cur_mut().regs[3] = Reg::unknown();
+        new.cur_mut().regs[4] = Reg::unknown();
+        assert!(!old.includes_with(&new, Some(&none)));
+        new.cur_mut().regs[3].id = 9;
+        new.cur_mut().regs[4].id = 9;
+        assert!(old.includes_with(&new, Some(&none)));
+    }
+
+    #[test]
     fn linked_scalars_must_stay_linked() {
         let mut old = State::entry();
         old.cur_mut().regs[2] = Reg { id: 5, ..Reg::unknown() };
