@@ -309,3 +309,69 @@ fn a_comparison_with_both_outcomes_possible_does_not_keep_states_apart() {
         );
     }
 }
+
+#[test]
+fn a_value_carried_through_a_loop_head_is_precise() {
+    // The loop head keeps joined states and compares them whole; the use after the
+    // loop is explored from the joined state. The path that brought r6 = 4 to the
+    // head must have marked it, or r6 = 100 would be pruned at `join`.
+    let k = refused(
+        "mov %r6, 100
+         jeq %r5, 1, join
+         mov %r6, 4
+         join: mov %r7, 0
+         loop: add %r7, 1
+         jlt %r7, 3, loop
+         add %r2, %r6
+         ldxb %r0, [%r2+0]
+         exit",
+    );
+    assert!(is_packet_oob(&k), "{k:?}");
+}
+
+#[test]
+fn a_callback_return_value_is_precise() {
+    // bpf_loop(1, cb, &slot, 0): the callback returns the slot's value, which must be
+    // 0 or 1; the first path stores 1, the second 7.
+    let src = format!(
+        "{PROLOGUE}
+         mov %r6, 7
+         jeq %r5, 1, join
+         mov %r6, 1
+         join: stxdw [%r10-8], %r6
+         mov %r1, 1
+         .insn 0x0000000700004218
+         .insn 0
+         mov %r3, %r10
+         add %r3, -8
+         mov %r4, 0
+         call 181
+         out: mov %r0, 2
+         exit
+         cb: ldxdw %r0, [%r2+0]
+         exit"
+    );
+    let k = verify_src(&src).expect_err("the callback may return 7").kind;
+    assert!(matches!(k, K::CallbackReturn { .. }), "{k:?}");
+}
+
+#[test]
+fn a_state_still_being_explored_does_not_prune() {
+    // In the loop, `p` is first cached with r6 = 4 while its taken side (`use`, where
+    // r6 moves a pointer) is still pending. The next iteration arrives with r6 up to
+    // 100; that state may not be pruned by the cached one, whose marks do not yet say
+    // that r6 matters.
+    let k = refused(
+        "mov %r6, 4
+         head: mov %r0, 0
+         jeq %r5, 200, p
+         p: jeq %r5, 1, use
+         mov %r6, 100
+         jeq %r5, 2, head
+         exit
+         use: add %r2, %r6
+         ldxb %r0, [%r2+0]
+         exit",
+    );
+    assert!(is_packet_oob(&k), "{k:?}");
+}
