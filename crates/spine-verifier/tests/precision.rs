@@ -375,3 +375,35 @@ fn a_state_still_being_explored_does_not_prune() {
     );
     assert!(is_packet_oob(&k), "{k:?}");
 }
+
+#[test]
+fn histories_copied_to_pending_paths_count_against_the_memory_limit() {
+    // 3,000 branches to one far target, no prune point between them: each pending
+    // side carries the history since the last cached state, which grows with every
+    // branch (4.5 M entries, ~72 MB, in all). Within the default bound it verifies;
+    // under a 16 MB bound the copies are what exceeds it (the 3,000 states alone take
+    // ~5 MB).
+    let mut s = String::from("ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\n");
+    s.push_str("mov %r4, %r2\nadd %r4, 8\njgt %r4, %r3, end\nldxdw %r5, [%r2+0]\n");
+    for k in 0..3000 {
+        s.push_str(&format!("jeq %r5, {k}, end\n"));
+    }
+    s.push_str("end: mov %r0, 2\nexit\n");
+    let insns = asm(&s);
+    verify_insns(&insns).expect("verifies within the default bounds");
+    let ctx = spine_verifier::xdp_ctx();
+    let maps = maps();
+    let helpers = spine_verifier::KernelHelpers::xdp();
+    let limits = spine_verifier::Limits { max_state_bytes: 16 << 20, ..Default::default() };
+    let env = spine_verifier::VerifyEnv {
+        ctx: &ctx,
+        helpers: &helpers,
+        maps: &maps,
+        limits,
+        log_level: 0,
+    };
+    match spine_verifier::verify(&insns, &env) {
+        Ok(v) => panic!("verified with {} insns processed", v.insns_processed),
+        Err(e) => assert!(matches!(e.kind, K::TooComplex { .. }), "{:?}", e.kind),
+    }
+}

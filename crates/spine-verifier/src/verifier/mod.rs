@@ -281,7 +281,8 @@ impl<'a> Verifier<'a> {
             path: Vec::new(),
         });
         while let Some(p) = self.pending.pop() {
-            self.state_bytes = self.state_bytes.saturating_sub(p.state.weight());
+            let bytes = p.state.weight() + hist_bytes(&p.hist);
+            self.state_bytes = self.state_bytes.saturating_sub(bytes);
             self.path = p.path;
             self.cur_node = p.node;
             self.hist = p.hist;
@@ -292,7 +293,9 @@ impl<'a> Verifier<'a> {
 
     /// Queues the other side of a branch (or a callback invocation).
     fn push_pending(&mut self, pc: usize, st: State) -> Result<(), K> {
-        self.state_bytes += st.weight();
+        // The history since the last cached state travels with it: counted too (a run
+        // of branches with no prune point between them copies a growing history).
+        self.state_bytes += st.weight() + hist_bytes(&self.hist);
         if self.state_bytes > self.env.limits.max_state_bytes {
             return Err(self.too_complex_kind("state memory limit reached"));
         }
@@ -783,4 +786,8 @@ fn all_numbers(st: &State) -> Marks {
         }
     }
     m
+}
+
+fn hist_bytes(h: &[Hist]) -> usize {
+    std::mem::size_of_val(h)
 }
