@@ -34,7 +34,9 @@
 //! bounds `p`), and a loop counter may be tied to a packet range (`base + i + c <=
 //! data_end`), discovered when the loop head joins two iterations. Scalars that reach
 //! no comparison, address, size or spill are forgotten at prune points (a static
-//! stand-in for the kernel's precision tracking), so counters do not defeat pruning.
+//! analysis), and a cached state compares only the scalars its explored future
+//! depended on (the kernel's precision marks, `precise.rs`), so counters and values
+//! that are only ever compared with both outcomes possible do not defeat pruning.
 //!
 //! What the engines must guarantee for the proofs to hold: `data_end - data <= 0xffff`
 //! and `data_meta <= data <= data_end`; valid addresses are never 0; map values are
@@ -53,6 +55,7 @@ mod error;
 pub mod fmt;
 mod helpers;
 mod info;
+mod precise;
 mod reg;
 pub mod scalar;
 mod stack_live;

@@ -4,6 +4,7 @@
 //! join and widening (used at loop heads), and the shape that decides which states may
 //! be joined.
 
+use crate::precise::Marks;
 use crate::reg::{Kind, MapIdx, Reg};
 use crate::scalar::{Scalar, Thresholds};
 use std::hash::{Hash, Hasher};
@@ -99,6 +100,17 @@ impl Slot {
         if self.bytes[0] == Byte::Spill && self.spill.kind == Kind::Scalar && self.spill.sym == 0 {
             let size = self.spill_size() as u32;
             self.spill = Reg::scalar(Scalar::unknown_bytes(size));
+        }
+        for b in self.bytes.iter_mut().filter(|b| **b == Byte::Zero) {
+            *b = Byte::Misc;
+        }
+    }
+
+    /// Forgets the value of a spilled number (keeping its links and symbolic facts:
+    /// those stay compared) and of zero bytes: for a slot no check depended on.
+    pub fn loosen(&mut self) {
+        if self.bytes[0] == Byte::Spill && self.spill.kind == Kind::Scalar && self.spill.sym == 0 {
+            self.spill.v = Scalar::unknown_bytes(self.spill_size() as u32);
         }
         for b in self.bytes.iter_mut().filter(|b| **b == Byte::Zero) {
             *b = Byte::Misc;
@@ -346,6 +358,13 @@ impl State {
     /// True if every concrete state `new` describes is described by `self`, so that
     /// exploring `new` can find nothing that exploring `self` does not.
     pub fn includes(&self, new: &State) -> bool {
+        self.includes_with(new, None)
+    }
+
+    /// [`State::includes`] where only the scalars `marks` names (and those tied to
+    /// others by an id or a symbolic fact) must include the new ones; any other scalar
+    /// of `self` matches any scalar.
+    pub fn includes_with(&self, new: &State, marks: Option<&Marks>) -> bool {
         if !self.same_frames(new) || self.refs.len() != new.refs.len() {
             return false;
         }
@@ -386,15 +405,28 @@ impl State {
                 }
             }
         }
-        for (fo, fnew) in self.frames.iter().zip(&new.frames) {
-            for (o, n) in fo.regs.iter().zip(&fnew.regs) {
-                if !reg_includes(o, n, &mut ids) || !sym_includes(o, n, &ids, self, new) {
+        for (fi, (fo, fnew)) in self.frames.iter().zip(&new.frames).enumerate() {
+            for (x, (o, n)) in fo.regs.iter().zip(&fnew.regs).enumerate() {
+                let loose =
+                    o.kind == Kind::Scalar && o.sym == 0 && marks.is_some_and(|m| !m.reg(fi, x));
+                let ok = if loose {
+                    // Imprecise: any scalar, linked as the old one was (a link carries
+                    // a jump's refinement to a register that may be precise).
+                    n.kind == Kind::Scalar && (o.id == 0 || (n.id != 0 && ids.check(o.id, n.id)))
+                } else {
+                    reg_includes(o, n, &mut ids)
+                };
+                if !ok || !sym_includes(o, n, &ids, self, new) {
                     return false;
                 }
             }
             let len = fo.stack.len().max(fnew.stack.len());
             for i in 0..len {
-                if !slot_includes(&fo.slot(i), &fnew.slot(i), &mut ids) {
+                let mut os = fo.slot(i);
+                if marks.is_some_and(|m| !m.slot(fi, i)) {
+                    os.loosen();
+                }
+                if !slot_includes(&os, &fnew.slot(i), &mut ids) {
                     return false;
                 }
             }
@@ -612,6 +644,7 @@ fn slot_includes(o: &Slot, n: &Slot, ids: &mut IdMap) -> bool {
             }
             from = size;
         } else if o.spill.kind == Kind::Scalar
+            && o.spill.id == 0
             && o.spill.v.includes(&Scalar::unknown_bytes(size as u32))
         {
             // An unknown spilled number is as good as plain data.
@@ -957,6 +990,40 @@ mod tests {
         assert!(old.includes(&new));
         new.cur_mut().slot_mut(0).bytes = [Byte::Invalid; 8];
         assert!(!old.includes(&new));
+    }
+
+    #[test]
+    fn unmarked_numbers_match_any_number_but_keep_their_links() {
+        use crate::precise::Marks;
+        let mut old = State::entry();
+        old.cur_mut().regs[2] = Reg::constant(4);
+        old.cur_mut().slot_mut(0).bytes = [Byte::Spill; 8];
+        old.cur_mut().slot_mut(0).spill = Reg::constant(4);
+        let mut new = old.clone();
+        new.cur_mut().regs[2] = Reg::constant(100);
+        new.cur_mut().slot_mut(0).spill = Reg::constant(100);
+        let none = Marks::default();
+        assert!(!old.includes(&new), "all numbers compared");
+        assert!(old.includes_with(&new, Some(&none)));
+        let mut r2 = Marks::default();
+        r2.set_reg(0, 2);
+        assert!(!old.includes_with(&new, Some(&r2)));
+        let mut slot = Marks::default();
+        slot.set_slot(0, 0);
+        assert!(!old.includes_with(&new, Some(&slot)));
+        // A pointer never matches a number, marked or not.
+        new.cur_mut().regs[2] = Reg::ptr(Kind::Ctx, 0);
+        assert!(!old.includes_with(&new, Some(&none)));
+        // Linked registers must be linked in the new state too.
+        old.cur_mut().regs[3] = Reg { id: 5, ..Reg::unknown() };
+        old.cur_mut().regs[4] = Reg { id: 5, ..Reg::unknown() };
+        new.cur_mut().regs[2] = Reg::unknown();
+        new.cur_mut().regs[3] = Reg::unknown();
+        new.cur_mut().regs[4] = Reg::unknown();
+        assert!(!old.includes_with(&new, Some(&none)));
+        new.cur_mut().regs[3].id = 9;
+        new.cur_mut().regs[4].id = 9;
+        assert!(old.includes_with(&new, Some(&none)));
     }
 
     #[test]

@@ -121,6 +121,12 @@ impl Verifier<'_> {
             imm
         };
         if d.kind.is_pointer() || s.kind.is_pointer() {
+            // The scalar that moves a pointer is precise.
+            let mut regs = if d.kind.is_pointer() { 0 } else { 1 << i.dst };
+            if x && !s.kind.is_pointer() {
+                regs |= 1 << i.src;
+            }
+            self.need(st, regs);
             let reg = if d.kind.is_pointer() { i.dst } else { i.src };
             if !is64 && o == op::SUB && same_region(d.kind, s.kind) {
                 // `w2 -= w3` on packet pointers: clang's 32-bit packet length.

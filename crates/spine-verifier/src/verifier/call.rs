@@ -77,6 +77,15 @@ impl Verifier<'_> {
         if st.lock.is_some() && !matches!(id, h::SPIN_LOCK | h::SPIN_UNLOCK) {
             return Err(K::CallWhileLocked);
         }
+        // Every number passed to a helper is precise: sizes, flags, indexes and
+        // constants its checks and its result depend on.
+        let args = proto
+            .args
+            .iter()
+            .enumerate()
+            .filter(|(_, &a)| a != ArgType::DontCare)
+            .fold(0u16, |m, (k, _)| m | 1 << (k + 1));
+        self.need(st, args);
         let mut meta = CallMeta::default();
         for (k, &arg) in proto.args.iter().enumerate() {
             if arg == ArgType::DontCare {

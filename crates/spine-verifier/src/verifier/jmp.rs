@@ -49,16 +49,24 @@ impl Verifier<'_> {
         let target = (pc as i64 + 1 + i64::from(i.off)) as usize;
         let a = Self::read(st, i.dst)?;
         let b = if x { Self::read(st, i.src)? } else { Reg::constant(i.imm as i64 as u64) };
+        let operands = 1 << i.dst | if x { 1 << i.src } else { 0 };
         let (taken, fall) = if a.is_scalar() && b.is_scalar() {
-            match branch_taken(&a.v, &b.v, cmp, jmp32) {
+            let sides = match branch_taken(&a.v, &b.v, cmp, jmp32) {
                 Some(true) => (Self::scalar_side(st.clone(), i, cmp, jmp32, a, b), None),
                 Some(false) => (None, Self::scalar_side(st.clone(), i, cmp.negate(), jmp32, a, b)),
                 None => (
                     Self::scalar_side(st.clone(), i, cmp, jmp32, a, b),
                     Self::scalar_side(st.clone(), i, cmp.negate(), jmp32, a, b),
                 ),
+            };
+            if sides.0.is_none() || sides.1.is_none() {
+                // A side was ruled out by the operands' values: they are precise.
+                self.need(st, operands);
             }
+            sides
         } else {
+            // A scalar compared with a pointer (a null test) decides by its value.
+            self.need(st, operands);
             let how = Self::classify_ptr_cmp(i, cmp, jmp32, &a, &b)?;
             match how {
                 PtrCmp::Known(true) => (Some(st.clone()), None),
@@ -184,6 +192,9 @@ impl Verifier<'_> {
                 Ok(Flow::Done)
             }
             FrameKind::Call => {
+                if let Some(h) = self.hist.last_mut() {
+                    h.exit = crate::precise::EXIT_CALL;
+                }
                 let r0 = f.regs[0];
                 if let Kind::Stack { frame } = r0.kind {
                     if usize::from(frame) >= st.depth() {
@@ -200,6 +211,10 @@ impl Verifier<'_> {
                 Ok(Flow::Next(site + 1))
             }
             FrameKind::Callback => {
+                if let Some(h) = self.hist.last_mut() {
+                    h.exit = crate::precise::EXIT_CALLBACK;
+                }
+                self.need(st, 1);
                 let r0 = Self::read(st, 0)?;
                 if !(r0.is_scalar() && r0.v.umax <= 1) {
                     return Err(K::CallbackReturn { found: crate::fmt::reg(&r0, &self.maps) });

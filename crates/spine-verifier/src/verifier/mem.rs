@@ -258,6 +258,16 @@ impl Verifier<'_> {
         }
     }
 
+    /// Records in the path's history which stack bytes the instruction being checked
+    /// touches, for precision marks to follow values through spills.
+    fn note_stack(&mut self, region: &Region) {
+        if let Region::Stack { frame, lo, hi, .. } = *region {
+            if let Some(h) = self.hist.last_mut() {
+                h.stack_access(frame, lo, hi);
+            }
+        }
+    }
+
     /// Map values the program may not write: read-only maps, and device maps whose
     /// lookups return the kernel's own entry.
     pub(super) fn map_read_only(&self, m: usize) -> bool {
@@ -276,6 +286,7 @@ impl Verifier<'_> {
         let sx = i.code & 0xe0 == op::MEMSX;
         let region = self.check_access(st, i.src, ptr, i64::from(i.off), size, false)?;
         self.record_access(pc, region.access())?;
+        self.note_stack(&region);
         let ext = |v: Scalar| if sx { v.sext(size as u32 * 8) } else { v };
         let value = match region {
             Region::Stack { frame, lo, hi, fixed } => {
@@ -335,6 +346,7 @@ impl Verifier<'_> {
         };
         let region = self.check_access(st, i.dst, ptr, i64::from(i.off), size, true)?;
         self.record_access(pc, region.access())?;
+        self.note_stack(&region);
         let leak = |into| K::PointerLeak { reg: i.src, into };
         let is_ptr = matches!(val, Val::Reg(r) if r.kind.is_pointer());
         match region {
@@ -381,6 +393,7 @@ impl Verifier<'_> {
             return Err(K::MisalignedAccess { reg: i.dst, off: total, size });
         }
         self.record_access(pc, region.access())?;
+        self.note_stack(&region);
         if let Region::Stack { frame, lo, hi, fixed } = region {
             self.stack_read_range(st, frame, lo, hi)?;
             if fixed {

@@ -5,9 +5,15 @@
 //! Termination without unrolling: at loop heads (back-edge targets) and at callback
 //! call sites, states of the same shape are joined, and widened after a few visits;
 //! elsewhere, at prune points, a state already covered by a cached one stops its path.
-//! Pruning against a cached state whose exploration is still in progress is sound here
-//! because only safety is proven, never termination (the run-time watchdog owns that):
-//! the explored states form a set closed under successors.
+//! Pruning against a kept loop-head state whose exploration is still in progress is
+//! sound here because only safety is proven, never termination (the run-time watchdog
+//! owns that): the explored states form a set closed under successors.
+//!
+//! Precision (`crate::precise`): a cached state at a prune point compares only the
+//! scalars marked precise in it, so it prunes only once every path below it has
+//! finished (`Node::branches`), when its marks are final. A path arriving at a loop
+//! head marks every number it holds (the kept states there are compared whole), and
+//! the path leaving the head starts a fresh chain of nodes.
 
 mod alu;
 mod call;
@@ -18,6 +24,7 @@ use crate::cfg::{Cfg, ARG_REGS, CALLEE_SAVED};
 use crate::env::{MapInfo, VerifyEnv};
 use crate::error::{VerifyError, VerifyErrorKind};
 use crate::info::{InsnInfo, SubprogInfo, Verified};
+use crate::precise::{Hist, Marks};
 use crate::reg::Reg;
 use crate::state::{FrameKind, State};
 use spine_isa::{op, Insn};
@@ -57,6 +64,9 @@ pub(crate) enum Flow {
 struct Cached {
     shape: u64,
     state: State,
+    /// Its node in [`Verifier::nodes`]: the precision marks and whether every path
+    /// below it has finished.
+    node: u32,
     hits: u32,
     misses: u32,
 }
@@ -64,6 +74,24 @@ struct Cached {
 /// A cached state that fails to cover more than `EVICT_MISSES * (hits + 1)` visits is
 /// dropped, as the kernel drops its explored states (`miss_cnt > hit_cnt * 3 + 3`).
 const EVICT_MISSES: u32 = 3;
+
+/// No node (the parent of the first one and of loop-head continuations).
+const NO_NODE: u32 = u32::MAX;
+
+/// A state on the explored tree (cached at a prune point, or where exploration starts
+/// anew: the entry and the joined state leaving a loop head), for precision tracking.
+struct Node {
+    parent: u32,
+    /// The instructions executed from the parent's state to this one.
+    hist: Vec<Hist>,
+    /// Registers and slots of this state whose values the continuation depended on.
+    marks: Marks,
+    /// Paths below this state not yet finished (pending ones included).
+    branches: u32,
+    /// A joined loop-head state: compared whole, and marks stop here (the states
+    /// arriving at the head were marked for every number they hold).
+    barrier: bool,
+}
 
 struct LoopEntry {
     state: State,
@@ -87,8 +115,14 @@ pub(crate) struct Verifier<'a> {
     heads: HashMap<(bool, usize, u64), Vec<LoopEntry>>,
     /// The shapes seen at each loop head.
     head_shapes: HashMap<(bool, usize), Vec<u64>>,
-    /// States still to explore, with (at log level 1 and up) the path that led there.
-    pending: Vec<(usize, State, Vec<usize>)>,
+    /// States still to explore, with their node and history since it, and (at log
+    /// level 1 and up) the path that led there.
+    pending: Vec<Pending>,
+    /// The explored tree's states, for precision marks.
+    nodes: Vec<Node>,
+    /// The node of the path being explored, and the instructions since.
+    cur_node: u32,
+    hist: Vec<Hist>,
     /// Instructions of the path being explored (log level 1 and up).
     path: Vec<usize>,
     next_id: u32,
@@ -108,6 +142,14 @@ pub(crate) struct Verifier<'a> {
     /// Per `bpf_loop` call site: whether every visit had flags a known 0, and the
     /// callback (`None` once two visits named different ones).
     loop_sites: std::collections::BTreeMap<usize, (bool, Option<usize>)>,
+}
+
+struct Pending {
+    pc: usize,
+    state: State,
+    node: u32,
+    hist: Vec<Hist>,
+    path: Vec<usize>,
 }
 
 /// An error with where it happened, before the state is printed.
@@ -152,6 +194,9 @@ pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, Verify
         heads: HashMap::new(),
         head_shapes: HashMap::new(),
         pending: Vec::new(),
+        nodes: Vec::new(),
+        cur_node: NO_NODE,
+        hist: Vec::new(),
         path: Vec::new(),
         next_id: 0,
         info: vec![InsnInfo::default(); n],
@@ -221,23 +266,48 @@ pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, Verify
 
 impl<'a> Verifier<'a> {
     fn run(&mut self) -> Result<(), Fail> {
-        self.pending.push((0, State::entry(), Vec::new()));
-        while let Some((pc, st, path)) = self.pending.pop() {
-            self.state_bytes = self.state_bytes.saturating_sub(st.weight());
-            self.path = path;
-            self.walk(pc, st)?;
+        self.nodes.push(Node {
+            parent: NO_NODE,
+            hist: Vec::new(),
+            marks: Marks::default(),
+            branches: 1,
+            barrier: false,
+        });
+        self.pending.push(Pending {
+            pc: 0,
+            state: State::entry(),
+            node: 0,
+            hist: Vec::new(),
+            path: Vec::new(),
+        });
+        while let Some(p) = self.pending.pop() {
+            let bytes = p.state.weight() + hist_bytes(&p.hist);
+            self.state_bytes = self.state_bytes.saturating_sub(bytes);
+            self.path = p.path;
+            self.cur_node = p.node;
+            self.hist = p.hist;
+            self.walk(p.pc, p.state)?;
         }
         Ok(())
     }
 
     /// Queues the other side of a branch (or a callback invocation).
     fn push_pending(&mut self, pc: usize, st: State) -> Result<(), K> {
-        self.state_bytes += st.weight();
+        // The history since the last cached state travels with it: counted too (a run
+        // of branches with no prune point between them copies a growing history).
+        self.state_bytes += st.weight() + hist_bytes(&self.hist);
         if self.state_bytes > self.env.limits.max_state_bytes {
             return Err(self.too_complex_kind("state memory limit reached"));
         }
         let path = if self.env.log_level >= 1 { self.path.clone() } else { Vec::new() };
-        self.pending.push((pc, st, path));
+        self.nodes[self.cur_node as usize].branches += 1;
+        self.pending.push(Pending {
+            pc,
+            state: st,
+            node: self.cur_node,
+            hist: self.hist.clone(),
+            path,
+        });
         Ok(())
     }
 
@@ -265,7 +335,10 @@ impl<'a> Verifier<'a> {
                 };
                 match next {
                     Some(s) => st = s,
-                    None => return Ok(()),
+                    None => {
+                        self.end_path();
+                        return Ok(());
+                    }
                 }
             }
             self.info[pc].reached = true;
@@ -283,9 +356,13 @@ impl<'a> Verifier<'a> {
                 );
                 self.log_str(&line);
             }
+            self.hist.push(Hist::new(pc, st.depth()));
             match self.step(pc, &mut st) {
                 Ok(Flow::Next(n)) => pc = n,
-                Ok(Flow::Done) => return Ok(()),
+                Ok(Flow::Done) => {
+                    self.end_path();
+                    return Ok(());
+                }
                 Err(kind) => {
                     let state = crate::fmt::state(&st, &self.maps);
                     return Err(Fail { pc, kind, state: Some(state) });
@@ -377,18 +454,25 @@ impl<'a> Verifier<'a> {
     }
 
     /// Prune point: `None` if a cached state covers `st`; otherwise caches it and
-    /// returns the state to continue with.
+    /// returns the state to continue with. Only states whose every path has finished
+    /// prune (their precision marks are final then); pruning carries their marks back
+    /// along the pruned path, whose future is theirs.
     fn visit(&mut self, pc: usize, st: State) -> Result<Option<State>, Fail> {
         let shape = st.shape();
         let mut cross = CROSS_SHAPE_PER_VISIT;
+        let nodes = &self.nodes;
         let cache = &mut self.cache[pc];
         let mut stale = false;
         let hit = cache.iter_mut().rposition(|e| {
+            let node = &nodes[e.node as usize];
+            if node.branches > 0 {
+                return false;
+            }
             let covers = if e.shape == shape {
-                e.state.includes(&st)
+                e.state.includes_with(&st, Some(&node.marks))
             } else if cross > 0 {
                 cross -= 1;
-                e.state.includes(&st)
+                e.state.includes_with(&st, Some(&node.marks))
             } else {
                 return false;
             };
@@ -401,9 +485,11 @@ impl<'a> Verifier<'a> {
             covers
         });
         if let Some(i) = hit {
+            let marks = self.nodes[cache[i].node as usize].marks;
             // The state that covered this visit is the likeliest to cover the next one:
             // it moves to where the scan starts.
             cache[i..].rotate_left(1);
+            self.mark_chain(marks, false);
             return Ok(None);
         }
         if stale {
@@ -414,15 +500,104 @@ impl<'a> Verifier<'a> {
             return self.head(pc, st, false);
         }
         self.cached_total[pc] += 1;
-        self.cache[pc].push(Cached { shape, state: st.clone(), hits: 0, misses: 0 });
+        let node = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            parent: self.cur_node,
+            hist: std::mem::take(&mut self.hist),
+            marks: Marks::default(),
+            branches: 1,
+            barrier: false,
+        });
+        self.cur_node = node;
+        self.cache[pc].push(Cached { shape, state: st.clone(), node, hits: 0, misses: 0 });
         self.add_states(1, pc, &st)?;
         Ok(Some(st))
     }
 
+    /// The path being explored has finished (or was pruned): its nodes with no other
+    /// path left below them are complete.
+    fn end_path(&mut self) {
+        let mut n = self.cur_node;
+        while n != NO_NODE {
+            let node = &mut self.nodes[n as usize];
+            node.branches -= 1;
+            if node.branches > 0 {
+                break;
+            }
+            n = node.parent;
+        }
+        self.cur_node = NO_NODE;
+    }
+
+    /// Marks registers and slots precise at the current point of the path and carries
+    /// the marks back to every cached state on it (the kernel's
+    /// `mark_chain_precision`). With `in_step`, the marks are about the state before
+    /// the instruction being checked (the last one in the history).
+    fn mark_chain(&mut self, mut m: Marks, in_step: bool) {
+        if m.is_empty() {
+            return;
+        }
+        let upto = self.hist.len() - usize::from(in_step && !self.hist.is_empty());
+        for h in self.hist[..upto].iter().rev() {
+            crate::precise::back(self.insns, h, &mut m);
+        }
+        let mut n = self.cur_node;
+        while n != NO_NODE && !m.is_empty() {
+            let node = &mut self.nodes[n as usize];
+            if node.barrier {
+                break;
+            }
+            let new = m.minus(&node.marks);
+            if new.is_empty() {
+                break;
+            }
+            node.marks.union(&new);
+            m = new;
+            for h in node.hist.iter().rev() {
+                crate::precise::back(self.insns, h, &mut m);
+            }
+            n = node.parent;
+        }
+    }
+
+    /// Marks registers `regs` of the current frame precise where they hold a scalar
+    /// that is not wholly unknown (an unknown value decides nothing), before the
+    /// instruction being checked.
+    pub(crate) fn need(&mut self, st: &State, regs: u16) {
+        let d = st.depth();
+        let mut m = Marks::default();
+        for (r, reg) in st.cur().regs.iter().enumerate().take(10) {
+            if regs & (1 << r) != 0 && reg.kind == crate::reg::Kind::Scalar && !is_top(reg) {
+                m.set_reg(d, r);
+            }
+        }
+        self.mark_chain(m, true);
+    }
+
     /// Loop head (or, with `callback`, a callback call site): `None` if a kept state
     /// covers `st`; otherwise the state to continue with, joined (and widened) with the
-    /// kept state of the same shape.
+    /// kept state of the same shape. Kept states are compared whole, so every number
+    /// `st` holds is marked precise along the path that brought it; the path continues
+    /// from a fresh node.
     fn head(&mut self, pc: usize, st: State, callback: bool) -> Result<Option<State>, Fail> {
+        self.mark_chain(all_numbers(&st), callback);
+        let next = self.head_join(pc, st, callback)?;
+        if next.is_some() {
+            self.end_path();
+            self.cur_node = self.nodes.len() as u32;
+            self.nodes.push(Node {
+                parent: NO_NODE,
+                hist: Vec::new(),
+                marks: Marks::default(),
+                branches: 1,
+                barrier: true,
+            });
+            self.hist.clear();
+        }
+        Ok(next)
+    }
+
+    fn head_join(&mut self, pc: usize, st: State, callback: bool) -> Result<Option<State>, Fail> {
         let shape = st.shape();
         let shapes = self.head_shapes.entry((callback, pc)).or_default();
         let covered = if shapes.len() <= CROSS_SHAPE_CHECK {
@@ -585,4 +760,34 @@ impl<'a> Verifier<'a> {
     fn record_access(&mut self, pc: usize, a: crate::info::MemAccess) -> Result<(), K> {
         self.info[pc].record(a).map_err(|()| K::MixedCtxAccess)
     }
+}
+
+/// A scalar about which nothing is known, linked to nothing.
+fn is_top(r: &Reg) -> bool {
+    r.id == 0 && r.sym == 0 && r.v.includes(&crate::scalar::Scalar::unknown())
+}
+
+/// Every register and slot of `st` holding a number something is known about.
+fn all_numbers(st: &State) -> Marks {
+    use crate::reg::Kind;
+    use crate::state::Byte;
+    let mut m = Marks::default();
+    for (fi, f) in st.frames.iter().enumerate() {
+        for (r, reg) in f.regs.iter().enumerate().take(10) {
+            if reg.kind == Kind::Scalar && !is_top(reg) {
+                m.set_reg(fi, r);
+            }
+        }
+        for (i, s) in f.stack.iter().enumerate() {
+            let spilled = s.bytes[0] == Byte::Spill && s.spill.kind == Kind::Scalar;
+            if s.bytes.contains(&Byte::Zero) || spilled {
+                m.set_slot(fi, i);
+            }
+        }
+    }
+    m
+}
+
+fn hist_bytes(h: &[Hist]) -> usize {
+    std::mem::size_of_val(h)
 }
