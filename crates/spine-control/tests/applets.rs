@@ -361,3 +361,40 @@ fn applets_are_verified_at_load() {
     assert!(err.to_string().contains("sends"), "{err}");
     rig.finish();
 }
+
+/// Applet verdicts (`tests/fixtures/reflect_applet.c`): on doTx, `XDP_TX` reflects the
+/// client's frame into its own endpoint (through doRx) and `XDP_DROP` drops it, only the
+/// passed one leaves on the wire; on doRx, `XDP_DROP` keeps a received frame from the
+/// endpoint. The endpoint's counters add up and the pool is whole.
+#[test]
+fn applet_verdicts_reflect_drop_and_pass() {
+    let (rig, mut wire) = wired();
+    rig.live.load("rf", &build("tests/fixtures", "reflect_applet"), None, "default").unwrap();
+    let chan = Channel { applets: Some("rf".into()), ..Channel::udp4("wire", 7777) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let (passed, reflected, dropped) =
+        (udp(7777, &[0; 40]), udp(7777, &[1; 50]), udp(7777, &[2; 60]));
+    for f in [&dropped, &reflected, &passed] {
+        until("room on the transmit ring", || ep.send_batch(std::slice::from_ref(f)) == 1);
+    }
+    let mut out = Vec::new();
+    until("the passed frame on the wire", || {
+        wire.recv(64, |m| out.push(m.to_vec()));
+        !out.is_empty()
+    });
+    assert_eq!(out, vec![passed.clone()], "only the passed frame left");
+    assert_eq!(recv_n(&mut ep, 1), vec![reflected.clone()], "the reflected frame came back");
+    let (keep, lose) = (udp(7777, &[4; 30]), udp(7777, &[3; 30]));
+    inject(&mut wire, &[lose.clone(), keep.clone(), lose]);
+    assert_eq!(recv_n(&mut ep, 1), vec![keep], "doRx dropped the 3s");
+    until("the counters published", || rig.live.endpoints()[0].counters.applets.rx_runs == 4);
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!(c.applets.tx_runs, 3);
+    assert_eq!((c.applets.reflected, c.applets.dropped, c.applets.passed), (1, 3, 3));
+    assert_eq!(c.rx_delivered, 2, "the reflected frame and the kept one");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!((ep.recv(64, |_| {}), wire.recv(64, |_| {})), (0, 0), "nothing more");
+    drop(ep);
+    rig.finish();
+}
