@@ -140,8 +140,12 @@ impl Running1 {
 }
 
 fn options() -> AdapterOptions {
+    options_with(1)
+}
+
+fn options_with(workers: usize) -> AdapterOptions {
     AdapterOptions {
-        workers: 1,
+        workers,
         assign: Assign::Rss,
         pool: PoolConfig::new(1024),
         ..Default::default()
@@ -151,7 +155,12 @@ fn options() -> AdapterOptions {
 /// An adapter with port `wire` (driven by the test through the returned end) whose host
 /// path is the mem sink `host`, and domain `other` besides `default`.
 fn wired() -> (Running1, ClientEnd) {
-    let mut b = AdapterBuilder::new(options()).unwrap();
+    wired_with(1)
+}
+
+/// As `wired`, on `workers` workers with software RSS.
+fn wired_with(workers: usize) -> (Running1, ClientEnd) {
+    let mut b = AdapterBuilder::new(options_with(workers)).unwrap();
     let end = AdapterEnd::create(Layout::new(256, 2048, 512).unwrap()).unwrap();
     let wire = ClientEnd::open(end.shm().fd().try_clone_to_owned().unwrap()).unwrap();
     let w = b
@@ -178,7 +187,18 @@ fn inject(wire: &mut ClientEnd, frames: &[Vec<u8>]) {
 /// extension without applets, or one of another domain are refused by kind.
 #[test]
 fn pass_through_applets_see_every_frame_and_deliver_exactly() {
-    let (rig, mut wire) = wired();
+    pass_through(1);
+}
+
+/// As above on two workers with software RSS: frames received on either worker are
+/// handed to the endpoint's home worker, which runs doRx.
+#[test]
+fn pass_through_applets_see_frames_from_any_worker() {
+    pass_through(2);
+}
+
+fn pass_through(workers: usize) {
+    let (rig, mut wire) = wired_with(workers);
     rig.live.load("pt", &applet("passthru"), None, "default").unwrap();
     rig.live.load("plain", &build("tests/fixtures", "odd_drop"), None, "default").unwrap();
     let chan =
