@@ -418,3 +418,40 @@ fn applet_verdicts_reflect_drop_and_pass() {
     drop(ep);
     rig.finish();
 }
+
+/// Applets are bounded by the watchdog: in a domain with a budget no run of the looping
+/// doRx (`tests/fixtures/slow_applet.c`) can meet and three faults to detach, the first
+/// three frames are stopped, counted as faults and dropped; the applet is then detached
+/// and the hook lets the next frames through to the endpoint.
+#[test]
+fn the_watchdog_stops_applets_and_detaches_them() {
+    let mut b = AdapterBuilder::new(options()).unwrap();
+    let end = AdapterEnd::create(Layout::new(256, 2048, 512).unwrap()).unwrap();
+    let mut wire = ClientEnd::open(end.shm().fd().try_clone_to_owned().unwrap()).unwrap();
+    b.add_port("wire", Device::Other(Box::new(EndpointPort::new("wire", end, None, 0))), None)
+        .unwrap();
+    let tight = DomainSpec {
+        name: "tight".into(),
+        budget: spine_runtime::Budget { ns: 1, points: 1 },
+        faults: spine_runtime::FaultPolicy { max_faults: 3, window_ns: 3_600_000_000_000 },
+        ..DomainSpec::default_domain()
+    };
+    b.add_domain(tight).unwrap();
+    let rig = Running1::start(b, "watchdog");
+    rig.live.load("slow", &build("tests/fixtures", "slow_applet"), None, "tight").unwrap();
+    let chan = Channel {
+        applets: Some("slow".into()),
+        domain: Some("tight".into()),
+        ..Channel::udp4("wire", 7777)
+    };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let frames: Vec<Vec<u8>> = (0..5u8).map(|i| udp(7777, &[i; 32])).collect();
+    inject(&mut wire, &frames);
+    assert_eq!(recv_n(&mut ep, 2), frames[3..].to_vec(), "the frames after the detach");
+    until("the counters published", || rig.live.endpoints()[0].counters.applets.rx_runs == 3);
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.applets.faults, c.applets.dropped, c.rx_delivered), (3, 3, 2));
+    drop(ep);
+    rig.finish();
+}
