@@ -110,17 +110,20 @@ pub(crate) struct AppletSet {
 
 impl AppletSet {
     /// Worker `cpu`'s runners of the applets (cold: when the worker takes the endpoint).
-    pub fn runners(&self, cpu: usize) -> Option<Box<OwnedApplets>> {
+    /// A runner that cannot be made leaves its hook empty; `Live::endpoint_applets`
+    /// made one for the highest worker at open, and what can fail (too many regions, a
+    /// worker past the maps' CPUs) does not fail for a lower one.
+    pub fn runners(&self, cpu: usize) -> Box<OwnedApplets> {
         let runner = |e: &Option<Arc<Extension>>| {
             e.as_ref().and_then(|e| XdpRunner::new(e.clone(), cpu).ok())
         };
-        Some(Box::new(OwnedApplets {
+        Box::new(OwnedApplets {
             tx: runner(&self.tx),
             rx: runner(&self.rx),
             may_use: self.may_use.clone(),
             ext: self.ext,
             counts: AppletCounters::default(),
-        }))
+        })
     }
 }
 
@@ -292,7 +295,7 @@ impl Worker {
             }
             Ran::Action(act::TX, _) => {
                 self.count(k, |c| c.reflected += 1);
-                self.deliver_rx(k, buf, p, 0)
+                self.deliver_rx(k, buf, p)
             }
             Ran::Action(act::REDIRECT, r) => self.applet_redirect(k, buf, r),
             Ran::Action(..) => self.applet_drop(k, buf, false),
@@ -303,7 +306,7 @@ impl Worker {
     /// Delivers `buf` (which came in on port `p`) to owned endpoint `k`: through its
     /// `doRx` applet when it has one, straight into its receive ring when not.
     #[inline]
-    pub(crate) fn deliver_rx(&mut self, k: usize, mut buf: Buf, p: u16, seq: u32) {
+    pub(crate) fn deliver_rx(&mut self, k: usize, mut buf: Buf, p: u16) {
         if self.eps.owned[k].applets.as_ref().is_some_and(|a| a.rx.is_some()) {
             match self.run_applet(k, AppletHook::Rx, &mut buf) {
                 Ran::Skipped => {}
@@ -318,7 +321,6 @@ impl Worker {
                 Ran::Fault => return self.applet_drop(k, buf, true),
             }
         }
-        let _ = seq;
         let Ok(data) = self.pool.data(&buf) else { return self.applet_drop(k, buf, false) };
         let o = &mut self.eps.owned[k];
         // Counted by the endpoint (delivered, or dropped for want of room).

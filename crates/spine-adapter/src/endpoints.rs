@@ -750,7 +750,7 @@ impl WorkerEps {
                                 Some((n, *id, r))
                             })
                             .collect();
-                        let applets = e.applets.as_ref().and_then(|a| a.runners(me));
+                        let applets = e.applets.as_ref().map(|a| a.runners(me));
                         let o =
                             Owned { entry: e.clone(), end, wake, woke: false, handlers, applets };
                         self.owned.push(o);

@@ -784,7 +784,7 @@ impl Worker {
             return self.drop(buf, p, Why::NoTarget, seq);
         };
         // Through its `doRx` applet if it has one (crate::applets).
-        self.deliver_rx(k, buf, p, seq);
+        self.deliver_rx(k, buf, p);
     }
 
     /// The endpoints this worker serves: one burst from each client's transmit ring out
@@ -963,7 +963,7 @@ impl Worker {
             return Some(buf);
         };
         // Through its `doRx` applet if it has one (crate::applets).
-        self.deliver_rx(k, buf, p, seq);
+        self.deliver_rx(k, buf, p);
         None
     }
 
