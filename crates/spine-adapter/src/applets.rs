@@ -50,9 +50,11 @@ pub struct AppletCounters {
     pub redirected: u64,
     /// Runs that faulted (counted in `dropped` too).
     pub faults: u64,
+    /// Runs of the tick applet.
+    pub tick_runs: u64,
 }
 
-const N_COUNTERS: usize = 7;
+const N_COUNTERS: usize = 8;
 
 impl AppletCounters {
     fn to_array(self) -> [u64; N_COUNTERS] {
@@ -64,6 +66,7 @@ impl AppletCounters {
             self.reflected,
             self.redirected,
             self.faults,
+            self.tick_runs,
         ]
     }
 
@@ -76,6 +79,7 @@ impl AppletCounters {
             reflected: v[4],
             redirected: v[5],
             faults: v[6],
+            tick_runs: v[7],
         }
     }
 }
@@ -104,6 +108,7 @@ pub(crate) struct AppletSet {
     pub ext: u16,
     pub tx: Option<Arc<Extension>>,
     pub rx: Option<Arc<Extension>>,
+    pub tick: Option<Arc<Extension>>,
     /// By port: whether the domain may redirect to it.
     pub may_use: Arc<[bool]>,
 }
@@ -120,6 +125,8 @@ impl AppletSet {
         Box::new(OwnedApplets {
             tx: runner(&self.tx),
             rx: runner(&self.rx),
+            tick: runner(&self.tick),
+            next_tick: 0,
             may_use: self.may_use.clone(),
             ext: self.ext,
             counts: AppletCounters::default(),
@@ -132,6 +139,9 @@ impl AppletSet {
 pub(crate) struct OwnedApplets {
     pub tx: Option<XdpRunner>,
     pub rx: Option<XdpRunner>,
+    pub tick: Option<XdpRunner>,
+    /// When the tick applet runs next (the worker's monotonic clock, ns).
+    next_tick: u64,
     may_use: Arc<[bool]>,
     /// The extension's id, the source of the messages the applets send.
     ext: u16,
@@ -147,7 +157,7 @@ impl Live {
         name: &str,
         domain: &str,
     ) -> Result<AppletSet, LiveError> {
-        let (ext, tx, rx) = {
+        let (ext, tx, rx, tick) = {
             let st = self.shared.lock();
             let ext = st
                 .exts
@@ -164,14 +174,14 @@ impl Live {
             }
             let applets = &slot.loaded.as_ref().expect("found loaded").object.applets;
             let of = |h| applets.iter().find(|a| a.applet() == Some(h)).cloned();
-            (ext as u16, of(AppletHook::Tx), of(AppletHook::Rx))
+            (ext as u16, of(AppletHook::Tx), of(AppletHook::Rx), of(AppletHook::Tick))
         };
-        if tx.is_none() && rx.is_none() {
+        if tx.is_none() && rx.is_none() && tick.is_none() {
             return Err(LiveError::NoApplets { ext: name.to_string() });
         }
         // The same check as a program's at load: the highest worker can make a runner.
         let cpu = self.shared.workers.saturating_sub(1);
-        for e in tx.iter().chain(rx.iter()) {
+        for e in tx.iter().chain(rx.iter()).chain(tick.iter()) {
             XdpRunner::new(e.clone(), cpu)
                 .map_err(|source| LiveError::Runner { name: name.to_string(), source })?;
         }
@@ -183,7 +193,7 @@ impl Live {
             .ok_or_else(|| LiveError::NoDomain { name: domain.to_string() })?;
         let may_use: Arc<[bool]> =
             self.shared.port_names.iter().map(|p| dom.may_use_port(p)).collect();
-        Ok(AppletSet { extension: name.to_string(), ext, tx, rx, may_use })
+        Ok(AppletSet { extension: name.to_string(), ext, tx, rx, tick, may_use })
     }
 }
 
@@ -210,12 +220,14 @@ impl Worker {
         let runner = match hook {
             AppletHook::Tx => a.tx.as_mut(),
             AppletHook::Rx => a.rx.as_mut(),
+            AppletHook::Tick => a.tick.as_mut(),
         };
         let Some(runner) = runner.filter(|r| r.is_attached()) else { return Ran::Skipped };
         let Ok((frame, meta)) = pool.frame_and_meta_mut(buf) else { return Ran::Skipped };
         match hook {
             AppletHook::Tx => a.counts.tx_runs += 1,
             AppletHook::Rx => a.counts.rx_runs += 1,
+            AppletHook::Tick => a.counts.tick_runs += 1,
         }
         let before = Bounds {
             meta: (meta.data_off - meta.meta_len) as usize,
@@ -249,6 +261,7 @@ impl Worker {
         match hook {
             AppletHook::Tx => a.tx.as_ref(),
             AppletHook::Rx => a.rx.as_ref(),
+            AppletHook::Tick => a.tick.as_ref(),
         }
     }
 
@@ -394,7 +407,7 @@ impl Worker {
             let Some(a) = self.eps.owned[k].applets.as_ref() else {
                 return self.applet_drop(k, buf, false);
             };
-            match a.tx.as_ref().or(a.rx.as_ref()) {
+            match a.tx.as_ref().or(a.rx.as_ref()).or(a.tick.as_ref()) {
                 Some(r) => r.extension().maps().clone(),
                 None => return self.applet_drop(k, buf, false),
             }
@@ -436,6 +449,74 @@ impl Worker {
                 self.transmit(buf, q, p, 0)
             }
             None => self.applet_drop(k, buf, false),
+        }
+    }
+}
+
+/// How often a tick applet runs (at most; a busy worker runs it at its next round).
+pub const TICK_NS: u64 = 100_000;
+/// The length of the blank (zeroed) frame a tick applet gets.
+pub const TICK_FRAME: u32 = 256;
+
+impl Worker {
+    /// Once per round: runs the tick applet of every owned endpoint whose tick is due.
+    /// Reads the clock only when some endpoint has a tick applet.
+    pub(crate) fn applet_ticks(&mut self) {
+        let has_tick =
+            |o: &crate::endpoints::Owned| o.applets.as_ref().is_some_and(|a| a.tick.is_some());
+        if !self.eps.owned.iter().any(has_tick) {
+            return;
+        }
+        let now = crate::sys::monotonic_ns();
+        for k in 0..self.eps.owned.len() {
+            let due = match self.eps.owned[k].applets.as_mut() {
+                Some(a) if a.tick.is_some() && now >= a.next_tick => {
+                    a.next_tick = now + TICK_NS;
+                    true
+                }
+                _ => false,
+            };
+            if due {
+                self.applet_tick(k);
+            }
+        }
+    }
+
+    /// Runs owned endpoint `k`'s tick applet on a blank frame of [`TICK_FRAME`] bytes:
+    /// `XDP_TX` sends what it wrote out of the endpoint's port, `XDP_PASS` delivers it
+    /// to the endpoint (without doRx), `XDP_REDIRECT` as on the other hooks; anything
+    /// else sends nothing.
+    fn applet_tick(&mut self, k: usize) {
+        let Some(mut buf) = self.cache.alloc() else { return };
+        let head = self.pool.headroom();
+        let p = self.eps.owned[k].port();
+        let blank = match self.pool.frame_mut(&mut buf) {
+            Ok(f) => f.get_mut(head as usize..(head + TICK_FRAME) as usize).map(|b| b.fill(0)),
+            Err(_) => None,
+        };
+        let meta =
+            BufMeta { data_off: head, len: TICK_FRAME, meta_len: 0, port: u32::from(p), ts_ns: 0 };
+        if blank.is_none() || self.pool.set_meta(&mut buf, meta).is_err() {
+            let _ = self.cache.free(buf);
+            return;
+        }
+        match self.run_applet(k, AppletHook::Tick, &mut buf) {
+            Ran::Action(act::TX, _) => self.transmit(buf, p, p, 0),
+            Ran::Action(act::PASS, _) => {
+                let Ok(data) = self.pool.data(&buf) else {
+                    return self.applet_drop(k, buf, false);
+                };
+                let o = &mut self.eps.owned[k];
+                if o.end.deliver(data) {
+                    o.woke = true;
+                }
+                let _ = self.cache.free(buf);
+            }
+            Ran::Action(act::REDIRECT, r) => self.applet_redirect(k, buf, r),
+            Ran::Fault => self.applet_drop(k, buf, true),
+            Ran::Action(..) | Ran::Skipped => {
+                let _ = self.cache.free(buf);
+            }
         }
     }
 }

@@ -792,6 +792,8 @@ impl Worker {
     fn serve_endpoints(&mut self, rx: bool) -> usize {
         let mut work = 0;
         if rx {
+            // Timers of endpoint applets (crate::applets).
+            self.applet_ticks();
             let pool = self.pool.clone();
             let head = pool.headroom();
             for k in 0..self.eps.owned.len() {
