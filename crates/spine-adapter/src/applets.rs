@@ -18,8 +18,14 @@
 //! | `XDP_REDIRECT` | as an XDP program's: a port the domain may use, every entry of a devmap with `BPF_F_BROADCAST`, an endpoint this worker serves (delivered without its `doRx`) | the same |
 //! | `XDP_DROP`, `XDP_ABORTED`, a fault, anything else | dropped | dropped |
 //!
-//! Endpoints without applets pay one test of an `Option` per frame on each path; an
-//! applet the watchdog detached runs no more and its hook then lets everything through.
+//! A third hook, `SEC("spine/applet/tick")`, is spine's own, for timers: it runs at most
+//! every [`TICK_NS`] on a blank (zeroed) frame of [`TICK_FRAME`] bytes the applet may
+//! fill and trim; `XDP_TX` sends it out of the endpoint's port, `XDP_PASS` delivers it to
+//! the endpoint, `XDP_DROP` sends nothing.
+//!
+//! Endpoints without applets pay one test of an `Option` per burst on the transmit side
+//! and per frame on the receive side; an applet the watchdog detached runs no more and
+//! its hook then lets everything through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

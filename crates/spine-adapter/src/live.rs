@@ -205,7 +205,7 @@ pub enum LiveError {
     #[error("extension '{ext}' is of domain '{ext_domain}', the endpoint's is '{domain}': applets run in the endpoint's domain")]
     AppletDomain { ext: String, ext_domain: String, domain: String },
     #[error(
-        "extension '{ext}' has no applets (SEC(\"spine/applet/tx\") or SEC(\"spine/applet/rx\"))"
+        "extension '{ext}' has no applets (SEC(\"spine/applet/tx\"), SEC(\"spine/applet/rx\") or SEC(\"spine/applet/tick\"))"
     )]
     NoApplets { ext: String },
     #[error("extension '{ext}', endpoint map '{map}': slot {index}: {source}")]
