@@ -363,29 +363,35 @@ impl Worker {
         let _ = self.cache.free(buf);
     }
 
+    /// Whether the domain of owned endpoint `k`'s applets may send to port `q`.
+    fn applet_may_use(&self, k: usize, q: u16) -> bool {
+        self.eps.owned[k]
+            .applets
+            .as_ref()
+            .is_some_and(|a| a.may_use.get(usize::from(q)).copied().unwrap_or(false))
+    }
+
     /// `XDP_REDIRECT` from an applet of owned endpoint `k`: as an XDP program's redirect,
     /// with the ports the endpoint's domain may use.
     fn applet_redirect(&mut self, k: usize, buf: Buf, r: Option<Redirect>) {
         let p = self.eps.owned[k].port();
-        let may_use = match self.eps.owned[k].applets.as_ref() {
-            Some(a) => a.may_use.clone(),
+        let action = match self.eps.owned[k].applets.as_ref() {
+            Some(a) => decide(&self.wiring, &a.may_use, act::REDIRECT, r),
             None => return self.applet_drop(k, buf, false),
         };
-        match decide(&self.wiring, &may_use, act::REDIRECT, r) {
+        match action {
             Action::Redirect(q) => {
                 self.count(k, |c| c.redirected += 1);
                 self.transmit(buf, q, p, 0)
             }
             Action::Broadcast { map, exclude_ingress } => {
-                self.applet_broadcast(k, buf, map, exclude_ingress, &may_use)
+                self.applet_broadcast(k, buf, map, exclude_ingress)
             }
             Action::Endpoint(id) => {
                 // Served here: delivered without its `doRx` (so applets cannot bounce a
                 // frame between each other forever); another worker's: not reached.
                 match self.eps.owned.iter().position(|o| o.id() == id) {
-                    Some(t)
-                        if may_use.get(usize::from(self.eps.owned[t].port())) == Some(&true) =>
-                    {
+                    Some(t) if self.applet_may_use(k, self.eps.owned[t].port()) => {
                         self.count(k, |c| c.redirected += 1);
                         let Ok(data) = self.pool.data(&buf) else {
                             return self.applet_drop(k, buf, false);
@@ -407,7 +413,7 @@ impl Worker {
     /// of every entry of the applet's devmap `map` the domain may use (the last gets
     /// `buf` itself), except the endpoint's port with `BPF_F_EXCLUDE_INGRESS`; dropped
     /// when no entry qualifies.
-    fn applet_broadcast(&mut self, k: usize, buf: Buf, map: u32, exclude: bool, may_use: &[bool]) {
+    fn applet_broadcast(&mut self, k: usize, buf: Buf, map: u32, exclude: bool) {
         let p = self.eps.owned[k].port();
         let maps = {
             let Some(a) = self.eps.owned[k].applets.as_ref() else {
@@ -438,7 +444,7 @@ impl Worker {
                 continue;
             }
             let Some(q) = self.wiring.port_of_ifindex(ifindex) else { continue };
-            if !may_use.get(usize::from(q)).copied().unwrap_or(false) {
+            if !self.applet_may_use(k, q) {
                 continue;
             }
             if let Some(pq) = prev {
