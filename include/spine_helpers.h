@@ -146,4 +146,16 @@ struct spine_msg_md {
 static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const void *data,
 			      __u32 len) = (void *)0x53500001;
 
+/* Endpoint applets (U-Net/SLE). A program in SEC("spine/applet/tx") runs on each frame an
+ * endpoint's client transmits (doTx), one in SEC("spine/applet/rx") on each frame about
+ * to be delivered to the endpoint (doRx), for every endpoint whose request names the
+ * extension ({"applets": "<extension>"}). Both are XDP programs: struct xdp_md over the
+ * frame (ingress_ifindex: the endpoint's port; rx_queue_index: the endpoint's id), the
+ * domain's helpers. XDP_PASS goes on (out of the port / into the endpoint), XDP_TX
+ * reflects (doTx: into the endpoint; doRx: back out of the port), XDP_REDIRECT as in an
+ * XDP program (bpf_redirect, devmaps, BPF_F_BROADCAST), anything else drops.
+ * SEC("spine/applet/tick") runs at most every 100 us on a blank, zeroed 256-byte frame
+ * (timers): write a frame into it (bpf_xdp_store_bytes), trim it (bpf_xdp_adjust_tail)
+ * and return XDP_TX to send it out of the endpoint's port, or XDP_DROP to send nothing. */
+
 #endif /* SPINE_HELPERS_H */

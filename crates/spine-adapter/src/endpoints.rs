@@ -198,6 +198,11 @@ pub struct EndpointRequest {
     /// whose extensions may send it messages); default `default`.
     #[serde(default)]
     pub domain: Option<String>,
+    /// A loaded extension of the endpoint's domain whose object carries applets for the
+    /// endpoint's hooks (`SEC("spine/applet/tx")`, `SEC("spine/applet/rx")`; see
+    /// [`crate::applets`]).
+    #[serde(default)]
+    pub applets: Option<String>,
     /// Entries per ring (a power of two; default 256).
     #[serde(default)]
     pub ring_entries: Option<u32>,
@@ -256,6 +261,9 @@ pub struct EndpointCounters {
     /// Active messages extensions sent it, delivered.
     #[serde(default)]
     pub msg_delivered: u64,
+    /// What its applets did (all zero without applets).
+    #[serde(default)]
+    pub applets: crate::applets::AppletCounters,
 }
 
 impl EndpointCounters {
@@ -270,6 +278,7 @@ impl EndpointCounters {
             msg_taken: s.msg_taken,
             msg_unhandled: s.msg_dropped,
             msg_delivered: s.msg_delivered,
+            applets: Default::default(),
         }
     }
 }
@@ -287,6 +296,9 @@ pub struct EndpointView {
     pub map: Option<MapSlot>,
     #[serde(default)]
     pub domain: String,
+    /// The extension whose applets run on its hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applets: Option<String>,
     pub ring_entries: u32,
     pub frame_size: u32,
     pub frames: u32,
@@ -318,6 +330,9 @@ pub(crate) struct EpEntry {
     /// The active-message handlers of its domain's extensions when it opened, with
     /// their extension ids.
     handlers: Vec<(u16, Arc<spine_runtime::Extension>)>,
+    /// Its applets (`crate::applets`), and their counters as the owner publishes them.
+    applets: Option<crate::applets::AppletSet>,
+    applet_counters: crate::applets::AppletAtomics,
     layout: Layout,
     pid: Option<i32>,
     /// The endpoint until its home worker takes it.
@@ -366,6 +381,7 @@ impl EpEntry {
             msg_taken: v[6],
             msg_unhandled: v[7],
             msg_delivered: v[8],
+            applets: self.applet_counters.load(),
         }
     }
 }
@@ -473,6 +489,10 @@ impl Live {
             return Err(LiveError::NoDomain { name: domain });
         }
         let handlers = self.handlers_of(&domain);
+        let applets = match &req.applets {
+            Some(name) => Some(self.endpoint_applets(name, &domain)?),
+            None => None,
+        };
         let eps = &self.shared.endpoints;
         let limits = eps.lock().limits;
         let over = |what: &'static str, got: u32, max: u32| {
@@ -549,6 +569,8 @@ impl Live {
             slot,
             domain,
             handlers,
+            applets,
+            applet_counters: Default::default(),
             layout,
             pid,
             cell: Mutex::new(Some((end, wake))),
@@ -582,6 +604,7 @@ impl Live {
             matches: e.matcher,
             map: e.slot.as_ref().map(|(_, s)| s.clone()),
             domain: e.domain.clone(),
+            applets: e.applets.as_ref().map(|a| a.extension.clone()),
             ring_entries: e.layout.ring_entries,
             frame_size: e.layout.frame_size,
             frames: e.layout.frames,
@@ -654,6 +677,9 @@ pub(crate) struct Owned {
     /// This worker's runners of the endpoint's handlers: (handler number, extension id,
     /// runner), made when the worker took the endpoint (cold).
     pub handlers: Vec<(u8, u16, spine_runtime::XdpRunner)>,
+    /// This worker's runners of its applets (`crate::applets`), made when it took the
+    /// endpoint; `None` for an endpoint without applets.
+    pub applets: Option<Box<crate::applets::OwnedApplets>>,
 }
 
 impl Owned {
@@ -670,6 +696,14 @@ impl Owned {
     #[inline]
     pub fn id(&self) -> u32 {
         self.entry.id as u32
+    }
+
+    /// Publishes its counters (the endpoint's and its applets') to its entry.
+    fn publish(&self) {
+        self.entry.publish(&self.end.stats());
+        if let Some(a) = &self.applets {
+            self.entry.applet_counters.store(&a.counts);
+        }
     }
 
     /// The name of its protection domain.
@@ -712,7 +746,7 @@ impl WorkerEps {
     fn drop_dead(&mut self) {
         self.owned.retain(|o| {
             if o.entry.live.is_dead() {
-                o.entry.publish(&o.end.stats());
+                o.publish();
                 o.entry.served.store(false, Ordering::Relaxed);
             }
             !o.entry.live.is_dead()
@@ -725,7 +759,7 @@ impl WorkerEps {
         let Some(table) = self.reader.current().cloned() else {
             self.on_port.iter_mut().for_each(|b| *b = false);
             for o in self.owned.drain(..) {
-                o.entry.publish(&o.end.stats());
+                o.publish();
                 o.entry.served.store(false, Ordering::Relaxed);
             }
             return;
@@ -734,7 +768,7 @@ impl WorkerEps {
         self.owned.retain(|o| {
             let keep = table.eps.iter().any(|e| Arc::ptr_eq(e, &o.entry));
             if !keep {
-                o.entry.publish(&o.end.stats());
+                o.publish();
                 o.entry.served.store(false, Ordering::Relaxed);
             }
             keep
@@ -756,7 +790,9 @@ impl WorkerEps {
                                 Some((n, *id, r))
                             })
                             .collect();
-                        let o = Owned { entry: e.clone(), end, wake, woke: false, handlers };
+                        let applets = e.applets.as_ref().map(|a| a.runners(me));
+                        let o =
+                            Owned { entry: e.clone(), end, wake, woke: false, handlers, applets };
                         self.owned.push(o);
                     }
                 }
@@ -786,7 +822,7 @@ impl WorkerEps {
                 o.wake.signal();
                 o.woke = false;
             }
-            o.entry.publish(&o.end.stats());
+            o.publish();
         }
     }
 }

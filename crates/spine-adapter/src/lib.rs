@@ -9,6 +9,7 @@
 //! - [`Totals`]: counters summed over workers, as text, JSON or Prometheus.
 //! - [`trace`]: the per-worker event ring and its Chrome/Perfetto export.
 //! - [`endpoints`]: endpoints handed to applications, bound to channel tags.
+//! - [`applets`]: eBPF programs on an endpoint's transmit and receive hooks.
 //! - [`slot`]: a port's program slot, replaced atomically per burst while traffic flows.
 //!
 //! Layer 3 over spine-runtime (extensions), spine-pool (buffers) and spine-ports
@@ -17,6 +18,7 @@
 #![deny(unsafe_code)]
 
 mod adapter;
+pub mod applets;
 pub mod config;
 pub mod counters;
 mod device;
@@ -40,6 +42,7 @@ pub use adapter::{
     Adapter, AdapterBuilder, AdapterError, AdapterOptions, Id, Report, Running,
     VIRTUAL_IFINDEX_BASE,
 };
+pub use applets::AppletCounters;
 pub use config::{Assign, Config, ConfigError, Problem, TwinConfig};
 pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
 pub use device::{mem_packets, Device, PcapPort};

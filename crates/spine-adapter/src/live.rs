@@ -202,6 +202,12 @@ pub enum LiveError {
     NotEndpointMap { ext: String, map: String },
     #[error("endpoint map '{map}': {why}")]
     NoEndpointMap { map: String, why: &'static str },
+    #[error("extension '{ext}' is of domain '{ext_domain}', the endpoint's is '{domain}': applets run in the endpoint's domain")]
+    AppletDomain { ext: String, ext_domain: String, domain: String },
+    #[error(
+        "extension '{ext}' has no applets (SEC(\"spine/applet/tx\"), SEC(\"spine/applet/rx\") or SEC(\"spine/applet/tick\"))"
+    )]
+    NoApplets { ext: String },
     #[error("extension '{ext}', endpoint map '{map}': slot {index}: {source}")]
     Slot { ext: String, map: String, index: u32, source: Box<spine_maps::MapError> },
 }
@@ -251,6 +257,8 @@ impl LiveError {
                 spine_maps::MapError::Exists { .. } => "slot_taken",
                 _ => "bad_slot",
             },
+            LiveError::AppletDomain { .. } => "refused",
+            LiveError::NoApplets { .. } => "no_applets",
             LiveError::NotSegment { .. } => "not_segment",
             LiveError::SegmentFd { .. } => "io",
             LiveError::NotRing { .. } => "not_ring",

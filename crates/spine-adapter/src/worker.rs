@@ -76,7 +76,7 @@ pub(crate) struct Wiring {
 
 impl Wiring {
     #[inline]
-    fn port_of_ifindex(&self, ifindex: u32) -> Option<u16> {
+    pub(crate) fn port_of_ifindex(&self, ifindex: u32) -> Option<u16> {
         self.by_ifindex
             .binary_search_by_key(&ifindex, |&(i, _)| i)
             .ok()
@@ -777,15 +777,14 @@ impl Worker {
     /// Copies `buf` (of port `p`) into endpoint `id`, which this worker serves, and frees
     /// it; dropped as having no target if it serves no such endpoint (any more).
     fn deliver_owned(&mut self, buf: Buf, p: u16, id: u32, seq: u32) {
-        let Ok(data) = self.pool.data(&buf) else { return self.drop(buf, p, Why::NoTarget, seq) };
-        let Some(o) = self.eps.owned.iter_mut().find(|o| o.id() == id) else {
+        if self.pool.data(&buf).is_err() {
+            return self.drop(buf, p, Why::NoTarget, seq);
+        }
+        let Some(k) = self.eps.owned.iter().position(|o| o.id() == id) else {
             return self.drop(buf, p, Why::NoTarget, seq);
         };
-        // Counted by the endpoint (delivered, or dropped for want of room).
-        if o.end.deliver(data) {
-            o.woke = true;
-        }
-        let _ = self.cache.free(buf);
+        // Through its `doRx` applet if it has one (crate::applets).
+        self.deliver_rx(k, buf, p);
     }
 
     /// The endpoints this worker serves: one burst from each client's transmit ring out
@@ -793,10 +792,13 @@ impl Worker {
     fn serve_endpoints(&mut self, rx: bool) -> usize {
         let mut work = 0;
         if rx {
+            // Timers of endpoint applets (crate::applets).
+            self.applet_ticks();
             let pool = self.pool.clone();
             let head = pool.headroom();
             for k in 0..self.eps.owned.len() {
                 let p = self.eps.owned[k].port();
+                let applets = self.eps.owned[k].applets.is_some();
                 let mut n = 0;
                 while n < self.wiring.burst && self.eps.owned[k].end.tx_pending() {
                     let Some(mut buf) = self.cache.alloc() else {
@@ -832,7 +834,12 @@ impl Worker {
                         let _ = self.cache.free(buf);
                         break;
                     }
-                    self.transmit(buf, p, p, 0);
+                    if applets {
+                        // Through its `doTx` applet (crate::applets).
+                        self.applet_tx(k, buf);
+                    } else {
+                        self.transmit(buf, p, p, 0);
+                    }
                     n += 1;
                 }
                 work += n;
@@ -954,14 +961,11 @@ impl Worker {
             self.handoff(home, Msg { buf, kind: MsgKind::Pass, port: p, packet: seq }, p);
             return None;
         }
-        let Some(o) = self.eps.owned.iter_mut().find(|o| o.port() == p && o.matches(data)) else {
+        let Some(k) = self.eps.owned.iter().position(|o| o.port() == p && o.matches(data)) else {
             return Some(buf);
         };
-        // Counted by the endpoint (delivered, or dropped for want of room).
-        if o.end.deliver(data) {
-            o.woke = true;
-        }
-        let _ = self.cache.free(buf);
+        // Through its `doRx` applet if it has one (crate::applets).
+        self.deliver_rx(k, buf, p);
         None
     }
 
@@ -999,7 +1003,7 @@ impl Worker {
 
     /// Queues `buf` for transmission on port `q` (or hands it to `q`'s worker); `from`
     /// is the ingress port, which a lost hand-off is counted against.
-    fn transmit(&mut self, buf: Buf, q: u16, from: u16, seq: u32) {
+    pub(crate) fn transmit(&mut self, buf: Buf, q: u16, from: u16, seq: u32) {
         let qi = q as usize;
         let home = self.wiring.ports[qi].home;
         if home != self.index {

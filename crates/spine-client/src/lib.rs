@@ -36,6 +36,9 @@ pub struct Channel {
     /// The protection domain whose handlers run its active messages (`None`: the
     /// adapter's `default`).
     pub domain: Option<String>,
+    /// A loaded extension of the endpoint's domain whose applets run on the endpoint's
+    /// transmit and receive hooks (`SEC("spine/applet/tx")`, `SEC("spine/applet/rx")`).
+    pub applets: Option<String>,
     pub ring_entries: Option<u32>,
     pub frame_size: Option<u32>,
     pub frames: Option<u32>,
@@ -53,6 +56,8 @@ struct ChannelRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     domain: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    applets: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     ring_entries: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     frame_size: Option<u32>,
@@ -68,6 +73,7 @@ impl Serialize for Channel {
             matches: (!left_out).then_some(&self.matches),
             map: self.map.as_ref(),
             domain: self.domain.as_deref(),
+            applets: self.applets.as_deref(),
             ring_entries: self.ring_entries,
             frame_size: self.frame_size,
             frames: self.frames,

@@ -508,6 +508,8 @@ impl From<LiveError> for Fail {
             LiveError::NoEndpointMap { .. } => StatusCode::NOT_FOUND,
             LiveError::EndpointLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
             LiveError::EndpointSetup { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            LiveError::AppletDomain { .. } => StatusCode::FORBIDDEN,
+            LiveError::NoApplets { .. } => StatusCode::BAD_REQUEST,
         };
         Fail(
             status,

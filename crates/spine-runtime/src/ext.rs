@@ -137,6 +137,8 @@ pub struct Extension {
     pub(crate) inlined_loops: Vec<usize>,
     /// For an active-message handler (`SEC("spine/handler/N")`): its number.
     handler: Option<u8>,
+    /// For an endpoint applet (`SEC("spine/applet/tx|rx")`): its hook.
+    applet: Option<crate::msg::AppletHook>,
 }
 
 impl std::fmt::Debug for Extension {
@@ -160,6 +162,9 @@ pub struct LoadedObject {
     pub programs: Vec<Arc<Extension>>,
     /// Its active-message handlers (`SEC("spine/handler/N")`), sharing its maps.
     pub handlers: Vec<Arc<Extension>>,
+    /// Its endpoint applets (`SEC("spine/applet/tx")`, `SEC("spine/applet/rx")`): XDP
+    /// programs in all but name, sharing its maps, that endpoints attach to their hooks.
+    pub applets: Vec<Arc<Extension>>,
     /// Programs of the object that are neither XDP programs nor handlers: (name,
     /// section, type).
     pub skipped: Vec<(String, String, ProgType)>,
@@ -214,10 +219,15 @@ pub fn load_object(obj: &Object, opts: &LoadOptions) -> Result<LoadedObject, Loa
     let infos: Vec<MapInfo> = obj.maps.iter().map(map_info).collect();
     let mut programs = Vec::new();
     let mut handlers = Vec::new();
+    let mut applets = Vec::new();
     let mut skipped = Vec::new();
     for prog in &obj.programs {
         if is_handler(prog) {
             handlers.push(Arc::new(load_program(obj, prog, &maps, &infos, opts)?));
+            continue;
+        }
+        if is_applet(prog) {
+            applets.push(Arc::new(load_program(obj, prog, &maps, &infos, opts)?));
             continue;
         }
         if !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags) {
@@ -240,12 +250,18 @@ pub fn load_object(obj: &Object, opts: &LoadOptions) -> Result<LoadedObject, Loa
             pa.set(*slot, Some(p), &maps)?;
         }
     }
-    Ok(LoadedObject { maps, programs, handlers, skipped })
+    Ok(LoadedObject { maps, programs, handlers, applets, skipped })
 }
 
 /// Whether `prog` is an active-message handler (`SEC("spine/handler/N")`, N 0..=255).
 fn is_handler(prog: &spine_obj::Program) -> bool {
     prog.prog_type == ProgType::Spine && crate::msg::handler_of_section(&prog.section).is_some()
+}
+
+/// Whether `prog` is an endpoint applet (`SEC("spine/applet/tx")` or `"spine/applet/rx"`):
+/// verified and run as an XDP program.
+fn is_applet(prog: &spine_obj::Program) -> bool {
+    prog.prog_type == ProgType::Spine && crate::msg::applet_of_section(&prog.section).is_some()
 }
 
 /// The program of `obj` in or named `section`, else its first XDP program: the one that
@@ -297,8 +313,10 @@ pub fn load_selected(
             .flat_map(|m| &m.init_slots)
             .any(|(_, t)| matches!(t, SlotTarget::Program(n) if *n == p.name))
     };
-    let others =
-        obj.programs.iter().filter(|p| !std::ptr::eq(*p, prog) && (slotted(p) || is_handler(p)));
+    let others = obj
+        .programs
+        .iter()
+        .filter(|p| !std::ptr::eq(*p, prog) && (slotted(p) || is_handler(p) || is_applet(p)));
     let only =
         Object { programs: std::iter::once(prog).chain(others).cloned().collect(), ..obj.clone() };
     let loaded = load_object(&only, opts)?;
@@ -334,7 +352,8 @@ fn verify_with(
     opts: &LoadOptions,
 ) -> Result<Verified, LoadError> {
     let handler = is_handler(prog);
-    if !handler && !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags) {
+    if !handler && !is_applet(prog) && !matches!(prog.prog_type, ProgType::Xdp | ProgType::XdpFrags)
+    {
         return Err(LoadError::WrongType { program: prog.name.clone(), prog_type: prog.prog_type });
     }
     opts.domain.check_insns(prog.insns.len())?;
@@ -445,6 +464,7 @@ fn load_program(
         health: Health::default(),
         inlined_loops: verified.inlined_loops,
         handler: crate::msg::handler_of_section(&prog.section).filter(|_| is_handler(prog)),
+        applet: crate::msg::applet_of_section(&prog.section).filter(|_| is_applet(prog)),
     })
 }
 
@@ -500,6 +520,11 @@ impl Extension {
     /// The handler number of an active-message handler; `None` for an XDP program.
     pub fn handler(&self) -> Option<u8> {
         self.handler
+    }
+
+    /// The endpoint hook of an applet; `None` for anything else.
+    pub fn applet(&self) -> Option<crate::msg::AppletHook> {
+        self.applet
     }
     /// The object's maps (shared with the object's other programs).
     pub fn maps(&self) -> &Arc<MapTable> {

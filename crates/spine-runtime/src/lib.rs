@@ -32,7 +32,9 @@ pub use frame::{Bounds, Frame, FrameError, Geometry, ETH_HLEN};
 pub use helpers::{Redirect, MAX_TAIL_CALLS};
 pub use host::{splitmix64, Event, FixedHost, Host};
 pub use maps::{map_index, MapTable, ProgArray, ProgArrayError, RtMap, MAP_HANDLE_BASE, MAX_MAPS};
-pub use msg::{handler_of_section, OutMsg, Outbox, MSG_MAX, OUTBOX_SLOTS};
+pub use msg::{
+    applet_of_section, handler_of_section, AppletHook, OutMsg, Outbox, MSG_MAX, OUTBOX_SLOTS,
+};
 pub use spine_verifier::{VerifyError, VerifyErrorKind};
 pub use watchdog::{FaultOutcome, FaultPolicy, Health};
 pub use xdp::{Budget, RunnerError, RxInfo, Verdict, XdpBurst, XdpRunner};

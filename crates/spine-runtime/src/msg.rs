@@ -76,9 +76,41 @@ pub fn handler_of_section(section: &str) -> Option<u8> {
     n.parse().ok()
 }
 
+/// The endpoint hook an applet attaches to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AppletHook {
+    /// `doTx`: each frame the endpoint's client transmits, before it leaves.
+    Tx,
+    /// `doRx`: each frame about to be delivered to the endpoint.
+    Rx,
+    /// A periodic tick (timers: retransmissions, acknowledgements), on a blank frame
+    /// the applet may fill and send.
+    Tick,
+}
+
+/// The hook of an endpoint applet in section `spine/applet/tx` or `spine/applet/rx`.
+pub fn applet_of_section(section: &str) -> Option<AppletHook> {
+    match section {
+        "spine/applet/tx" => Some(AppletHook::Tx),
+        "spine/applet/rx" => Some(AppletHook::Rx),
+        "spine/applet/tick" => Some(AppletHook::Tick),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn applet_sections_are_tx_and_rx() {
+        assert_eq!(applet_of_section("spine/applet/tx"), Some(AppletHook::Tx));
+        assert_eq!(applet_of_section("spine/applet/rx"), Some(AppletHook::Rx));
+        assert_eq!(applet_of_section("spine/applet/tick"), Some(AppletHook::Tick));
+        assert_eq!(applet_of_section("spine/applet/"), None);
+        assert_eq!(applet_of_section("spine/applet/txx"), None);
+        assert_eq!(applet_of_section("spine/handler/7"), None);
+    }
 
     #[test]
     fn handler_sections_name_0_to_255() {

@@ -1,0 +1,540 @@
+//! Endpoint applets (U-Net/SLE), end to end: the bundled applets of `bpf/applets/`
+//! loaded into a running adapter, an application opening an endpoint that names them,
+//! and the frames it sends and receives going through the applets on the adapter.
+//!
+//! As in `endpoints.rs`, the port `wire` is an endpoint port driven by the test (what the
+//! test sends into it the adapter receives on `wire`; what the adapter sends on `wire`
+//! comes out of it); the host path is a mem sink, `host`. The ping-pong test joins two
+//! adapters by a UDP tunnel port on the loopback interface.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use spine_adapter::{AdapterBuilder, AdapterOptions, Assign, Device, Live, Running};
+use spine_client::{Channel, Endpoint, OpenError};
+use spine_control::{serve, Client, Server, ServerConfig};
+use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
+use spine_ports::{EndpointPort, MemPort, Pool, PoolConfig, UdpPort};
+use spine_runtime::DomainSpec;
+
+/// A folder in the temporary directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("spine-app-{}-{n}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Builds `bpf/applets/<name>.c` (or a fixture of this crate's `tests/fixtures`).
+fn applet(name: &str) -> Vec<u8> {
+    build("../../bpf/applets", name)
+}
+
+fn build(dir: &str, name: &str) -> Vec<u8> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let out = std::env::temp_dir().join(format!("spine-app-{}-{seq}-{name}.o", std::process::id()));
+    let obj = spine_progs::compile_c(&dir.join(format!("{name}.c")), &out, &[]).unwrap();
+    let _ = std::fs::remove_file(out);
+    obj
+}
+
+/// An Ethernet/IPv4/UDP frame to `dport` carrying `payload`.
+fn udp(dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let total = (28 + payload.len()) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&1000u16.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Waits (generously) for `cond`; panics naming `what`. Not a timing: the condition is
+/// what is checked, the deadline only bounds a broken run.
+fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn refused(r: Result<Endpoint, OpenError>) -> (String, String) {
+    match r {
+        Err(OpenError::Refused { kind, message }) => (kind, message),
+        Err(e) => panic!("expected a refusal, got {e}"),
+        Ok(_) => panic!("expected a refusal, got an endpoint"),
+    }
+}
+
+fn recv_n(ep: &mut Endpoint, n: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    until("the endpoint's frames", || {
+        ep.recv(64, |m| got.push(m.to_vec()));
+        got.len() >= n
+    });
+    got
+}
+
+/// A `u64` at `at` of a map value.
+fn u64_at(v: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(v[at..at + 8].try_into().unwrap())
+}
+
+/// A running adapter with its control server.
+struct Running1 {
+    running: Option<Running>,
+    server: Option<Server>,
+    live: Live,
+    pool: Arc<Pool>,
+    sock: PathBuf,
+    _dir: TempDir,
+}
+
+impl Running1 {
+    fn start(b: AdapterBuilder, tag: &str) -> Running1 {
+        let adapter = b.build().unwrap();
+        let pool = adapter.pool().clone();
+        let running = adapter.start().unwrap();
+        let dir = TempDir::new(tag);
+        let sock = dir.0.join("spine.sock");
+        let server = serve(running.live(), ServerConfig::new(&sock)).unwrap();
+        let live = running.live();
+        Running1 { running: Some(running), server: Some(server), live, pool, sock, _dir: dir }
+    }
+
+    fn served(&self, n: usize) {
+        until("the endpoints served by a worker", || {
+            let eps = self.live.endpoints();
+            eps.len() == n && eps.iter().all(|e| e.served)
+        });
+    }
+
+    /// Stops the server and the adapter; checks every pool buffer came back.
+    fn finish(mut self) -> spine_adapter::Totals {
+        self.server.take().unwrap().stop();
+        let report = self.running.take().unwrap().stop().unwrap();
+        assert_eq!(self.pool.shared_free(), self.pool.capacity(), "every pool buffer back");
+        report.totals
+    }
+}
+
+fn options() -> AdapterOptions {
+    options_with(1)
+}
+
+fn options_with(workers: usize) -> AdapterOptions {
+    AdapterOptions {
+        workers,
+        assign: Assign::Rss,
+        pool: PoolConfig::new(1024),
+        ..Default::default()
+    }
+}
+
+/// An adapter with port `wire` (driven by the test through the returned end) whose host
+/// path is the mem sink `host`, and domain `other` besides `default`.
+fn wired() -> (Running1, ClientEnd) {
+    wired_with(1)
+}
+
+/// As `wired`, on `workers` workers with software RSS.
+fn wired_with(workers: usize) -> (Running1, ClientEnd) {
+    let mut b = AdapterBuilder::new(options_with(workers)).unwrap();
+    let end = AdapterEnd::create(Layout::new(256, 2048, 512).unwrap()).unwrap();
+    let wire = ClientEnd::open(end.shm().fd().try_clone_to_owned().unwrap()).unwrap();
+    let w = b
+        .add_port("wire", Device::Other(Box::new(EndpointPort::new("wire", end, None, 0))), None)
+        .unwrap();
+    let h =
+        b.add_port("host", Device::Mem { port: MemPort::sink("host"), sink: true }, None).unwrap();
+    b.set_host_path(w, h).unwrap();
+    b.add_domain(DomainSpec { name: "other".into(), ..DomainSpec::default_domain() }).unwrap();
+    (Running1::start(b, "wired"), wire)
+}
+
+fn inject(wire: &mut ClientEnd, frames: &[Vec<u8>]) {
+    for f in frames {
+        until("room on the wire", || wire.send(f));
+    }
+}
+
+/// The raw pass-through applet (`bpf/applets/passthru.c`): every frame the client sends
+/// goes through `doTx` and leaves on the port unchanged, every frame for the endpoint
+/// goes through `doRx` and is delivered unchanged, in order; the applet's map counts
+/// exactly those frames and bytes (read over the API), the endpoint's counters show the
+/// runs; frames for other tags never reach the applet. Requests naming no extension, an
+/// extension without applets, or one of another domain are refused by kind.
+#[test]
+fn pass_through_applets_see_every_frame_and_deliver_exactly() {
+    pass_through(1);
+}
+
+/// As above on two workers with software RSS: frames received on either worker are
+/// handed to the endpoint's home worker, which runs doRx.
+#[test]
+fn pass_through_applets_see_frames_from_any_worker() {
+    pass_through(2);
+}
+
+fn pass_through(workers: usize) {
+    let (rig, mut wire) = wired_with(workers);
+    rig.live.load("pt", &applet("passthru"), None, "default").unwrap();
+    rig.live.load("plain", &build("tests/fixtures", "odd_drop"), None, "default").unwrap();
+    let chan =
+        |applets: &str| Channel { applets: Some(applets.into()), ..Channel::udp4("wire", 7777) };
+    let (kind, msg) = refused(Endpoint::open(&rig.sock, &chan("nope")));
+    assert_eq!(kind, "no_extension", "{msg}");
+    let (kind, msg) = refused(Endpoint::open(&rig.sock, &chan("plain")));
+    assert_eq!(kind, "no_applets", "{msg}");
+    assert!(msg.contains("plain") && msg.contains("spine/applet"), "{msg}");
+    let other = Channel { domain: Some("other".into()), ..chan("pt") };
+    let (kind, msg) = refused(Endpoint::open(&rig.sock, &other));
+    assert_eq!(kind, "refused", "{msg}");
+    assert!(msg.contains("'pt'") && msg.contains("'other'"), "{msg}");
+    assert!(rig.live.endpoints().is_empty(), "refusals leave nothing behind");
+
+    let mut ep = Endpoint::open(&rig.sock, &chan("pt")).unwrap();
+    rig.served(1);
+    assert_eq!(rig.live.endpoints()[0].applets.as_deref(), Some("pt"));
+    let mine: Vec<Vec<u8>> = (0..10u8).map(|i| udp(7777, &vec![i; 4 + 40 * i as usize])).collect();
+    let others: Vec<Vec<u8>> = (0..4u8).map(|i| udp(8888, &[i; 30])).collect();
+    let mut all = mine.clone();
+    all.extend(others.iter().cloned());
+    inject(&mut wire, &all);
+    assert_eq!(recv_n(&mut ep, 10), mine, "exactly the tagged frames, in order");
+    let sent: Vec<Vec<u8>> =
+        (0..6u8).map(|i| udp(5000, &vec![0xa0 + i; 20 + 90 * i as usize])).collect();
+    assert_eq!(ep.send_batch(&sent), 6);
+    let mut out = Vec::new();
+    until("the client's frames on the wire", || {
+        wire.recv(64, |m| out.push(m.to_vec()));
+        out.len() >= 6
+    });
+    assert_eq!(out, sent, "the client's frames leave unchanged, in order");
+    let bytes = |v: &[Vec<u8>]| v.iter().map(|f| f.len() as u64).sum::<u64>();
+    let tx = rig.live.map_lookup("pt", "counts", &0u32.to_ne_bytes()).unwrap();
+    let rx = rig.live.map_lookup("pt", "counts", &1u32.to_ne_bytes()).unwrap();
+    assert_eq!((u64_at(&tx, 0), u64_at(&tx, 8)), (6, bytes(&sent)), "doTx saw each sent frame");
+    assert_eq!((u64_at(&rx, 0), u64_at(&rx, 8)), (10, bytes(&mine)), "doRx saw each tagged frame");
+    let mut api = Client::new(&rig.sock);
+    until("the counters published", || {
+        let c = api.endpoints().unwrap()[0].counters;
+        c.rx_delivered == 10 && c.tx_sent == 6 && c.applets.passed == 16
+    });
+    let c = api.endpoints().unwrap()[0].counters;
+    assert_eq!((c.applets.tx_runs, c.applets.rx_runs), (6, 10));
+    assert_eq!((c.applets.dropped, c.applets.faults, c.applets.reflected), (0, 0, 0));
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.port("wire").unwrap().to_host, others.len() as u64);
+}
+
+/// The burst applet (`bpf/applets/burst.c`): each frame the client sends becomes one copy
+/// per entry of the `fanout` devmap. With three entries naming `wire` and one naming
+/// `host`, 7 sends give exactly 21 frames on the wire (each three times, in order) and 7
+/// on the host port; with the map emptied a send is dropped by the applet.
+#[test]
+fn the_burst_applet_fans_one_send_out_to_every_entry() {
+    let (rig, mut wire) = wired();
+    rig.live.load("burst", &applet("burst"), None, "default").unwrap();
+    let ifindex =
+        |name: &str| rig.live.ports().into_iter().find(|p| p.name == name).unwrap().ifindex;
+    let (w, h) = (ifindex("wire"), ifindex("host"));
+    for (k, i) in [(0u32, w), (1, w), (5, w), (9, h)] {
+        rig.live.map_update("burst", "fanout", &k.to_ne_bytes(), &i.to_ne_bytes(), 0).unwrap();
+    }
+    let chan = Channel { applets: Some("burst".into()), ..Channel::udp4("wire", 7777) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let sent: Vec<Vec<u8>> = (0..7u8).map(|i| udp(5000, &vec![i; 30 + 50 * i as usize])).collect();
+    for f in &sent {
+        until("room on the transmit ring", || ep.send_batch(std::slice::from_ref(f)) == 1);
+    }
+    let mut out = Vec::new();
+    until("the copies on the wire", || {
+        wire.recv(64, |m| out.push(m.to_vec()));
+        out.len() >= 21
+    });
+    let want: Vec<Vec<u8>> = sent.iter().flat_map(|f| [f.clone(), f.clone(), f.clone()]).collect();
+    assert_eq!(out, want, "three copies of each send, in order");
+    until("the copies on the host port", || {
+        rig.live.totals().port("host").unwrap().tx_packets == 7
+    });
+    let n = rig.live.map_lookup("burst", "sends", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64_at(&n, 0), 7);
+    let mut api = Client::new(&rig.sock);
+    until("the counters published", || api.endpoints().unwrap()[0].counters.applets.tx_runs == 7);
+    let c = api.endpoints().unwrap()[0].counters;
+    assert_eq!((c.tx_sent, c.applets.redirected, c.applets.dropped), (7, 7, 0));
+    // An empty fanout map: nothing to send to, the applet's broadcast drops the frame.
+    for k in [0u32, 1, 5, 9] {
+        rig.live.map_delete("burst", "fanout", &k.to_ne_bytes()).unwrap();
+    }
+    assert_eq!(ep.send_batch(&sent[..2]), 2);
+    until("the drops counted", || api.endpoints().unwrap()[0].counters.applets.dropped == 2);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(wire.recv(64, |_| {}), 0, "nothing more on the wire");
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.port("host").unwrap().tx_packets, 7);
+}
+
+/// Two free UDP ports on the loopback interface (bound by the kernel, then let go).
+fn free_ports() -> (SocketAddr, SocketAddr) {
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    (a.local_addr().unwrap(), b.local_addr().unwrap())
+}
+
+/// An adapter whose one port, `tun`, is a UDP tunnel from `local` to `peer`.
+fn tunnel_end(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
+    let mut b = AdapterBuilder::new(options()).unwrap();
+    let port = UdpPort::open("tun", local, peer, 0).unwrap();
+    b.add_port("tun", Device::Udp(port), None).unwrap();
+    Running1::start(b, tag)
+}
+
+/// Applet ping-pong (`bpf/applets/pingpong.c`) between two adapters joined by a UDP
+/// tunnel: the application on adapter A sends one frame whose payload asks for 2N hops;
+/// from then on the two endpoints' `doRx` applets send it back and forth over the tunnel
+/// with no host involved, and only the frame that completes the 2N-th hop is delivered,
+/// to A's application. Each adapter's map counts exactly its bounces (A: N-1 sent back
+/// and 1 delivered, B: N sent back), and B's application, idle all along, never gets a
+/// frame.
+#[test]
+fn applet_ping_pong_runs_n_round_trips_with_the_hosts_idle() {
+    const N: u32 = 300;
+    let (la, lb) = free_ports();
+    let a = tunnel_end(la, lb, "pp-a");
+    let b = tunnel_end(lb, la, "pp-b");
+    let obj = applet("pingpong");
+    a.live.load("pp", &obj, None, "default").unwrap();
+    b.live.load("pp", &obj, None, "default").unwrap();
+    let chan = Channel { applets: Some("pp".into()), ..Channel::udp4("tun", 7000) };
+    let mut ea = Endpoint::open(&a.sock, &chan).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &chan).unwrap();
+    a.served(1);
+    b.served(1);
+    let mut payload = 0u32.to_ne_bytes().to_vec();
+    payload.extend_from_slice(&(2 * N).to_ne_bytes());
+    payload.extend_from_slice(&[0x5a; 24]);
+    assert_eq!(ea.send_batch(&[udp(7000, &payload)]), 1);
+    let got = recv_n(&mut ea, 1);
+    assert_eq!(got.len(), 1);
+    let f = &got[0];
+    let hops = u32::from_ne_bytes(f[42..46].try_into().unwrap());
+    assert_eq!(hops, 2 * N, "the frame came back after 2N hops");
+    assert_eq!(&f[50..], &[0x5a; 24][..], "the rest of the payload unchanged");
+    let count = |r: &Running1, k: u32| {
+        u64_at(&r.live.map_lookup("pp", "bounces", &k.to_ne_bytes()).unwrap(), 0)
+    };
+    assert_eq!((count(&a, 0), count(&a, 1)), (u64::from(N) - 1, 1), "A: N-1 bounces, 1 delivery");
+    assert_eq!((count(&b, 0), count(&b, 1)), (u64::from(N), 0), "B: N bounces, no delivery");
+    assert_eq!(eb.recv(64, |_| {}), 0, "B's application got nothing");
+    until("A's counters published", || {
+        a.live.endpoints()[0].counters.applets.rx_runs == u64::from(N)
+    });
+    let ca = a.live.endpoints()[0].counters;
+    assert_eq!((ca.tx_sent, ca.rx_delivered), (1, 1), "A's application: one send, one frame");
+    let cb = b.live.endpoints()[0].counters;
+    assert_eq!((cb.tx_sent, cb.rx_delivered), (0, 0), "B's application: idle");
+    drop((ea, eb));
+    a.finish();
+    b.finish();
+}
+
+/// Applets are verified like any extension: an applet that reads the frame without a
+/// bounds check is refused at load, naming it; and one calling a helper its domain does
+/// not grant (`spine_msg_send` in the default domain) is refused too.
+#[test]
+fn applets_are_verified_at_load() {
+    let (rig, _wire) = wired();
+    let err =
+        rig.live.load("bad", &build("tests/fixtures", "bad_applet"), None, "default").unwrap_err();
+    assert_eq!(err.kind(), "load_failed", "{err}");
+    assert!(err.to_string().contains("unchecked_rx"), "{err}");
+    let err =
+        rig.live.load("msg", &build("tests/fixtures", "msg_applet"), None, "default").unwrap_err();
+    assert_eq!(err.kind(), "load_failed", "{err}");
+    assert!(err.to_string().contains("sends"), "{err}");
+    rig.finish();
+}
+
+/// Applet verdicts (`tests/fixtures/reflect_applet.c`): on doTx, `XDP_TX` reflects the
+/// client's frame into its own endpoint (through doRx) and `XDP_DROP` drops it, only the
+/// passed one leaves on the wire; on doRx, `XDP_DROP` keeps a received frame from the
+/// endpoint. The endpoint's counters add up and the pool is whole.
+#[test]
+fn applet_verdicts_reflect_drop_and_pass() {
+    let (rig, mut wire) = wired();
+    rig.live.load("rf", &build("tests/fixtures", "reflect_applet"), None, "default").unwrap();
+    let chan = Channel { applets: Some("rf".into()), ..Channel::udp4("wire", 7777) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let (passed, reflected, dropped) =
+        (udp(7777, &[0; 40]), udp(7777, &[1; 50]), udp(7777, &[2; 60]));
+    for f in [&dropped, &reflected, &passed] {
+        until("room on the transmit ring", || ep.send_batch(std::slice::from_ref(f)) == 1);
+    }
+    let mut out = Vec::new();
+    until("the passed frame on the wire", || {
+        wire.recv(64, |m| out.push(m.to_vec()));
+        !out.is_empty()
+    });
+    assert_eq!(out, vec![passed.clone()], "only the passed frame left");
+    assert_eq!(recv_n(&mut ep, 1), vec![reflected.clone()], "the reflected frame came back");
+    let (keep, lose) = (udp(7777, &[4; 30]), udp(7777, &[3; 30]));
+    inject(&mut wire, &[lose.clone(), keep.clone(), lose]);
+    assert_eq!(recv_n(&mut ep, 1), vec![keep], "doRx dropped the 3s");
+    until("the counters published", || rig.live.endpoints()[0].counters.applets.rx_runs == 4);
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!(c.applets.tx_runs, 3);
+    assert_eq!((c.applets.reflected, c.applets.dropped, c.applets.passed), (1, 3, 3));
+    assert_eq!(c.rx_delivered, 2, "the reflected frame and the kept one");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!((ep.recv(64, |_| {}), wire.recv(64, |_| {})), (0, 0), "nothing more");
+    drop(ep);
+    rig.finish();
+}
+
+/// Applets are bounded by the watchdog: in a domain with a budget no run of the looping
+/// doRx (`tests/fixtures/slow_applet.c`) can meet and three faults to detach, the first
+/// three frames are stopped, counted as faults and dropped; the applet is then detached
+/// and the hook lets the next frames through to the endpoint.
+#[test]
+fn the_watchdog_stops_applets_and_detaches_them() {
+    let mut b = AdapterBuilder::new(options()).unwrap();
+    let end = AdapterEnd::create(Layout::new(256, 2048, 512).unwrap()).unwrap();
+    let mut wire = ClientEnd::open(end.shm().fd().try_clone_to_owned().unwrap()).unwrap();
+    b.add_port("wire", Device::Other(Box::new(EndpointPort::new("wire", end, None, 0))), None)
+        .unwrap();
+    let tight = DomainSpec {
+        name: "tight".into(),
+        budget: spine_runtime::Budget { ns: 1, points: 1 },
+        faults: spine_runtime::FaultPolicy { max_faults: 3, window_ns: 3_600_000_000_000 },
+        ..DomainSpec::default_domain()
+    };
+    b.add_domain(tight).unwrap();
+    let rig = Running1::start(b, "watchdog");
+    rig.live.load("slow", &build("tests/fixtures", "slow_applet"), None, "tight").unwrap();
+    let chan = Channel {
+        applets: Some("slow".into()),
+        domain: Some("tight".into()),
+        ..Channel::udp4("wire", 7777)
+    };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let frames: Vec<Vec<u8>> = (0..5u8).map(|i| udp(7777, &[i; 32])).collect();
+    inject(&mut wire, &frames);
+    assert_eq!(recv_n(&mut ep, 2), frames[3..].to_vec(), "the frames after the detach");
+    until("the counters published", || rig.live.endpoints()[0].counters.applets.rx_runs == 3);
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.applets.faults, c.applets.dropped, c.rx_delivered), (3, 3, 2));
+    drop(ep);
+    rig.finish();
+}
+
+/// Token-based flow control (`bpf/applets/flowctl.c`) between two adapters joined by a
+/// UDP tunnel, with 5 % of the frames dropped at random on each side (the object's XDP
+/// program on each tunnel port: data one way, acknowledgements the other): the
+/// application on A sends 250 frames once (the applet keeps at most 256 unacknowledged:
+/// there is no backpressure to the application yet); the applets number them, keep them until
+/// acknowledged, retransmit on loss (go-back-N from the tick hook) and deliver exactly the
+/// next expected one, so B's application receives all 250, in order, each exactly once,
+/// with no host sending anything again. The injected losses and the retransmissions are
+/// counted in the maps (both certainly above zero over this many frames).
+#[test]
+fn flow_control_delivers_exactly_in_order_through_5_percent_loss() {
+    const N: usize = 250;
+    let (la, lb) = free_ports();
+    let a = tunnel_end(la, lb, "fc-a");
+    let b = tunnel_end(lb, la, "fc-b");
+    let obj = applet("flowctl");
+    for r in [&a, &b] {
+        r.live.load("fc", &obj, None, "default").unwrap();
+        r.live.attach("fc", "tun").unwrap();
+        r.live.map_update("fc", "loss_pct", &0u32.to_ne_bytes(), &5u32.to_ne_bytes(), 0).unwrap();
+    }
+    let chan = Channel { applets: Some("fc".into()), ..Channel::udp4("tun", 7000) };
+    let mut ea = Endpoint::open(&a.sock, &chan).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &chan).unwrap();
+    a.served(1);
+    b.served(1);
+    let payload = |i: usize, hdr: [u8; 8]| {
+        let mut p = hdr.to_vec();
+        p.extend_from_slice(&(i as u32).to_ne_bytes());
+        p.extend((0..60 + i % 50).map(|j| (i + j) as u8));
+        p
+    };
+    let sent: Vec<Vec<u8>> = (0..N).map(|i| udp(7000, &payload(i, [0; 8]))).collect();
+    for f in &sent {
+        until("room on the transmit ring", || ea.send_batch(std::slice::from_ref(f)) == 1);
+    }
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < N && Instant::now() < deadline {
+        eb.recv(64, |m| got.push(m.to_vec()));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    if got.len() < N {
+        // What each side's applet and endpoint saw, for the failure's report.
+        for r in [&a, &b] {
+            let v = r.live.map_lookup("fc", "state", &0u32.to_ne_bytes()).unwrap();
+            let w: Vec<u32> =
+                v[..40].chunks(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect();
+            let c: Vec<u64> = (0..8).map(|n| u64_at(&v, 40 + 8 * n)).collect();
+            eprintln!("state {w:?} {c:?} {:?}", r.live.endpoints()[0].counters);
+        }
+        panic!("got {} of {N}", got.len());
+    }
+    let want: Vec<Vec<u8>> = (0..N)
+        .map(|i| {
+            let mut h = [1u8, 0, 0, 0, 0, 0, 0, 0];
+            h[4..].copy_from_slice(&(i as u32).to_ne_bytes());
+            udp(7000, &payload(i, h))
+        })
+        .collect();
+    assert_eq!(got.len(), N);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "frame {i}: exactly the next frame, marked DATA with its number");
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(eb.recv(64, |_| {}), 0, "nothing delivered twice");
+    assert_eq!(ea.recv(64, |_| {}), 0, "the sender's application gets no acknowledgements");
+    let st = |r: &Running1| r.live.map_lookup("fc", "state", &0u32.to_ne_bytes()).unwrap();
+    // struct state: counters from byte 40 on.
+    let (sa, sb) = (st(&a), st(&b));
+    let field = |v: &[u8], n: usize| u64_at(v, 40 + 8 * n);
+    assert_eq!(field(&sb, 2), N as u64, "B delivered N");
+    assert_eq!(field(&sa, 6), 0, "A never overflowed its window");
+    let lost = field(&sa, 7) + field(&sb, 7);
+    assert!(lost > 0, "loss was injected ({lost})");
+    assert!(field(&sa, 0) > 0, "A went back to retransmit ({} go-backs)", field(&sa, 0));
+    let ca = a.live.endpoints()[0].counters;
+    assert_eq!(ca.tx_sent, N as u64, "A's application sent each frame once");
+    drop((ea, eb));
+    a.finish();
+    b.finish();
+}
