@@ -33,6 +33,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use spine_endpoint::{AdapterEnd, AdapterStats, EventFd, Layout, Liveness};
 
+pub use crate::hostpath::HostPath;
+use crate::hostpath::{Parked, HEADER_DEFAULT, HEADER_MAX};
 use crate::live::{Live, LiveError};
 use crate::slot::{Slot, SlotReader};
 
@@ -167,6 +169,12 @@ pub struct EndpointRequest {
     /// Frames in the buffer area (default 512).
     #[serde(default)]
     pub frames: Option<u32>,
+    /// What travels (the host router's data paths, see [`HostPath`]); default frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HostPath>,
+    /// For `header-copy`: bytes of each frame delivered (14..=64, default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_bytes: Option<u16>,
 }
 
 /// What an adapter allows endpoints (checked at open).
@@ -216,6 +224,16 @@ pub struct EndpointCounters {
     /// Active messages extensions sent it, delivered.
     #[serde(default)]
     pub msg_delivered: u64,
+    /// Header-copy: handles the client returned that named no buffer it holds
+    /// (forged, stale, duplicated) or an egress port that does not exist.
+    #[serde(default)]
+    pub bad_handle: u64,
+    /// Header-copy: buffers the adapter holds for the client now.
+    #[serde(default)]
+    pub held: u64,
+    /// Header-copy: frames dropped because the client held as many as it may.
+    #[serde(default)]
+    pub held_full: u64,
 }
 
 impl EndpointCounters {
@@ -230,6 +248,7 @@ impl EndpointCounters {
             msg_taken: s.msg_taken,
             msg_unhandled: s.msg_dropped,
             msg_delivered: s.msg_delivered,
+            ..Default::default()
         }
     }
 }
@@ -250,6 +269,12 @@ pub struct EndpointView {
     pub ring_entries: u32,
     pub frame_size: u32,
     pub frames: u32,
+    /// What travels on it (the host router's data paths).
+    #[serde(default)]
+    pub path: HostPath,
+    /// The index of its port (the egress port a header-copy or in-place return names).
+    #[serde(default)]
+    pub port_index: u16,
     /// The client's pid when it connected, when known.
     pub pid: Option<i32>,
     /// A worker serves it (false until its port's worker has picked it up).
@@ -286,6 +311,10 @@ pub(crate) struct EpEntry {
     /// `EndpointCounters` in field order, published by the owner.
     counters: [AtomicU64; 9],
     served: std::sync::atomic::AtomicBool,
+    path: HostPath,
+    header_bytes: u16,
+    /// `bad_handle`, `held`, `held_full`, published by the owner.
+    path_counters: [AtomicU64; 3],
 }
 
 impl EpEntry {
@@ -326,6 +355,17 @@ impl EpEntry {
             msg_taken: v[6],
             msg_unhandled: v[7],
             msg_delivered: v[8],
+            bad_handle: self.path_counters[0].load(Ordering::Relaxed),
+            held: self.path_counters[1].load(Ordering::Relaxed),
+            held_full: self.path_counters[2].load(Ordering::Relaxed),
+        }
+    }
+
+    /// Publishes a header-copy endpoint's handle table counters.
+    fn publish_parked(&self, p: &Parked) {
+        let v = [p.bad_handle, p.held() as u64, p.full];
+        for (a, v) in self.path_counters.iter().zip(v) {
+            a.store(v, Ordering::Relaxed);
         }
     }
 }
@@ -451,6 +491,22 @@ impl Live {
         }
         let layout = Layout::new(ring, frame, frames)
             .map_err(|e| LiveError::BadLayout { why: e.to_string() })?;
+        let path = req.path.unwrap_or_default();
+        let header_bytes = match (path, req.header_bytes) {
+            (HostPath::HeaderCopy, h) => {
+                let h = h.unwrap_or(HEADER_DEFAULT);
+                if !(14..=HEADER_MAX).contains(&h) {
+                    let why = format!("header_bytes {h} is outside 14..={HEADER_MAX}");
+                    return Err(LiveError::BadLayout { why });
+                }
+                h
+            }
+            (_, Some(_)) => {
+                let why = "header_bytes needs path \"header-copy\"".to_string();
+                return Err(LiveError::BadLayout { why });
+            }
+            (_, None) => 0,
+        };
         let mut st = eps.lock();
         if st.eps.len() >= st.limits.max_endpoints {
             return Err(LiveError::EndpointLimit {
@@ -515,6 +571,9 @@ impl Live {
             live,
             counters: Default::default(),
             served: Default::default(),
+            path,
+            header_bytes,
+            path_counters: Default::default(),
         });
         st.eps.push(entry.clone());
         eps.publish(&st);
@@ -545,6 +604,8 @@ impl Live {
             ring_entries: e.layout.ring_entries,
             frame_size: e.layout.frame_size,
             frames: e.layout.frames,
+            path: e.path,
+            port_index: e.port,
             pid: e.pid,
             served: e.served.load(Ordering::Relaxed),
             counters: e.counters(),
@@ -614,6 +675,8 @@ pub(crate) struct Owned {
     /// This worker's runners of the endpoint's handlers: (handler number, extension id,
     /// runner), made when the worker took the endpoint (cold).
     pub handlers: Vec<(u8, u16, spine_runtime::XdpRunner)>,
+    /// A header-copy endpoint's buffers held for its client (`None` for other paths).
+    pub parked: Option<Parked>,
 }
 
 impl Owned {
@@ -630,6 +693,27 @@ impl Owned {
     #[inline]
     pub fn id(&self) -> u32 {
         self.entry.id as u32
+    }
+
+    /// What travels on it.
+    #[inline]
+    pub fn path(&self) -> HostPath {
+        self.entry.path
+    }
+
+    /// Header-copy: bytes of each frame delivered.
+    #[inline]
+    pub fn header_bytes(&self) -> u16 {
+        self.entry.header_bytes
+    }
+
+    /// Its pool buffers go to `out` (it is going): the header-copy table's.
+    #[cold]
+    fn release(&mut self, out: &mut Vec<spine_pool::Buf>) {
+        if let Some(p) = self.parked.as_mut() {
+            out.extend(p.drain());
+            self.entry.publish_parked(p);
+        }
     }
 
     /// The name of its protection domain.
@@ -649,11 +733,20 @@ pub(crate) struct WorkerEps {
     pub owned: Vec<Owned>,
     /// A take found its entry locked: look again next round.
     retry: bool,
+    /// Pool buffers of endpoints dropped (a header-copy endpoint's held ones): the
+    /// worker frees them after the refresh.
+    pub released: Vec<spine_pool::Buf>,
 }
 
 impl WorkerEps {
     pub fn new(reader: SlotReader<EpTable>, ports: usize) -> Self {
-        WorkerEps { reader, on_port: vec![false; ports], owned: Vec::new(), retry: true }
+        WorkerEps {
+            reader,
+            on_port: vec![false; ports],
+            owned: Vec::new(),
+            retry: true,
+            released: Vec::new(),
+        }
     }
 
     /// Once per round: picks up a new table (cold), and drops endpoints whose client is
@@ -670,8 +763,9 @@ impl WorkerEps {
 
     #[cold]
     fn drop_dead(&mut self) {
-        self.owned.retain(|o| {
+        self.owned.retain_mut(|o| {
             if o.entry.live.is_dead() {
+                o.release(&mut self.released);
                 o.entry.publish(&o.end.stats());
                 o.entry.served.store(false, Ordering::Relaxed);
             }
@@ -684,16 +778,18 @@ impl WorkerEps {
         self.retry = false;
         let Some(table) = self.reader.current().cloned() else {
             self.on_port.iter_mut().for_each(|b| *b = false);
-            for o in self.owned.drain(..) {
+            for mut o in self.owned.drain(..) {
+                o.release(&mut self.released);
                 o.entry.publish(&o.end.stats());
                 o.entry.served.store(false, Ordering::Relaxed);
             }
             return;
         };
         self.on_port.clone_from(&table.on_port);
-        self.owned.retain(|o| {
+        self.owned.retain_mut(|o| {
             let keep = table.eps.iter().any(|e| Arc::ptr_eq(e, &o.entry));
             if !keep {
+                o.release(&mut self.released);
                 o.entry.publish(&o.end.stats());
                 o.entry.served.store(false, Ordering::Relaxed);
             }
@@ -716,7 +812,10 @@ impl WorkerEps {
                                 Some((n, *id, r))
                             })
                             .collect();
-                        let o = Owned { entry: e.clone(), end, wake, woke: false, handlers };
+                        let parked = (e.path == HostPath::HeaderCopy)
+                            .then(|| Parked::new(e.layout.ring_entries));
+                        let o =
+                            Owned { entry: e.clone(), end, wake, woke: false, handlers, parked };
                         self.owned.push(o);
                     }
                 }
@@ -747,6 +846,17 @@ impl WorkerEps {
                 o.woke = false;
             }
             o.entry.publish(&o.end.stats());
+            if let Some(p) = &o.parked {
+                o.entry.publish_parked(p);
+            }
+        }
+    }
+
+    /// Every owned endpoint's held buffers go to `released` (the worker is stopping).
+    #[cold]
+    pub fn release_all(&mut self) {
+        for o in &mut self.owned {
+            o.release(&mut self.released);
         }
     }
 }

@@ -312,6 +312,9 @@ impl Worker {
         }
         let wiring = &*self.wiring;
         self.eps.refresh(self.index, |p| wiring.ports[usize::from(p)].home);
+        if !self.eps.released.is_empty() {
+            self.free_released();
+        }
         // Receive only while every ring out has room for a burst from every port and no ring in
         // is half full: a busy worker slows its peers' receive (the packets wait in the
         // ports) instead of packets being lost between workers. Rings are always
@@ -778,9 +781,13 @@ impl Worker {
     /// it; dropped as having no target if it serves no such endpoint (any more).
     fn deliver_owned(&mut self, buf: Buf, p: u16, id: u32, seq: u32) {
         let Ok(data) = self.pool.data(&buf) else { return self.drop(buf, p, Why::NoTarget, seq) };
-        let Some(o) = self.eps.owned.iter_mut().find(|o| o.id() == id) else {
+        let Some(k) = self.eps.owned.iter().position(|o| o.id() == id) else {
             return self.drop(buf, p, Why::NoTarget, seq);
         };
+        if self.eps.owned[k].path() != crate::endpoints::HostPath::Frames {
+            return self.deliver_host_path(k, buf);
+        }
+        let o = &mut self.eps.owned[k];
         // Counted by the endpoint (delivered, or dropped for want of room).
         if o.end.deliver(data) {
             o.woke = true;
@@ -796,6 +803,10 @@ impl Worker {
             let pool = self.pool.clone();
             let head = pool.headroom();
             for k in 0..self.eps.owned.len() {
+                if self.eps.owned[k].path() != crate::endpoints::HostPath::Frames {
+                    work += self.serve_host_path(k);
+                    continue;
+                }
                 let p = self.eps.owned[k].port();
                 let mut n = 0;
                 while n < self.wiring.burst && self.eps.owned[k].end.tx_pending() {
@@ -954,9 +965,14 @@ impl Worker {
             self.handoff(home, Msg { buf, kind: MsgKind::Pass, port: p, packet: seq }, p);
             return None;
         }
-        let Some(o) = self.eps.owned.iter_mut().find(|o| o.port() == p && o.matches(data)) else {
+        let Some(k) = self.eps.owned.iter().position(|o| o.port() == p && o.matches(data)) else {
             return Some(buf);
         };
+        if self.eps.owned[k].path() != crate::endpoints::HostPath::Frames {
+            self.deliver_host_path(k, buf);
+            return None;
+        }
+        let o = &mut self.eps.owned[k];
         // Counted by the endpoint (delivered, or dropped for want of room).
         if o.end.deliver(data) {
             o.woke = true;
@@ -1139,6 +1155,8 @@ impl Worker {
     /// Stopping: transmits what is queued (retrying a full queue for up to `patience`
     /// rounds), then drops and counts the rest and returns every buffer to the pool.
     pub fn finish(&mut self, patience: u32) {
+        self.eps.release_all();
+        self.free_released();
         for _ in 0..patience {
             self.flush_devices();
             if self.rx_ports.iter().all(|&p| self.pending[p as usize].is_empty()) {
@@ -1156,6 +1174,8 @@ impl Worker {
         self.refresh_device_stats();
     }
 }
+
+mod paths;
 
 #[cfg(test)]
 mod tests {
