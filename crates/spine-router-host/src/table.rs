@@ -151,7 +151,7 @@ mod tests {
             next_hop_mac: "02:00:00:00:00:01".into(),
             src_mac: "02:00:00:00:00:01".into(),
         };
-        let e = Table::new(&[bad.clone()], &["b".into()]).unwrap_err().to_string();
+        let e = Table::new(std::slice::from_ref(&bad), &["b".into()]).unwrap_err().to_string();
         assert!(e.contains("10.0.0.0/33") && e.contains("33"), "{e}");
         let e = Table::new(&[RouteConfig { prefix: "10.0.0.0/8".into(), ..bad.clone() }], &[])
             .unwrap_err()

@@ -159,7 +159,7 @@ fn measure(path: PathKind, size: usize, secs: f64) -> Result<Row> {
     let mut b = AdapterBuilder::new(opts)?;
     let a = b.add_port(
         "a",
-        Device::Mem { port: MemPort::replay("a", &frames(size))?, sink: false },
+        Device::Mem { port: MemPort::replay("a", frames(size))?, sink: false },
         Some(10),
     )?;
     for (name, ifindex) in [("b", 11), ("c", 12)] {
