@@ -182,10 +182,11 @@ struct Rig {
 }
 
 impl Rig {
-    /// One worker; the bundled router attached to `a` when `offload`.
-    fn new(offload: bool) -> Rig {
+    /// `workers` workers (ports go to them in turn); the bundled router attached to `a`
+    /// when `offload`.
+    fn new(offload: bool, workers: usize) -> Rig {
         let opts = AdapterOptions {
-            workers: 1,
+            workers,
             pool: PoolConfig::new(1024),
             fib: Some(fib()),
             ..Default::default()
@@ -267,9 +268,9 @@ fn host_router(
 }
 
 /// Runs `path` over the traffic; returns what left on b and c.
-fn run(path: PathKind) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+fn run(path: PathKind, workers: usize) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let t = traffic();
-    let mut rig = Rig::new(path == PathKind::Offload);
+    let mut rig = Rig::new(path == PathKind::Offload, workers);
     let stop = Arc::new(AtomicBool::new(false));
     let host = (path != PathKind::Offload).then(|| host_router(&rig.sock, path, stop.clone()));
     if host.is_some() {
@@ -297,25 +298,42 @@ fn run(path: PathKind) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     assert_eq!(totals.port("a").unwrap().rx_packets, t.input.len() as u64);
     assert_eq!(totals.port("b").unwrap().tx_packets, t.b.len() as u64);
     assert_eq!(totals.port("c").unwrap().tx_packets, t.c.len() as u64);
+    if workers > 1 && path != PathKind::Copy {
+        // Port b's home is worker 1; a's is worker 0: b's frames crossed over.
+        let handed: u64 = totals.workers.iter().map(|w| w.peer_in).sum();
+        assert!(handed >= t.b.len() as u64, "{path:?}: {handed} frames handed between workers");
+    }
     (b, c)
 }
 
-#[test]
-fn the_four_paths_forward_the_same_traffic_to_the_same_frames() {
+fn same_frames(workers: usize) {
     let t = traffic();
-    let (ob, oc) = run(PathKind::Offload);
+    let (ob, oc) = run(PathKind::Offload, workers);
     assert_eq!(ob, t.b, "offload: out of b, byte for byte");
     assert_eq!(oc, t.c, "offload: out of c, byte for byte");
     for path in [PathKind::Copy, PathKind::HeaderCopy, PathKind::InPlace] {
-        let (b, c) = run(path);
+        let (b, c) = run(path, workers);
         assert_eq!(b, ob, "{path:?}: out of b as offload");
         assert_eq!(c, oc, "{path:?}: out of c as offload");
     }
 }
 
 #[test]
+fn the_four_paths_forward_the_same_traffic_to_the_same_frames() {
+    same_frames(1);
+}
+
+/// Egress ports on another worker than the ingress port's: header-copy and in-place
+/// buffers are handed over between workers, the copy path's sends leave from the
+/// egress endpoint's own worker.
+#[test]
+fn the_four_paths_agree_across_two_workers() {
+    same_frames(2);
+}
+
+#[test]
 fn header_copy_refuses_forged_stale_and_duplicated_handles_and_loses_no_buffer() {
-    let mut rig = Rig::new(false);
+    let mut rig = Rig::new(false, 1);
     let chan = Channel {
         matches: Match { ethertype: Some(0x0800), ..Match::default() },
         path: Some(DataPath::HeaderCopy),
@@ -387,7 +405,7 @@ fn header_copy_refuses_forged_stale_and_duplicated_handles_and_loses_no_buffer()
 
 #[test]
 fn in_place_frames_never_travel_inline_and_bad_egress_is_dropped() {
-    let mut rig = Rig::new(false);
+    let mut rig = Rig::new(false, 1);
     let chan = Channel { path: Some(DataPath::InPlace), ..Channel::port("a") };
     let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
     rig.served(1);
