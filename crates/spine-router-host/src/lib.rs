@@ -297,3 +297,22 @@ pub fn thread_cpu_ns() -> u64 {
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_parses_and_bad_files_are_refused() {
+        let cfg = RouterConfig::parse(include_str!("../../../examples/router-host.toml")).unwrap();
+        assert_eq!(cfg.path, PathKind::HeaderCopy);
+        assert_eq!(cfg.ports, ["eth1", "eth2"]);
+        Table::new(&cfg.routes, &cfg.ports).unwrap();
+        let e = RouterConfig::parse("path = \"dma\"\nports = []").unwrap_err().to_string();
+        assert!(e.contains("dma"), "{e}");
+        let e = RouterConfig::parse("path = \"copy\"\nports = []\nspeed = 1").unwrap_err();
+        assert!(e.to_string().contains("speed"), "{e}");
+        assert_eq!("in-place".parse::<PathKind>(), Ok(PathKind::InPlace));
+        assert!("fast".parse::<PathKind>().unwrap_err().contains("offload, copy"));
+    }
+}
