@@ -313,6 +313,8 @@ pub(crate) struct EpEntry {
     served: std::sync::atomic::AtomicBool,
     path: HostPath,
     header_bytes: u16,
+    /// By port: whether a header-copy or in-place return may name it as its egress.
+    egress_ok: Vec<bool>,
     /// `bad_handle`, `held`, `held_full`, published by the owner.
     path_counters: [AtomicU64; 3],
 }
@@ -469,9 +471,13 @@ impl Live {
             }
         };
         let domain = req.domain.clone().unwrap_or_else(|| "default".to_string());
-        if !self.shared.domains.iter().any(|d| d.name() == domain) {
+        let Some(dom) = self.shared.domains.iter().find(|d| d.name() == domain) else {
             return Err(LiveError::NoDomain { name: domain });
-        }
+        };
+        // Header-copy and in-place returns name their egress port: only the ports the
+        // endpoint's domain may use.
+        let egress_ok: Vec<bool> =
+            self.shared.port_names.iter().map(|p| dom.may_use_port(p)).collect();
         let handlers = self.handlers_of(&domain);
         let eps = &self.shared.endpoints;
         let limits = eps.lock().limits;
@@ -573,6 +579,7 @@ impl Live {
             served: Default::default(),
             path,
             header_bytes,
+            egress_ok,
             path_counters: Default::default(),
         });
         st.eps.push(entry.clone());
@@ -699,6 +706,13 @@ impl Owned {
     #[inline]
     pub fn path(&self) -> HostPath {
         self.entry.path
+    }
+
+    /// Whether a return may leave on port `egress` (it exists, and the endpoint's
+    /// domain may use it).
+    #[inline]
+    pub fn may_send(&self, egress: u16) -> bool {
+        self.entry.egress_ok.get(usize::from(egress)).copied().unwrap_or(false)
     }
 
     /// Header-copy: bytes of each frame delivered.

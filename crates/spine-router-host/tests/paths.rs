@@ -23,6 +23,7 @@ use spine_fib::{FibOp, FibWriter, Neigh, NextHop, NudState, Route};
 use spine_ports::{EndpointPort, Pool, PoolConfig};
 use spine_router_host::{PathKind, Router, RouterConfig};
 use spine_runtime::fib_lookup::{FibEnv, Iface};
+use spine_runtime::DomainSpec;
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0x0a];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0x0b];
@@ -192,6 +193,10 @@ impl Rig {
             ..Default::default()
         };
         let mut b = AdapterBuilder::new(opts).unwrap();
+        // A domain that may use ports a and b only.
+        let ports = Some(vec!["a".to_string(), "b".to_string()]);
+        b.add_domain(DomainSpec { name: "tenant".into(), ports, ..DomainSpec::default_domain() })
+            .unwrap();
         let mut wires = Vec::new();
         let mut ids = Vec::new();
         for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
@@ -406,26 +411,33 @@ fn header_copy_refuses_forged_stale_and_duplicated_handles_and_loses_no_buffer()
 #[test]
 fn in_place_frames_never_travel_inline_and_bad_egress_is_dropped() {
     let mut rig = Rig::new(false, 1);
-    let chan = Channel { path: Some(DataPath::InPlace), ..Channel::port("a") };
+    let chan = Channel {
+        path: Some(DataPath::InPlace),
+        domain: Some("tenant".into()),
+        ..Channel::port("a")
+    };
     let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
     rig.served(1);
     let small = v4([10, 1, 0, 1], 60, 1);
     let big = v4([10, 1, 0, 1], 800, 2);
-    rig.inject(&[small.clone(), big.clone()]);
+    let third = v4([10, 1, 0, 1], 300, 3);
+    rig.inject(&[small.clone(), big.clone(), third.clone()]);
     let mut seen = Vec::new();
-    until("two frames in place", || {
+    until("three frames in place", || {
         ep.forward_in_place(64, |f| {
             seen.push(f.to_vec());
-            // The first out of b, the second to a port that does not exist.
-            Some(if seen.len() == 1 { 1 } else { 77 })
+            // The first out of b; the second to c, which the endpoint's domain may not
+            // use; the third to a port that does not exist.
+            Some([1, 2, 77][seen.len() - 1])
         });
-        seen.len() >= 2
+        seen.len() >= 3
     });
-    assert_eq!(seen, vec![small.clone(), big], "a 60-byte frame arrives in a frame too");
+    assert_eq!(seen, vec![small.clone(), big, third], "a 60-byte frame arrives in a frame too");
     assert_eq!(rig.out(1, 1), vec![small]);
-    until("the bad egress dropped", || {
-        rig.live.totals().port("a").unwrap().drops.redirect_no_target == 1
+    until("the bad egresses dropped", || {
+        rig.live.totals().port("a").unwrap().drops.redirect_no_target == 2
     });
+    assert_eq!(rig.wires[2].recv(64, |_| {}), 0, "nothing left on c");
     drop(ep);
     until("the endpoint reclaimed", || rig.live.endpoints().is_empty());
     rig.finish();

@@ -52,12 +52,12 @@ impl Worker {
     /// and sends each to the egress port it names; returns how many entries it took.
     /// A header's handle is checked against the endpoint's table and refused (counted,
     /// `bad_handle`) unless it names a buffer it holds; an egress port that does not
-    /// exist is refused the same way and the buffer freed.
+    /// exist or that the endpoint's domain may not use is refused the same way and the
+    /// buffer freed (an in-place frame: dropped as `redirect_no_target`).
     pub(super) fn serve_host_path(&mut self, k: usize) -> usize {
         let pool = self.pool.clone();
         let head = pool.headroom() as usize;
         let p = self.eps.owned[k].port();
-        let nports = self.wiring.ports.len();
         let header = self.eps.owned[k].path() == HostPath::HeaderCopy;
         let mut n = 0;
         while n < self.wiring.burst && self.eps.owned[k].end.tx_pending() {
@@ -66,6 +66,10 @@ impl Worker {
                 let Some(r) = self.eps.owned[k].end.take_returned(&mut hdr) else { break };
                 n += 1;
                 let o = &mut self.eps.owned[k];
+                let may_send = match r {
+                    Returned::Header { egress, .. } => o.may_send(egress),
+                    Returned::Forward { .. } => false,
+                };
                 let Some(parked) = o.parked.as_mut() else { break };
                 let Returned::Header { handle, egress, len } = r else {
                     // An in-place return on a header-copy endpoint: its frame went back
@@ -78,7 +82,7 @@ impl Worker {
                     let _ = self.cache.free(buf);
                     continue;
                 }
-                if usize::from(egress) >= nports {
+                if !may_send {
                     parked.bad_handle += 1;
                     let _ = self.cache.free(buf);
                     continue;
@@ -132,7 +136,7 @@ impl Worker {
                     port: u32::from(p),
                     ts_ns: 0,
                 };
-                if usize::from(egress) >= nports || pool.set_meta(&mut buf, meta).is_err() {
+                if !self.eps.owned[k].may_send(egress) || pool.set_meta(&mut buf, meta).is_err() {
                     self.drop(buf, p, Why::NoTarget, 0);
                     continue;
                 }
