@@ -326,6 +326,11 @@ impl Worker {
     /// `doRx` applet when it has one, straight into its receive ring when not.
     #[inline]
     pub(crate) fn deliver_rx(&mut self, k: usize, mut buf: Buf, p: u16) {
+        // A host-path endpoint (the router's header-copy or in-place path) takes the
+        // frame its own way, with no applets.
+        if self.eps.owned[k].path() != crate::endpoints::HostPath::Frames {
+            return self.deliver_host_path(k, buf);
+        }
         if self.eps.owned[k].applets.as_ref().is_some_and(|a| a.rx.is_some()) {
             match self.run_applet(k, AppletHook::Rx, &mut buf) {
                 Ran::Skipped => {}

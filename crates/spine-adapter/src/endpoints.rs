@@ -33,6 +33,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use spine_endpoint::{AdapterEnd, AdapterStats, EventFd, Layout, Liveness};
 
+pub use crate::hostpath::HostPath;
+use crate::hostpath::{Parked, HEADER_DEFAULT, HEADER_MAX};
 use crate::live::{Live, LiveError};
 use crate::slot::{Slot, SlotReader};
 
@@ -212,6 +214,12 @@ pub struct EndpointRequest {
     /// Frames in the buffer area (default 512).
     #[serde(default)]
     pub frames: Option<u32>,
+    /// What travels (the host router's data paths, see [`HostPath`]); default frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HostPath>,
+    /// For `header-copy`: bytes of each frame delivered (14..=64, default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_bytes: Option<u16>,
 }
 
 /// What an adapter allows endpoints (checked at open).
@@ -264,6 +272,16 @@ pub struct EndpointCounters {
     /// What its applets did (all zero without applets).
     #[serde(default)]
     pub applets: crate::applets::AppletCounters,
+    /// Header-copy: handles the client returned that named no buffer it holds
+    /// (forged, stale, duplicated) or an egress port that does not exist.
+    #[serde(default)]
+    pub bad_handle: u64,
+    /// Header-copy: buffers the adapter holds for the client now.
+    #[serde(default)]
+    pub held: u64,
+    /// Header-copy: frames dropped because the client held as many as it may.
+    #[serde(default)]
+    pub held_full: u64,
 }
 
 impl EndpointCounters {
@@ -278,7 +296,7 @@ impl EndpointCounters {
             msg_taken: s.msg_taken,
             msg_unhandled: s.msg_dropped,
             msg_delivered: s.msg_delivered,
-            applets: Default::default(),
+            ..Default::default()
         }
     }
 }
@@ -302,6 +320,12 @@ pub struct EndpointView {
     pub ring_entries: u32,
     pub frame_size: u32,
     pub frames: u32,
+    /// What travels on it (the host router's data paths).
+    #[serde(default)]
+    pub path: HostPath,
+    /// The index of its port (the egress port a header-copy or in-place return names).
+    #[serde(default)]
+    pub port_index: u16,
     /// The client's pid when it connected, when known.
     pub pid: Option<i32>,
     /// A worker serves it (false until its port's worker has picked it up).
@@ -341,6 +365,12 @@ pub(crate) struct EpEntry {
     /// `EndpointCounters` in field order, published by the owner.
     counters: [AtomicU64; 9],
     served: std::sync::atomic::AtomicBool,
+    path: HostPath,
+    header_bytes: u16,
+    /// By port: whether a header-copy or in-place return may name it as its egress.
+    egress_ok: Vec<bool>,
+    /// `bad_handle`, `held`, `held_full`, published by the owner.
+    path_counters: [AtomicU64; 3],
 }
 
 impl EpEntry {
@@ -382,6 +412,17 @@ impl EpEntry {
             msg_unhandled: v[7],
             msg_delivered: v[8],
             applets: self.applet_counters.load(),
+            bad_handle: self.path_counters[0].load(Ordering::Relaxed),
+            held: self.path_counters[1].load(Ordering::Relaxed),
+            held_full: self.path_counters[2].load(Ordering::Relaxed),
+        }
+    }
+
+    /// Publishes a header-copy endpoint's handle table counters.
+    fn publish_parked(&self, p: &Parked) {
+        let v = [p.bad_handle, p.held() as u64, p.full];
+        for (a, v) in self.path_counters.iter().zip(v) {
+            a.store(v, Ordering::Relaxed);
         }
     }
 }
@@ -485,9 +526,13 @@ impl Live {
             }
         };
         let domain = req.domain.clone().unwrap_or_else(|| "default".to_string());
-        if !self.shared.domains.iter().any(|d| d.name() == domain) {
+        let Some(dom) = self.shared.domains.iter().find(|d| d.name() == domain) else {
             return Err(LiveError::NoDomain { name: domain });
-        }
+        };
+        // Header-copy and in-place returns name their egress port: only the ports the
+        // endpoint's domain may use.
+        let egress_ok: Vec<bool> =
+            self.shared.port_names.iter().map(|p| dom.may_use_port(p)).collect();
         let handlers = self.handlers_of(&domain);
         let applets = match &req.applets {
             Some(name) => Some(self.endpoint_applets(name, &domain)?),
@@ -511,6 +556,22 @@ impl Live {
         }
         let layout = Layout::new(ring, frame, frames)
             .map_err(|e| LiveError::BadLayout { why: e.to_string() })?;
+        let path = req.path.unwrap_or_default();
+        let header_bytes = match (path, req.header_bytes) {
+            (HostPath::HeaderCopy, h) => {
+                let h = h.unwrap_or(HEADER_DEFAULT);
+                if !(14..=HEADER_MAX).contains(&h) {
+                    let why = format!("header_bytes {h} is outside 14..={HEADER_MAX}");
+                    return Err(LiveError::BadLayout { why });
+                }
+                h
+            }
+            (_, Some(_)) => {
+                let why = "header_bytes needs path \"header-copy\"".to_string();
+                return Err(LiveError::BadLayout { why });
+            }
+            (_, None) => 0,
+        };
         let mut st = eps.lock();
         if st.eps.len() >= st.limits.max_endpoints {
             return Err(LiveError::EndpointLimit {
@@ -577,6 +638,10 @@ impl Live {
             live,
             counters: Default::default(),
             served: Default::default(),
+            path,
+            header_bytes,
+            egress_ok,
+            path_counters: Default::default(),
         });
         st.eps.push(entry.clone());
         eps.publish(&st);
@@ -608,6 +673,8 @@ impl Live {
             ring_entries: e.layout.ring_entries,
             frame_size: e.layout.frame_size,
             frames: e.layout.frames,
+            path: e.path,
+            port_index: e.port,
             pid: e.pid,
             served: e.served.load(Ordering::Relaxed),
             counters: e.counters(),
@@ -680,6 +747,8 @@ pub(crate) struct Owned {
     /// This worker's runners of its applets (`crate::applets`), made when it took the
     /// endpoint; `None` for an endpoint without applets.
     pub applets: Option<Box<crate::applets::OwnedApplets>>,
+    /// A header-copy endpoint's buffers held for its client (`None` for other paths).
+    pub parked: Option<Parked>,
 }
 
 impl Owned {
@@ -698,11 +767,43 @@ impl Owned {
         self.entry.id as u32
     }
 
-    /// Publishes its counters (the endpoint's and its applets') to its entry.
+    /// Publishes its counters (the endpoint's, its applets' and its held buffers') to
+    /// its entry.
     fn publish(&self) {
         self.entry.publish(&self.end.stats());
         if let Some(a) = &self.applets {
             self.entry.applet_counters.store(&a.counts);
+        }
+        if let Some(p) = &self.parked {
+            self.entry.publish_parked(p);
+        }
+    }
+
+    /// What travels on it.
+    #[inline]
+    pub fn path(&self) -> HostPath {
+        self.entry.path
+    }
+
+    /// Whether a return may leave on port `egress` (it exists, and the endpoint's
+    /// domain may use it).
+    #[inline]
+    pub fn may_send(&self, egress: u16) -> bool {
+        self.entry.egress_ok.get(usize::from(egress)).copied().unwrap_or(false)
+    }
+
+    /// Header-copy: bytes of each frame delivered.
+    #[inline]
+    pub fn header_bytes(&self) -> u16 {
+        self.entry.header_bytes
+    }
+
+    /// Its pool buffers go to `out` (it is going): the header-copy table's.
+    #[cold]
+    fn release(&mut self, out: &mut Vec<spine_pool::Buf>) {
+        if let Some(p) = self.parked.as_mut() {
+            out.extend(p.drain());
+            self.entry.publish_parked(p);
         }
     }
 
@@ -723,11 +824,20 @@ pub(crate) struct WorkerEps {
     pub owned: Vec<Owned>,
     /// A take found its entry locked: look again next round.
     retry: bool,
+    /// Pool buffers of endpoints dropped (a header-copy endpoint's held ones): the
+    /// worker frees them after the refresh.
+    pub released: Vec<spine_pool::Buf>,
 }
 
 impl WorkerEps {
     pub fn new(reader: SlotReader<EpTable>, ports: usize) -> Self {
-        WorkerEps { reader, on_port: vec![false; ports], owned: Vec::new(), retry: true }
+        WorkerEps {
+            reader,
+            on_port: vec![false; ports],
+            owned: Vec::new(),
+            retry: true,
+            released: Vec::new(),
+        }
     }
 
     /// Once per round: picks up a new table (cold), and drops endpoints whose client is
@@ -744,8 +854,9 @@ impl WorkerEps {
 
     #[cold]
     fn drop_dead(&mut self) {
-        self.owned.retain(|o| {
+        self.owned.retain_mut(|o| {
             if o.entry.live.is_dead() {
+                o.release(&mut self.released);
                 o.publish();
                 o.entry.served.store(false, Ordering::Relaxed);
             }
@@ -758,16 +869,18 @@ impl WorkerEps {
         self.retry = false;
         let Some(table) = self.reader.current().cloned() else {
             self.on_port.iter_mut().for_each(|b| *b = false);
-            for o in self.owned.drain(..) {
+            for mut o in self.owned.drain(..) {
+                o.release(&mut self.released);
                 o.publish();
                 o.entry.served.store(false, Ordering::Relaxed);
             }
             return;
         };
         self.on_port.clone_from(&table.on_port);
-        self.owned.retain(|o| {
+        self.owned.retain_mut(|o| {
             let keep = table.eps.iter().any(|e| Arc::ptr_eq(e, &o.entry));
             if !keep {
+                o.release(&mut self.released);
                 o.publish();
                 o.entry.served.store(false, Ordering::Relaxed);
             }
@@ -791,8 +904,17 @@ impl WorkerEps {
                             })
                             .collect();
                         let applets = e.applets.as_ref().map(|a| a.runners(me));
-                        let o =
-                            Owned { entry: e.clone(), end, wake, woke: false, handlers, applets };
+                        let parked = (e.path == HostPath::HeaderCopy)
+                            .then(|| Parked::new(e.layout.ring_entries));
+                        let o = Owned {
+                            entry: e.clone(),
+                            end,
+                            wake,
+                            woke: false,
+                            handlers,
+                            applets,
+                            parked,
+                        };
                         self.owned.push(o);
                     }
                 }
@@ -823,6 +945,14 @@ impl WorkerEps {
                 o.woke = false;
             }
             o.publish();
+        }
+    }
+
+    /// Every owned endpoint's held buffers go to `released` (the worker is stopping).
+    #[cold]
+    pub fn release_all(&mut self) {
+        for o in &mut self.owned {
+            o.release(&mut self.released);
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod endpoints;
 mod fib;
 mod flow;
 mod host;
+mod hostpath;
 pub mod live;
 pub mod logbuf;
 mod program;
@@ -47,8 +48,8 @@ pub use config::{Assign, Config, ConfigError, Problem, TwinConfig};
 pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
 pub use device::{mem_packets, Device, PcapPort};
 pub use endpoints::{
-    ChannelMatch, EndpointCounters, EndpointLimits, EndpointRequest, EndpointView, MapSlot,
-    OpenedEndpoint,
+    ChannelMatch, EndpointCounters, EndpointLimits, EndpointRequest, EndpointView, HostPath,
+    MapSlot, OpenedEndpoint,
 };
 pub use flow::flow_hash;
 pub use live::{DomainView, ExtView, Live, LiveError, MapView, PortView};

@@ -312,6 +312,9 @@ impl Worker {
         }
         let wiring = &*self.wiring;
         self.eps.refresh(self.index, |p| wiring.ports[usize::from(p)].home);
+        if !self.eps.released.is_empty() {
+            self.free_released();
+        }
         // Receive only while every ring out has room for a burst from every port and no ring in
         // is half full: a busy worker slows its peers' receive (the packets wait in the
         // ports) instead of packets being lost between workers. Rings are always
@@ -797,6 +800,10 @@ impl Worker {
             let pool = self.pool.clone();
             let head = pool.headroom();
             for k in 0..self.eps.owned.len() {
+                if self.eps.owned[k].path() != crate::endpoints::HostPath::Frames {
+                    work += self.serve_host_path(k);
+                    continue;
+                }
                 let p = self.eps.owned[k].port();
                 let applets = self.eps.owned[k].applets.is_some();
                 let mut n = 0;
@@ -1143,6 +1150,8 @@ impl Worker {
     /// Stopping: transmits what is queued (retrying a full queue for up to `patience`
     /// rounds), then drops and counts the rest and returns every buffer to the pool.
     pub fn finish(&mut self, patience: u32) {
+        self.eps.release_all();
+        self.free_released();
         for _ in 0..patience {
             self.flush_devices();
             if self.rx_ports.iter().all(|&p| self.pending[p as usize].is_empty()) {
@@ -1160,6 +1169,8 @@ impl Worker {
         self.refresh_device_stats();
     }
 }
+
+mod paths;
 
 #[cfg(test)]
 mod tests {

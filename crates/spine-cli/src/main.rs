@@ -165,6 +165,10 @@ enum BenchCmd {
     /// (mem ports, one worker), next to the kernel's test run of the same object
     /// in a namespace holding the same routes.
     Router(bench::router::RouterArgs),
+    /// The host router's four data paths side by side (offload, header-copy, in-place,
+    /// copy): throughput and the host application's CPU time per packet against frame
+    /// size, with ratios to offload from the same run; JSON and an SVG.
+    RouterPaths(bench::router_paths::RouterPathsArgs),
     /// The control API: map lookups per second through the client library and the CLI
     /// beside bpf(2) and bpftool on a kernel map of the same shape; replacement time
     /// under load (p50/p99) and the packets it affected.
@@ -218,6 +222,9 @@ fn main() -> std::process::ExitCode {
         }
         Cmd::Bench { cmd: BenchCmd::Endpoint(args) } => {
             bench::endpoint::main(&args).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Cmd::Bench { cmd: BenchCmd::RouterPaths(args) } => {
+            bench::router_paths::main(&args).map(|()| std::process::ExitCode::SUCCESS)
         }
         Cmd::Bench { cmd: BenchCmd::Router(args) } => {
             bench::router::main(&args).map(|()| std::process::ExitCode::SUCCESS)

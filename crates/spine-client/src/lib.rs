@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use spine_endpoint::{recv_fds, ClientEnd, EndpointError, EventFd, Layout, INLINE_BYTES};
+pub use spine_endpoint::{
+    recv_fds, ClientEnd, Desc, EndpointError, EventFd, HeaderIn, Layout, INLINE_BYTES,
+};
 
 /// Largest active-message payload.
 pub const MSG_MAX: usize = spine_endpoint::Desc::MSG_MAX;
@@ -42,6 +44,26 @@ pub struct Channel {
     pub ring_entries: Option<u32>,
     pub frame_size: Option<u32>,
     pub frames: Option<u32>,
+    /// What travels (the host router's data paths); `None`: whole frames.
+    pub path: Option<DataPath>,
+    /// For [`DataPath::HeaderCopy`]: bytes of each frame delivered (14..=64; `None`: 64).
+    pub header_bytes: Option<u16>,
+}
+
+/// What an endpoint carries (the host router's data paths, see `docs/ARCHITECTURE.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataPath {
+    /// Whole frames, copied into the endpoint's area and out of it (the copy path).
+    #[default]
+    Frames,
+    /// The first bytes of each frame with a handle ([`Endpoint::recv_headers`]); the
+    /// adapter keeps the rest and splices the returned header before it
+    /// ([`Endpoint::return_header`]).
+    HeaderCopy,
+    /// Whole frames in the area, rewritten there and handed back with an egress port
+    /// ([`Endpoint::forward_in_place`]).
+    InPlace,
 }
 
 /// A [`Channel`] as the endpoint socket takes it: the match left out for a map slot's
@@ -63,6 +85,10 @@ struct ChannelRequest<'a> {
     frame_size: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     frames: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<DataPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    header_bytes: Option<u16>,
 }
 
 impl Serialize for Channel {
@@ -77,6 +103,8 @@ impl Serialize for Channel {
             ring_entries: self.ring_entries,
             frame_size: self.frame_size,
             frames: self.frames,
+            path: self.path,
+            header_bytes: self.header_bytes,
         }
         .serialize(s)
     }
@@ -157,6 +185,8 @@ struct Refusal {
 #[derive(Deserialize)]
 struct Opened {
     id: u64,
+    #[serde(default)]
+    port_index: Option<u16>,
 }
 
 #[derive(Deserialize)]
@@ -294,6 +324,8 @@ pub struct Endpoint {
     conn: Option<UnixStream>,
     /// The adapter's id of the endpoint (when opened on a running adapter).
     id: Option<u64>,
+    /// The adapter's index of the endpoint's port (when it said).
+    port_index: Option<u16>,
 }
 
 impl Endpoint {
@@ -304,6 +336,7 @@ impl Endpoint {
             wake: wake.map(EventFd::from_fd),
             conn: None,
             id: None,
+            port_index: None,
         })
     }
 
@@ -342,7 +375,44 @@ impl Endpoint {
         let mut ep = Self::from_socket(&sock)?;
         ep.conn = Some(sock);
         ep.id = Some(opened.id);
+        ep.port_index = opened.port_index;
         Ok(ep)
+    }
+
+    /// The adapter's index of this endpoint's port: the egress port that
+    /// [`return_header`](Self::return_header) and
+    /// [`forward_in_place`](Self::forward_in_place) name to send there.
+    pub fn port_index(&self) -> Option<u16> {
+        self.port_index
+    }
+
+    /// Header-copy: hands up to `max` delivered headers to `f` (each with its handle
+    /// and the whole frame's length); returns how many entries it consumed.
+    pub fn recv_headers(&mut self, max: usize, f: impl FnMut(HeaderIn<'_>)) -> usize {
+        self.end.recv_headers(max, f)
+    }
+
+    /// Header-copy: returns a (rewritten) header for the buffer `handle` names, to
+    /// leave on the port with index `egress` ([`Desc::EGRESS_DROP`] drops it); false
+    /// when the transmit ring is full.
+    pub fn return_header(&mut self, handle: u64, egress: u16, header: &[u8]) -> bool {
+        self.end.return_header(handle, egress, header)
+    }
+
+    /// Free transmit slots now.
+    pub fn tx_room(&mut self) -> usize {
+        self.end.tx_room()
+    }
+
+    /// In-place: hands up to `max` received frames to `f` in the endpoint's area;
+    /// `f` rewrites them there and answers the egress port's index (`None` drops the
+    /// frame), and the same frame goes back to the adapter without a copy.
+    pub fn forward_in_place(
+        &mut self,
+        max: usize,
+        f: impl FnMut(&mut [u8]) -> Option<u16>,
+    ) -> usize {
+        self.end.forward_in_place(max, f)
     }
 
     /// The adapter's id of this endpoint (`DELETE /v1/endpoints/{id}` closes it).

@@ -5,6 +5,9 @@
 
 use std::sync::atomic::Ordering;
 
+mod hostpath;
+pub use hostpath::Returned;
+
 use crate::layout::RingId;
 use crate::ring::Ring;
 use crate::{Desc, EndpointError, Layout, Payload, Shm, INLINE_BYTES};

@@ -5,6 +5,9 @@
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
+mod hostpath;
+pub use hostpath::HeaderIn;
+
 use crate::layout::RingId;
 use crate::ring::Ring;
 use crate::{Desc, EndpointError, Layout, Payload, Shm, INLINE_BYTES};

@@ -18,6 +18,18 @@ impl Desc {
     /// a frame as any message's, is at most [`Desc::MSG_MAX`] bytes. No other option
     /// bit is defined; any other is refused.
     pub const MESSAGE: u32 = 2;
+    /// Option bit (with [`Desc::INLINE`]), the host router's header-copy path: on the
+    /// receive ring, the first bytes of a frame the adapter keeps, `addr` its handle and
+    /// bits 16..32 the whole frame's length; on the transmit ring, a rewritten header
+    /// for the buffer `addr` names and the egress port in bits 16..32. Only an endpoint
+    /// opened for that path reads or writes it (see `docs/ARCHITECTURE.md`).
+    pub const HEADER: u32 = 4;
+    /// Option bit, the host router's in-place path (transmit ring only, alone): the
+    /// frame at `addr`, rewritten where it was received, leaves on the egress port in
+    /// bits 16..32.
+    pub const FORWARD: u32 = 8;
+    /// The egress port of a [`Desc::HEADER`] return that drops the buffer.
+    pub const EGRESS_DROP: u16 = 0xffff;
     /// Largest active-message payload (a small message: 256 bytes with its header).
     pub const MSG_MAX: usize = 240;
 

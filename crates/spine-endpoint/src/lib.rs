@@ -51,8 +51,8 @@ mod shm;
 #[expect(unsafe_code, reason = "poll(2) on the clients' connections")]
 mod watch;
 
-pub use adapter::{AdapterEnd, AdapterStats, Taken};
-pub use client::ClientEnd;
+pub use adapter::{AdapterEnd, AdapterStats, Returned, Taken};
+pub use client::{ClientEnd, HeaderIn};
 pub use desc::Desc;
 pub use error::EndpointError;
 pub use fdpass::{peer_pid, recv_fds, send_fds, MAX_FDS};

@@ -273,3 +273,53 @@ fn hostile_message_descriptors_are_refused_and_counted() {
     assert_eq!(&buf[..8], b"message!");
     assert_eq!((a.stats().bad_desc, a.stats().msg_taken), (5, 1));
 }
+
+#[test]
+fn host_path_returns_are_checked_and_everything_else_is_refused() {
+    use spine_endpoint::Returned;
+    let layout = Layout::new(8, 2048, 4).unwrap();
+    let (mut a, c) = pair(layout);
+    let tx_entries = RING_BASE + 128;
+    let mut buf = [0u8; 2048];
+    // Each bad entry alone: a header return without INLINE, one too long for a slot, an
+    // in-place return outside the area, one with INLINE set, a plain frame, a message.
+    let bad = [
+        (7u64, 10u64 | 4 << 32),
+        (7, 65 | 5 << 32),
+        (4 * 2048, 100 | 8 << 32),
+        (0, 100 | 9 << 32),
+        (0, 100),
+        (0, 8 | 3 << 32),
+    ];
+    for (i, (addr, word)) in bad.iter().enumerate() {
+        c.poke_u64(tx_entries + i * 16, *addr);
+        c.poke_u64(tx_entries + i * 16 + 8, *word);
+    }
+    c.poke_u32(RING_BASE, bad.len() as u32);
+    assert_eq!(a.take_returned(&mut buf), None);
+    assert_eq!(a.stats().bad_desc, bad.len() as u64);
+    // Good ones through the client's calls (a fresh pair: the pokes moved the producer
+    // index behind the client's back): a header for handle 42 out of port 3 ...
+    let (mut a, mut c) = pair(layout);
+    assert!(c.return_header(42, 3, b"fourteen bytes"));
+    assert_eq!(
+        a.take_returned(&mut buf),
+        Some(Returned::Header { handle: 42, egress: 3, len: 14 })
+    );
+    assert_eq!(&buf[..14], b"fourteen bytes");
+    // ... and a frame rewritten in place, out of port 2; its frame comes back.
+    assert!(a.deliver_in_frame(&[7u8; 40]), "a small frame still goes into a frame");
+    let n = c.forward_in_place(8, |f| {
+        f[0] = 9;
+        Some(2)
+    });
+    assert_eq!(n, 1);
+    assert_eq!(a.take_returned(&mut buf), Some(Returned::Forward { egress: 2, len: 40 }));
+    assert_eq!(buf[..2], [9, 7]);
+    assert_eq!(a.stats().bad_desc, 0);
+    // Headers delivered with their handle and the whole length.
+    assert!(a.deliver_header(&[5u8; 64], 0x1_0000_0003, 1500));
+    let mut got = Vec::new();
+    c.recv_headers(8, |h| got.push((h.handle, h.total, h.header.len())));
+    assert_eq!(got, vec![(0x1_0000_0003, 1500, 64)]);
+}

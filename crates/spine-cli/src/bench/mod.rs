@@ -10,6 +10,7 @@ pub mod forward;
 pub mod lpm;
 mod machine;
 pub mod router;
+pub mod router_paths;
 mod svg;
 pub mod veth;
 
