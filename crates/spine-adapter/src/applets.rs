@@ -430,42 +430,12 @@ impl Worker {
             }
         };
         let Some(m) = maps.data(map as usize) else { return self.applet_drop(k, buf, false) };
-        let value_size = m.user_value_size();
-        if m.def().key_size != 4 || !(4..=8).contains(&value_size) {
-            return self.applet_drop(k, buf, false);
-        }
         let ingress = self.wiring.ports[usize::from(p)].ifindex;
-        let (mut key, mut next, mut value) = ([0u8; 4], [0u8; 4], [0u8; 8]);
-        let mut prev: Option<u16> = None;
-        let mut first = true;
-        while m.next_key((!first).then_some(&key[..]), &mut next).is_ok() {
-            first = false;
-            key = next;
-            if m.lookup_user(&key, &mut value[..value_size]).is_err() {
-                continue;
-            }
-            let ifindex = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
-            if exclude && ifindex == ingress {
-                continue;
-            }
-            let Some(q) = self.wiring.port_of_ifindex(ifindex) else { continue };
-            if !self.applet_may_use(k, q) {
-                continue;
-            }
-            if let Some(pq) = prev {
-                match self.pool.share(&buf) {
-                    Ok(copy) => self.transmit(copy, pq, p, 0),
-                    Err(_) => self.count(k, |c| c.dropped += 1),
-                }
-            }
-            prev = Some(q);
-        }
-        match prev {
-            Some(q) => {
-                self.count(k, |c| c.redirected += 1);
-                self.transmit(buf, q, p, 0)
-            }
-            None => self.applet_drop(k, buf, false),
+        let may_use = |w: &Self, q: u16| w.applet_may_use(k, q);
+        let full = |w: &mut Self, _| w.count(k, |c| c.dropped += 1);
+        match self.devmap_broadcast(buf, (p, 0), m, (ingress, exclude), may_use, full) {
+            Ok(()) => self.count(k, |c| c.redirected += 1),
+            Err(buf) => self.applet_drop(k, buf, false),
         }
     }
 }

@@ -722,11 +722,37 @@ impl Worker {
             return self.drop(buf, p, Why::NoTarget, seq);
         };
         let ingress = self.wiring.ports[p as usize].ifindex;
-        let value_size = m.user_value_size();
-        let (mut key, mut next, mut value) = ([0u8; 4], [0u8; 4], [0u8; 8]);
-        if m.def().key_size != 4 || !(4..=8).contains(&value_size) {
-            return self.drop(buf, p, Why::NoTarget, seq);
+        let may_use = |w: &Self, q: u16| {
+            w.progs[usize::from(p)].may_use().get(usize::from(q)).copied().unwrap_or(false)
+        };
+        let full = |w: &mut Self, q: u16| w.counters.ports[usize::from(q)].drops.tx_full += 1;
+        if let Err(buf) =
+            self.devmap_broadcast(buf, (p, seq), m, (ingress, exclude_ingress), may_use, full)
+        {
+            self.drop(buf, p, Why::NoTarget, seq);
         }
+    }
+
+    /// Sends `buf`, packet `from.1` of port `from.0`, out of the port of every entry of devmap `m`
+    /// that `may_use` allows, as the kernel's `dev_map_enqueue_multi`: entries naming no
+    /// port are skipped, and so is the one naming `exclude.0` (the ingress ifindex) when
+    /// `exclude.1`. The buffer is shared, not copied (the last port gets `buf` itself);
+    /// `full` counts a copy the pool could not share. `Err(buf)` when no entry qualifies
+    /// (or `m` is no devmap of `u32` keys).
+    pub(crate) fn devmap_broadcast(
+        &mut self,
+        buf: Buf,
+        (p, seq): (u16, u32),
+        m: &spine_maps::Map,
+        exclude: (u32, bool),
+        may_use: impl Fn(&Self, u16) -> bool,
+        mut full: impl FnMut(&mut Self, u16),
+    ) -> Result<(), Buf> {
+        let value_size = m.user_value_size();
+        if m.def().key_size != 4 || !(4..=8).contains(&value_size) {
+            return Err(buf);
+        }
+        let (mut key, mut next, mut value) = ([0u8; 4], [0u8; 4], [0u8; 8]);
         let mut prev: Option<u16> = None;
         let mut first = true;
         while m.next_key((!first).then_some(&key[..]), &mut next).is_ok() {
@@ -736,24 +762,27 @@ impl Worker {
                 continue;
             }
             let ifindex = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
-            if exclude_ingress && ifindex == ingress {
+            if exclude.1 && ifindex == exclude.0 {
                 continue;
             }
             let Some(q) = self.wiring.port_of_ifindex(ifindex) else { continue };
-            if !self.progs[usize::from(p)].may_use().get(usize::from(q)).copied().unwrap_or(false) {
+            if !may_use(self, q) {
                 continue;
             }
             if let Some(pq) = prev {
                 match self.pool.share(&buf) {
                     Ok(copy) => self.transmit(copy, pq, p, seq),
-                    Err(_) => self.counters.ports[pq as usize].drops.tx_full += 1,
+                    Err(_) => full(self, pq),
                 }
             }
             prev = Some(q);
         }
         match prev {
-            Some(q) => self.transmit(buf, q, p, seq),
-            None => self.drop(buf, p, Why::NoTarget, seq),
+            Some(q) => {
+                self.transmit(buf, q, p, seq);
+                Ok(())
+            }
+            None => Err(buf),
         }
     }
 
