@@ -142,8 +142,13 @@ impl AdapterEnd {
             self.stats.rx_inline += 1;
             return true;
         }
-        // Skip bad fill entries, at most the ring's worth so a hostile client cannot
-        // keep the adapter here.
+        self.deliver_in_fill_frame(frame, options(false))
+    }
+
+    /// Copies `frame` into the next good frame of the fill ring and posts it on the
+    /// receive ring (which has room) with `options`. Bad fill entries are skipped, at
+    /// most the ring's worth so a hostile client cannot keep the adapter here.
+    pub(crate) fn deliver_in_fill_frame(&mut self, frame: &[u8], options: u32) -> bool {
         let avail = self.ready(RingId::Fill);
         for _ in 0..avail {
             let addr = self.shm.u64_at(self.fill.slot(0)).load(Ordering::Relaxed);
@@ -159,7 +164,7 @@ impl AdapterEnd {
                 return false;
             }
             self.shm.write(self.layout.area_offset() + addr as usize, frame);
-            self.post_rx(Desc { addr, len: frame.len() as u32, options: options(false) });
+            self.post_rx(Desc { addr, len: frame.len() as u32, options });
             self.stats.rx_delivered += 1;
             return true;
         }

@@ -51,26 +51,7 @@ impl AdapterEnd {
             self.stats.rx_no_room += 1;
             return false;
         }
-        let avail = self.ready(RingId::Fill);
-        for _ in 0..avail {
-            let addr = self.shm.u64_at(self.fill.slot(0)).load(Ordering::Relaxed);
-            self.fill.advance(&self.shm, 1);
-            let Some((_, room)) = self.layout.check_frame(addr) else {
-                self.stats.bad_desc += 1;
-                continue;
-            };
-            if frame.len() > room {
-                self.stats.rx_too_big += 1;
-                self.post_rx(Desc { addr, len: 0, options: 0 });
-                return false;
-            }
-            self.shm.write(self.layout.area_offset() + addr as usize, frame);
-            self.post_rx(Desc { addr, len: frame.len() as u32, options: 0 });
-            self.stats.rx_delivered += 1;
-            return true;
-        }
-        self.stats.rx_no_room += 1;
-        false
+        self.deliver_in_fill_frame(frame, 0)
     }
 
     /// Takes one returned header ([`Desc::HEADER`]) or in-place frame
