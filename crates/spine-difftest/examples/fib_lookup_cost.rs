@@ -7,7 +7,6 @@
 //! `cargo run --release -p spine-difftest --example fib_lookup_cost [-- ROUNDS REPEAT]`
 //! (needs root). Prints ns per run for both and their ratio, per round.
 
-#[allow(dead_code, reason = "the lookup generator is the tests' alone")]
 #[path = "../tests/fibns/mod.rs"]
 mod fibns;
 

@@ -13,11 +13,10 @@ mod fibns;
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
 
-use fibns::{FibHost, Rng};
+use fibns::{code_of, hex, FibHost, Rng};
 use spine_runtime::{
     load_object, Budget, EngineKind, Frame, Geometry, LoadOptions, RxInfo, XdpRunner,
 };
-use spine_sys::{TestRun, XdpMd};
 
 const LOOKUPS: usize = 4_000;
 /// Ethernet header, `struct bpf_fib_lookup`, flags and spare, return code.
@@ -140,10 +139,6 @@ fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
     p
 }
 
-fn code_of(p: &[u8]) -> i64 {
-    i64::from_ne_bytes(p[86..94].try_into().expect("8 bytes"))
-}
-
 #[test]
 fn fib_lookup_matches_the_kernel() {
     if let Err(e) = spine_sys::probe() {
@@ -167,20 +162,7 @@ fn fib_lookup_matches_the_kernel() {
 
     // The kernel: the program loaded and run from inside the namespace, the packet
     // arriving on in0, so the helper looks up in the namespace's tables.
-    let kernel: Vec<Vec<u8>> = ns.enter(|| {
-        let k = spine_sys::load_object_program(&obj, obj.program(None).expect("program"))
-            .expect("kernel load");
-        pkts.iter()
-            .map(|p| {
-                let mut run = TestRun::new(p);
-                run.ctx_in =
-                    Some(XdpMd { ingress_ifindex: in0, ..XdpMd::for_packet(p.len() as u32, 0) });
-                let out = k.prog.test_run(&run).expect("test run");
-                assert_eq!(out.retval, 2, "XDP_PASS");
-                out.data_out
-            })
-            .collect()
-    });
+    let kernel = fibns::kernel_lookups(&ns, &obj, &pkts, in0);
 
     // The ECMP groups really spread: the kernel sent their lookups out of more than
     // one interface, for each family.
@@ -231,8 +213,4 @@ fn fib_lookup_matches_the_kernel() {
             assert!(codes.get(&c).copied().unwrap_or(0) > 0, "no lookup answered {c}: {codes:?}");
         }
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

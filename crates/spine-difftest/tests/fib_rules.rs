@@ -17,13 +17,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
 
+mod fibns;
+
+use fibns::{code_of, hex, FibHost, Rng};
 use spine_fib::FibWriter;
 use spine_rtnl::{Mirror, RtnlSocket};
 use spine_runtime::fib_lookup::FibEnv;
 use spine_runtime::{
-    load_object, Budget, EngineKind, Frame, Geometry, Host, LoadOptions, RxInfo, XdpRunner,
+    load_object, Budget, EngineKind, Frame, Geometry, LoadOptions, RxInfo, XdpRunner,
 };
-use spine_sys::{TestRun, XdpMd};
 use spine_testnet::netns::{ifindex, NetNs};
 
 const LOOKUPS: usize = 6_000;
@@ -129,24 +131,6 @@ const SETUP: &[&str] = &[
     "-6 rule add to 2001:db8:10::/48 lookup 100 suppress_prefixlength 64 pref 90",
 ];
 
-/// A deterministic generator (splitmix64).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
-    }
-}
-
 fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
     let mut p = vec![0u8; PKT_LEN];
     for b in p.iter_mut() {
@@ -235,24 +219,6 @@ fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
     p
 }
 
-fn code_of(p: &[u8]) -> i64 {
-    i64::from_ne_bytes(p[86..94].try_into().expect("8 bytes"))
-}
-
-struct FibHost(FibEnv);
-impl Host for FibHost {
-    fn now_ns(&mut self) -> u64 {
-        0
-    }
-    fn prandom_u32(&mut self) -> u32 {
-        0
-    }
-    fn trace(&mut self, _cpu: usize, _line: &[u8]) {}
-    fn fib(&self) -> Option<&FibEnv> {
-        Some(&self.0)
-    }
-}
-
 #[test]
 fn rules_and_nexthop_objects_match_the_kernel() {
     if let Err(e) = spine_sys::probe() {
@@ -314,20 +280,7 @@ fn rules_and_nexthop_objects_match_the_kernel() {
     let mut rng = Rng(0x0f1b_2026);
     let pkts: Vec<Vec<u8>> = (0..LOOKUPS).map(|_| lookup(&mut rng, &ifindexes)).collect();
 
-    let kernel: Vec<Vec<u8>> = ns.enter(|| {
-        let k = spine_sys::load_object_program(&obj, obj.program(None).expect("program"))
-            .expect("kernel load");
-        pkts.iter()
-            .map(|p| {
-                let mut run = TestRun::new(p);
-                run.ctx_in =
-                    Some(XdpMd { ingress_ifindex: in0, ..XdpMd::for_packet(p.len() as u32, 0) });
-                let out = k.prog.test_run(&run).expect("test run");
-                assert_eq!(out.retval, 2, "XDP_PASS");
-                out.data_out
-            })
-            .collect()
-    });
+    let kernel = fibns::kernel_lookups(&ns, &obj, &pkts, in0);
 
     // The groups really spread in the kernel: lookups through them left by more than
     // one interface, for each family.
@@ -389,8 +342,4 @@ fn rules_and_nexthop_objects_match_the_kernel() {
         }
     }
     mirror.stop().expect("the mirror ran without error");
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -1,6 +1,8 @@
 //! The namespace both `bpf_fib_lookup` differential tests use: devices, addresses,
 //! routes in several tables and neighbours of both families, and its mirror in spine's
-//! FIB read back with `ip -j`.
+//! FIB read back with `ip -j`; and what every `bpf_fib_lookup` differential test
+//! shares (the generator, the host, the kernel's run of the probe program).
+#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -354,4 +356,39 @@ impl Host for FibHost {
     fn fib(&self) -> Option<&FibEnv> {
         Some(&self.0)
     }
+}
+
+/// The probe program's return code, from the packet it left.
+pub fn code_of(p: &[u8]) -> i64 {
+    i64::from_ne_bytes(p[86..94].try_into().expect("8 bytes"))
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The kernel's answers: the probe program of `obj` loaded and run from inside `ns`,
+/// each packet arriving on interface `in0` (so the helper looks up in the namespace's
+/// tables); the packets as the program left them.
+pub fn kernel_lookups(
+    ns: &NetNs,
+    obj: &spine_obj::Object,
+    pkts: &[Vec<u8>],
+    in0: u32,
+) -> Vec<Vec<u8>> {
+    use spine_sys::{TestRun, XdpMd};
+    ns.enter(|| {
+        let k = spine_sys::load_object_program(obj, obj.program(None).expect("program"))
+            .expect("kernel load");
+        pkts.iter()
+            .map(|p| {
+                let mut run = TestRun::new(p);
+                run.ctx_in =
+                    Some(XdpMd { ingress_ifindex: in0, ..XdpMd::for_packet(p.len() as u32, 0) });
+                let out = k.prog.test_run(&run).expect("test run");
+                assert_eq!(out.retval, 2, "XDP_PASS");
+                out.data_out
+            })
+            .collect()
+    })
 }
