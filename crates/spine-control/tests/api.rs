@@ -3,10 +3,11 @@
 //! unknown routes, oversize bodies, objects that fail to verify, clients that never
 //! speak, more connections than allowed); and the socket's permissions.
 
+use spine_testnet::daemons::TempDir;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -14,30 +15,6 @@ use std::time::Duration;
 use spine_adapter::{AdapterBuilder, AdapterOptions, Device, Running};
 use spine_control::{serve, Client, ServerConfig};
 use spine_ports::{MemPort, PoolConfig};
-
-/// A folder in the temporary directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::AtomicU32;
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("spine-ctl-{}-{n}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// An object built from crates/spine-adapter/tests/fixtures/`name`.c, once.
 fn fixture(name: &str, built: &'static OnceLock<Vec<u8>>) -> &'static [u8] {
@@ -304,7 +281,7 @@ fn the_socket_is_owner_and_group_only() {
     let e = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap_err();
     assert!(e.to_string().contains("another adapter"), "{e}");
     // A user outside the owner and group (nobody) cannot connect.
-    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     // The probe is this test binary, copied where that user can run it (the build
     // folder may sit under a home only root can enter).
     let probe = dir.join("probe");

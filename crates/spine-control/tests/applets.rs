@@ -7,6 +7,7 @@
 //! comes out of it); the host path is a mem sink, `host`. The ping-pong test joins two
 //! adapters by a UDP tunnel port on the loopback interface.
 
+use spine_testnet::daemons::TempDir;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,25 +20,6 @@ use spine_control::{serve, Client, Server, ServerConfig};
 use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
 use spine_ports::{EndpointPort, MemPort, Pool, PoolConfig, UdpPort};
 use spine_runtime::DomainSpec;
-
-/// A folder in the temporary directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("spine-app-{}-{n}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Builds `bpf/applets/<name>.c` (or a fixture of this crate's `tests/fixtures`).
 fn applet(name: &str) -> Vec<u8> {
@@ -117,7 +99,7 @@ impl Running1 {
         let pool = adapter.pool().clone();
         let running = adapter.start().unwrap();
         let dir = TempDir::new(tag);
-        let sock = dir.0.join("spine.sock");
+        let sock = dir.join("spine.sock");
         let server = serve(running.live(), ServerConfig::new(&sock)).unwrap();
         let live = running.live();
         Running1 { running: Some(running), server: Some(server), live, pool, sock, _dir: dir }

@@ -8,6 +8,7 @@
 //! frames the test sends into it are what the adapter receives on `wire`, and frames the
 //! adapter transmits on `wire` come out of it. The host path is a mem sink, `host`.
 
+use spine_testnet::daemons::TempDir;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -24,26 +25,6 @@ use spine_control::{endpoint_socket, serve, Client, Server, ServerConfig};
 use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
 use spine_ports::{EndpointPort, MemPort, Pool, PoolConfig};
 use spine_runtime::DomainSpec;
-
-/// A folder in the temporary directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::AtomicU32;
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("spine-ep-{}-{n}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// An Ethernet/IPv4/UDP frame to `dport` carrying `payload`, from a source port that
 /// follows the payload's length (so that software RSS spreads frames over workers).
@@ -127,7 +108,7 @@ impl Rig {
         let pool = adapter.pool().clone();
         let running = adapter.start().unwrap();
         let dir = TempDir::new("rig");
-        let sock = dir.0.join("spine.sock");
+        let sock = dir.join("spine.sock");
         let server = serve(running.live(), ServerConfig::new(&sock)).unwrap();
         let live = running.live();
         Rig { running: Some(running), server: Some(server), live, wire, pool, sock, _dir: dir }
@@ -432,7 +413,7 @@ fn a_c_application_opens_a_tagged_endpoint_and_echoes() {
 /// Builds `clients/c/<name>.c` with the C client library, warning-free, into `dir`.
 fn c_client(dir: &TempDir, name: &str) -> std::path::PathBuf {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/c");
-    let exe = dir.0.join(name);
+    let exe = dir.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "clang".into());
     let ok = Command::new(&cc)
         .args(["-Wall", "-Wextra", "-Werror", "-O2"])
@@ -489,7 +470,7 @@ fn only_frames_the_extension_passes_reach_the_endpoint() {
     let mut rig = Rig::new(1);
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/odd_drop.c");
     let dir = TempDir::new("odd-drop");
-    let obj = spine_progs::compile_c(&src, &dir.0.join("odd_drop.o"), &[]).unwrap();
+    let obj = spine_progs::compile_c(&src, &dir.join("odd_drop.o"), &[]).unwrap();
     rig.live.load("odd", &obj, Some("odd_drop"), "default").unwrap();
     rig.live.attach("odd", "wire").unwrap();
     let mut ep = Endpoint::open(&rig.sock, &Channel::udp4("wire", 4000)).unwrap();

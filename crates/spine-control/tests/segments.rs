@@ -4,7 +4,8 @@
 //! its `bpf_spin_lock`, and the total is exact. Requests for what is not a segment get
 //! clear refusals and the adapter goes on.
 
-use std::path::{Path, PathBuf};
+use spine_testnet::daemons::TempDir;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -13,14 +14,6 @@ use spine_client::{OpenError, Segment};
 use spine_control::{serve, ServerConfig};
 use spine_ports::{MemPort, PoolConfig};
 use spine_runtime::{DomainSpec, FaultPolicy};
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn adapter(dir: &Path) -> Running {
     let src =
@@ -47,10 +40,9 @@ fn adapter(dir: &Path) -> Running {
 
 #[test]
 fn an_application_maps_a_segment_and_counts_with_two_workers_under_its_lock() {
-    let dir = TempDir(std::env::temp_dir().join(format!("spine-seg-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let running = adapter(&dir.0);
-    let server = serve(running.live(), ServerConfig::new(dir.0.join("spine.sock"))).unwrap();
+    let dir = TempDir::new("seg");
+    let running = adapter(dir.path());
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
 
     let seg = Segment::open(server.path(), "seg", "shared").unwrap();
     let info = seg.info().clone();

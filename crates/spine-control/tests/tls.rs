@@ -3,9 +3,10 @@
 //! no token, a wrong token, an untrusted certificate, a plain `http://` URL, a short
 //! token, a broken key file), with the adapter still answering afterwards.
 
+use spine_testnet::daemons::TempDir;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -15,22 +16,6 @@ use spine_control::{serve, Client, ServerConfig, ServerError, TlsConfig, TlsErro
 use spine_ports::{MemPort, PoolConfig};
 
 const TOKEN: &str = "s3cret-token-0123456789";
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("spine-tls-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn adapter() -> Running {
     let opts = AdapterOptions { workers: 1, pool: PoolConfig::new(256), ..Default::default() };
@@ -71,10 +56,10 @@ fn config(dir: &Path, p: &Pki) -> ServerConfig {
 #[test]
 fn the_api_is_served_over_tls_with_a_token_and_everything_else_is_refused() {
     let dir = TempDir::new("api");
-    let p = make(&dir.0, "good");
-    let other = make(&dir.0, "other");
+    let p = make(dir.path(), "good");
+    let other = make(dir.path(), "other");
     let running = adapter();
-    let server = serve(running.live(), config(&dir.0, &p)).unwrap();
+    let server = serve(running.live(), config(dir.path(), &p)).unwrap();
     let addr = server.tls_addr().expect("a remote address");
     assert_ne!(addr.port(), 0);
     let url = format!("https://{addr}");
@@ -83,7 +68,7 @@ fn the_api_is_served_over_tls_with_a_token_and_everything_else_is_refused() {
     let mut c = Client::remote(&url, TOKEN, &p.ca).unwrap();
     assert_eq!(c.version().unwrap().api, "v1");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spine-adapter/tests/fixtures/live.c");
-    let obj = spine_progs::compile_c(&src, &dir.0.join("live.o"), &[]).unwrap();
+    let obj = spine_progs::compile_c(&src, &dir.join("live.o"), &[]).unwrap();
     c.load("a", &obj, Some("version_a"), None).unwrap();
     c.attach("a", "wire").unwrap();
     assert_eq!(c.ports().unwrap()[0].extension.as_deref(), Some("a"));
@@ -178,37 +163,37 @@ fn raw_tls(addr: SocketAddr, ca: &Path, request: &[u8]) -> String {
 #[test]
 fn bad_tls_settings_are_refused_at_start_and_name_the_file() {
     let dir = TempDir::new("bad");
-    let p = make(&dir.0, "good");
+    let p = make(dir.path(), "good");
     let running = adapter();
-    let mut cfg = config(&dir.0, &p);
+    let mut cfg = config(dir.path(), &p);
     cfg.tls.as_mut().unwrap().token = "short".into();
     let e = serve(running.live(), cfg).unwrap_err();
     assert!(matches!(e, ServerError::Tls(TlsError::ShortToken { len: 5 })), "{e}");
 
-    let garbage = dir.0.join("garbage.pem");
+    let garbage = dir.join("garbage.pem");
     std::fs::write(
         &garbage,
         "-----BEGIN PRIVATE KEY-----\nnot base64!\n-----END PRIVATE KEY-----\n",
     )
     .unwrap();
-    let mut cfg = config(&dir.0, &p);
+    let mut cfg = config(dir.path(), &p);
     cfg.tls.as_mut().unwrap().key = garbage.clone();
     let e = serve(running.live(), cfg).unwrap_err().to_string();
     assert!(e.contains("garbage.pem"), "{e}");
 
-    let mut cfg = config(&dir.0, &p);
-    cfg.tls.as_mut().unwrap().cert = dir.0.join("missing.pem");
+    let mut cfg = config(dir.path(), &p);
+    cfg.tls.as_mut().unwrap().cert = dir.join("missing.pem");
     let e = serve(running.live(), cfg).unwrap_err().to_string();
     assert!(e.contains("missing.pem"), "{e}");
 
     // A key that does not belong to the certificate.
-    let other = make(&dir.0, "other");
-    let mut cfg = config(&dir.0, &p);
+    let other = make(dir.path(), "other");
+    let mut cfg = config(dir.path(), &p);
     cfg.tls.as_mut().unwrap().key = other.key.clone();
     assert!(serve(running.live(), cfg).is_err(), "a mismatched key is refused");
 
     // Nothing was left listening: a good configuration starts on the same socket.
-    let server = serve(running.live(), config(&dir.0, &p)).unwrap();
+    let server = serve(running.live(), config(dir.path(), &p)).unwrap();
     server.stop();
     running.stop().unwrap();
 }

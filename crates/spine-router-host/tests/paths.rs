@@ -9,6 +9,7 @@
 //!
 //! Ports `a`, `b` and `c` are endpoint ports driven by the test (the "wire side").
 
+use spine_testnet::daemons::TempDir;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -143,26 +144,6 @@ fn traffic() -> Traffic {
     Traffic { input, b, c }
 }
 
-/// A folder in the temporary directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::AtomicU32;
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("spine-rp-{}-{n}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !cond() {
@@ -214,7 +195,7 @@ impl Rig {
         let pool = adapter.pool().clone();
         let running = adapter.start().unwrap();
         let dir = TempDir::new("rig");
-        let sock = dir.0.join("spine.sock");
+        let sock = dir.join("spine.sock");
         let server = serve(running.live(), ServerConfig::new(&sock)).unwrap();
         let live = running.live();
         Rig { running: Some(running), server: Some(server), live, wires, pool, sock, _dir: dir }
