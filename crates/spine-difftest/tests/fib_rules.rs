@@ -19,13 +19,11 @@ use std::net::Ipv6Addr;
 
 mod fibns;
 
-use fibns::{code_of, hex, FibHost, Rng};
+use fibns::{code_of, Rng};
 use spine_fib::FibWriter;
 use spine_rtnl::{Mirror, RtnlSocket};
 use spine_runtime::fib_lookup::FibEnv;
-use spine_runtime::{
-    load_object, Budget, EngineKind, Frame, Geometry, LoadOptions, RxInfo, XdpRunner,
-};
+use spine_runtime::EngineKind;
 use spine_testnet::netns::{ifindex, NetNs};
 
 const LOOKUPS: usize = 6_000;
@@ -307,36 +305,7 @@ fn rules_and_nexthop_objects_match_the_kernel() {
     assert!(through_rules(10, &|s| s[32..38] == [0x20, 1, 0xd, 0xb8, 0, 0x11], 1), "IPv6 rule");
 
     for engine in [EngineKind::Interpreter, EngineKind::Jit] {
-        let opts = LoadOptions { engine, ..LoadOptions::default() };
-        let loaded = load_object(&obj, &opts).expect("spine load");
-        let ext = loaded.program(None).expect("program").clone();
-        let mut runner = XdpRunner::new(ext, 0).expect("runner").with_budget(Budget::UNLIMITED);
-        let mut host = FibHost(env.clone());
-        let mut frame = Frame::new(Geometry::TEST_RUN);
-        let mut codes: BTreeMap<i64, usize> = BTreeMap::new();
-        let mut bad = Vec::new();
-        for (i, (p, k)) in pkts.iter().zip(&kernel).enumerate() {
-            frame.load(p).expect("frame");
-            let rx = RxInfo { ingress_ifindex: in0, rx_queue_index: 0 };
-            assert_eq!(runner.run(&mut frame, rx, &mut host).expect("spine run"), 2);
-            *codes.entry(code_of(k)).or_default() += 1;
-            if frame.meta_and_packet() != k.as_slice() {
-                bad.push(format!(
-                    "lookup {i} ({engine:?}) flags {:#x}: kernel code {}, spine code {}\n  in     {}\n  kernel {}\n  spine  {}",
-                    u32::from_ne_bytes(p[78..82].try_into().unwrap()),
-                    code_of(k),
-                    code_of(frame.meta_and_packet()),
-                    hex(&p[14..78]),
-                    hex(&k[14..78]),
-                    hex(&frame.meta_and_packet()[14..78]),
-                ));
-            }
-        }
-        println!("{engine:?}: {} lookups, codes {codes:?}, {} mismatches", pkts.len(), bad.len());
-        for b in bad.iter().take(16) {
-            println!("{b}");
-        }
-        assert!(bad.is_empty(), "spine and the kernel disagree on {} lookups", bad.len());
+        let codes = fibns::spine_lookups_match(&obj, engine, &env, &pkts, &kernel, in0);
         for c in [0, 1, 2, 3, 4, 8] {
             assert!(codes.get(&c).copied().unwrap_or(0) > 0, "no lookup answered {c}: {codes:?}");
         }

@@ -392,3 +392,48 @@ pub fn kernel_lookups(
             .collect()
     })
 }
+
+/// Spine's answers to the same lookups on `engine`, against the kernel's packets
+/// `kernel`: every packet must come out identical (the mismatches are printed, then the
+/// test fails). Returns how often each return code was seen.
+pub fn spine_lookups_match(
+    obj: &spine_obj::Object,
+    engine: spine_runtime::EngineKind,
+    env: &FibEnv,
+    pkts: &[Vec<u8>],
+    kernel: &[Vec<u8>],
+    in0: u32,
+) -> BTreeMap<i64, usize> {
+    use spine_runtime::{load_object, Budget, Frame, Geometry, LoadOptions, RxInfo, XdpRunner};
+    let opts = LoadOptions { engine, ..LoadOptions::default() };
+    let loaded = load_object(obj, &opts).expect("spine load");
+    let ext = loaded.program(None).expect("program").clone();
+    let mut runner = XdpRunner::new(ext, 0).expect("runner").with_budget(Budget::UNLIMITED);
+    let mut host = FibHost(env.clone());
+    let mut frame = Frame::new(Geometry::TEST_RUN);
+    let mut codes: BTreeMap<i64, usize> = BTreeMap::new();
+    let mut bad = Vec::new();
+    for (i, (p, k)) in pkts.iter().zip(kernel).enumerate() {
+        frame.load(p).expect("frame");
+        let rx = RxInfo { ingress_ifindex: in0, rx_queue_index: 0 };
+        assert_eq!(runner.run(&mut frame, rx, &mut host).expect("spine run"), 2, "XDP_PASS");
+        *codes.entry(code_of(k)).or_default() += 1;
+        if frame.meta_and_packet() != k.as_slice() {
+            bad.push(format!(
+                "lookup {i} ({engine:?}) flags {:#x}: kernel code {}, spine code {}\n  in     {}\n  kernel {}\n  spine  {}",
+                u32::from_ne_bytes(p[78..82].try_into().unwrap()),
+                code_of(k),
+                code_of(frame.meta_and_packet()),
+                hex(&p[14..78]),
+                hex(&k[14..78]),
+                hex(&frame.meta_and_packet()[14..78]),
+            ));
+        }
+    }
+    println!("{engine:?}: {} lookups, codes {codes:?}, {} mismatches", pkts.len(), bad.len());
+    for b in bad.iter().take(16) {
+        println!("{b}");
+    }
+    assert!(bad.is_empty(), "spine and the kernel disagree on {} lookups", bad.len());
+    codes
+}
