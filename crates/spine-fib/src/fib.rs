@@ -24,7 +24,7 @@ use crate::neigh::{Neigh, NeighTable};
 use crate::prefix::IpPrefix;
 use crate::publish::{Absorb, Reader, Writer};
 use crate::route::{table_id, NextHop, Route, RouteSelector, RouteType};
-use crate::rule::{Rule, RuleSet};
+use crate::rule::{Flow, Rule, RuleResult, RuleSet};
 use crate::table::Table;
 use crate::Address;
 
@@ -410,6 +410,36 @@ impl FibState {
             .into_iter()
             .filter_map(|t| self.lookup(t, dst, hash))
             .find(|r| r.route.kind != RouteType::Throw)
+    }
+
+    /// The policy rules' walk as `bpf_fib_lookup` makes it (`__fib_lookup` /
+    /// `fib6_rule_lookup` with `fib6_rule_action_alt`), for `flow`'s family:
+    /// IPv4 looks each rule's table up through `flow.oif` when it is set
+    /// ([`FibState::lookup_v4_oif`]), goes on past a `throw` or a suppressed answer
+    /// (`suppress_prefixlength`), and stops at a drop route; IPv6 stops at any route a
+    /// table holds and suppresses nothing (the lookup has no `rt6_info`).
+    pub fn lookup_by_rules(&self, flow: &Flow, hash: u32) -> RuleResult<Resolved<'_>> {
+        match flow.dst {
+            IpAddr::V4(dst) => self.rules4.walk(flow, |table, rule| {
+                let r = if flow.oif != 0 {
+                    self.lookup_v4_oif(table, dst, flow.oif)?
+                } else {
+                    self.lookup(table, flow.dst, hash)?
+                };
+                match r.route.kind {
+                    // `fib_table_lookup` answers -EAGAIN: the next rule.
+                    RouteType::Throw => None,
+                    // Errors are final, never suppressed.
+                    RouteType::Blackhole | RouteType::Unreachable | RouteType::Prohibit => Some(r),
+                    // `fib4_rule_suppress`.
+                    _ if i64::from(r.route.prefix.len()) <= i64::from(rule.suppress_prefixlen) => {
+                        None
+                    }
+                    _ => Some(r),
+                }
+            }),
+            IpAddr::V6(_) => self.rules6.walk(flow, |t, _| self.lookup(t, flow.dst, hash)),
+        }
     }
 
     /// One family's policy rules.

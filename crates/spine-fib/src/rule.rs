@@ -151,6 +151,61 @@ fn contains(p: IpPrefix, a: IpAddr) -> bool {
     }
 }
 
+/// A rule in the words `spine_fib::parse::rules` reads back (`ip rule`'s, interfaces
+/// by index; an IPv6 rule without a prefix needs the caller's `-6` in front).
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.invert {
+            f.write_str("not ")?;
+        }
+        match &self.src {
+            Some(p) => write!(f, "from {p}")?,
+            None => f.write_str("from all")?,
+        }
+        if let Some(p) = &self.dst {
+            write!(f, " to {p}")?;
+        }
+        for (word, dev) in [("iif", self.iif), ("oif", self.oif)] {
+            if dev != 0 {
+                write!(f, " {word} {dev}")?;
+            }
+        }
+        if self.mark_mask != 0 {
+            write!(f, " fwmark {:#x}/{:#x}", self.mark, self.mark_mask)?;
+        }
+        if self.tos != 0 {
+            write!(f, " tos {:#x}", self.tos)?;
+        }
+        if self.ip_proto != 0 {
+            write!(f, " ipproto {}", self.ip_proto)?;
+        }
+        for (word, range) in [("sport", self.sport), ("dport", self.dport)] {
+            if let Some((a, b)) = range {
+                write!(f, " {word} {a}-{b}")?;
+            }
+        }
+        if let Some((a, b)) = self.uid_range {
+            write!(f, " uidrange {a}-{b}")?;
+        }
+        write!(f, " pref {}", self.priority)?;
+        match self.action {
+            RuleAction::Lookup(table_id::LOCAL) => f.write_str(" lookup local")?,
+            RuleAction::Lookup(table_id::MAIN) => f.write_str(" lookup main")?,
+            RuleAction::Lookup(table_id::DEFAULT) => f.write_str(" lookup default")?,
+            RuleAction::Lookup(t) => write!(f, " lookup {t}")?,
+            RuleAction::Goto(t) => write!(f, " goto {t}")?,
+            RuleAction::Nop => f.write_str(" nop")?,
+            RuleAction::Blackhole => f.write_str(" blackhole")?,
+            RuleAction::Unreachable => f.write_str(" unreachable")?,
+            RuleAction::Prohibit => f.write_str(" prohibit")?,
+        }
+        if self.suppress_prefixlen >= 0 {
+            write!(f, " suppress_prefixlength {}", self.suppress_prefixlen)?;
+        }
+        Ok(())
+    }
+}
+
 /// What the rules see of one lookup (`struct flowi4`/`flowi6` as `bpf_fib_lookup` fills
 /// it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -191,19 +191,7 @@ impl FibEnv {
                 dst: IpAddr::V4(dst),
                 has_saddr: true,
             };
-            let walked = st.rules(false).walk(&flow, |table, rule| {
-                let r = find(table)?;
-                match r.route.kind {
-                    // `fib_table_lookup` answers -EAGAIN: the next rule.
-                    RouteType::Throw => None,
-                    // Errors are final, never suppressed.
-                    RouteType::Blackhole | RouteType::Unreachable | RouteType::Prohibit => Some(r),
-                    // `fib4_rule_suppress`.
-                    _ if r.route.prefix.len() as i64 <= i64::from(rule.suppress_prefixlen) => None,
-                    _ => Some(r),
-                }
-            });
-            match walked {
+            match st.lookup_by_rules(&flow, 0) {
                 RuleResult::Table(r) => classify_v4(Some(r)),
                 // The rule's action: -EINVAL, -ENETUNREACH, -EACCES.
                 RuleResult::Blackhole => Err(ret::BLACKHOLE),
@@ -344,7 +332,7 @@ impl FibEnv {
                 dst: IpAddr::V6(dst),
                 has_saddr: !output,
             };
-            match st.rules(true).walk(&flow, |t, _| st.lookup(t, IpAddr::V6(dst), 0)) {
+            match st.lookup_by_rules(&flow, 0) {
                 RuleResult::Table(r) => Some(r),
                 _ => None,
             }

@@ -50,7 +50,7 @@ pub struct FibNeighbour {
 }
 
 fn mac(t: &Table<'_>, key: &'static str, s: &str) -> Result<[u8; 6], ConfigError> {
-    spine_fib::parse::iproute::parse_mac(s).ok_or_else(|| {
+    spine_fib::parse::parse_mac(s).ok_or_else(|| {
         t.err(key, Problem::Invalid("a MAC address is six hex bytes, ':'-separated"))
     })
 }

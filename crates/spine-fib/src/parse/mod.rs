@@ -6,19 +6,27 @@
 //! - [`pyasn`]: `prefix<TAB>asn`, `;` comments (pyasn's `ipasn` files);
 //! - [`ris`]: a mutation trace, `A prefix` (announce) or `W prefix` (withdraw);
 //! - [`bgpdump`]: `bgpdump -m` lines (`TABLE_DUMP2|…|B|…` and `BGP4MP|…|A|…`/`W`);
-//! - [`iproute`]: iproute2's JSON (`ip -j route`, `ip -j neigh`), a host's tables.
 //! - [`rules`]: `ip rule`-like lines, one policy rule a line.
 //!
 //! Blank lines are skipped everywhere; line numbers count from 1.
 
 pub mod bgpdump;
-pub mod iproute;
 pub mod pyasn;
 pub mod ris;
 pub mod routes;
 pub mod rules;
 
 use crate::prefix::PrefixError;
+
+/// A MAC address as `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut m {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
 
 /// A line that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,4 +61,15 @@ pub(crate) fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 
 pub(crate) fn err(line: usize, kind: impl Into<ParseErrorKind>) -> ParseError {
     ParseError { line, kind: kind.into() }
+}
+
+#[cfg(test)]
+mod mac_tests {
+    #[test]
+    fn macs_read_six_hex_bytes_only() {
+        assert_eq!(super::parse_mac("02:00:0a:ff:10:01"), Some([2, 0, 0xa, 0xff, 0x10, 1]));
+        for bad in ["02:00:0a:ff:10", "02:00:0a:ff:10:01:02", "02:00:0a:ff:10:zz", ""] {
+            assert_eq!(super::parse_mac(bad), None, "{bad}");
+        }
+    }
 }

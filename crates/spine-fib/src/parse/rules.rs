@@ -174,6 +174,23 @@ mod tests {
     }
 
     #[test]
+    fn rules_print_as_lines_that_read_back() {
+        let text = "not from 10.0.0.0/8 to 192.0.2.1 iif 3 oif 4 fwmark 0x10/0xf0 tos 0x10 \
+                    ipproto 17 sport 1000-2000 dport 53 uidrange 5-9 pref 10 lookup 100 \
+                    suppress_prefixlength 8\n\
+                    -6 pref 20 blackhole\n\
+                    from 2001:db8::/32 pref 40 goto 100\n\
+                    pref 50 nop\npref 60 unreachable\npref 70 prohibit\npref 80 lookup main";
+        for (v6, r) in parse(text).map(Result::unwrap) {
+            let line = if v6 { format!("-6 {r}") } else { r.to_string() };
+            let back = parse(&line).next().unwrap().unwrap();
+            assert_eq!(back, (v6, r), "{line}");
+        }
+        let (_, r) = parse("from all fwmark 7 pref 1 lookup 2").next().unwrap().unwrap();
+        assert_eq!(r.to_string(), "from all fwmark 0x7/0xffffffff pref 1 lookup 2");
+    }
+
+    #[test]
     fn bad_lines_name_their_line() {
         let e = |t: &str| parse(t).find_map(Result::err).expect("an error");
         assert_eq!(e("lookup 5").kind, ParseErrorKind::MissingValue { keyword: "pref" });
