@@ -15,6 +15,7 @@
 //! [`table_id::MAIN`]), with a probe of main's prefixes where a local route shadows
 //! them (a control-plane question: the data path asks for the merged answer).
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::ecmp;
@@ -126,6 +127,13 @@ pub enum FibOp {
         v6: bool,
         rules: Vec<Rule>,
     },
+    /// The buckets of resilient nexthop group `nhid` (`ip nexthop ... type
+    /// resilient`): for each bucket, the index in the next hops of the routes through
+    /// the group of the member it holds. Empty: the group is no longer resilient.
+    SetBuckets {
+        nhid: u32,
+        buckets: Vec<u16>,
+    },
 }
 
 /// Every table, route and neighbour; readers hold one of these for a burst.
@@ -142,6 +150,8 @@ pub struct FibState {
     /// The policy rules of each family.
     rules4: RuleSet,
     rules6: RuleSet,
+    /// Resilient nexthop groups' buckets, by group id ([`FibOp::SetBuckets`]).
+    buckets: HashMap<u32, Box<[u16]>>,
 }
 
 impl Default for FibState {
@@ -155,6 +165,7 @@ impl Default for FibState {
             merged4: crate::Lpm4::new(),
             rules4: RuleSet::default_for(false),
             rules6: RuleSet::default_for(true),
+            buckets: HashMap::new(),
         }
     }
 }
@@ -298,6 +309,19 @@ impl FibState {
         Ok(())
     }
 
+    /// The next hop of `route` for a flow of multipath hash `hash`: by bucket for a
+    /// route through a resilient group ([`FibState::res_buckets`]), else by the next
+    /// hops' upper bounds ([`RouteEntry::select`]).
+    #[inline]
+    pub fn select<'a>(&'a self, route: &'a RouteEntry, hash: u32) -> Option<&'a NextHop> {
+        if route.nhid != 0 && route.nexthops.len() > 1 {
+            if let Some(b) = self.res_buckets(route.nhid).filter(|b| !b.is_empty()) {
+                return route.nexthops.get(usize::from(b[hash as usize % b.len()]));
+            }
+        }
+        route.select(hash)
+    }
+
     /// The route behind an LPM value.
     #[inline]
     pub fn route(&self, idx: u32) -> Option<&RouteEntry> {
@@ -314,7 +338,7 @@ impl FibState {
             IpAddr::V6(a) => t.v6.lookup(u128::from_std(a)),
         }?;
         let route = self.route(idx)?;
-        Some(Resolved { route, nexthop: route.select(hash) })
+        Some(Resolved { route, nexthop: self.select(route, hash) })
     }
 
     /// Tables local and main as one, as the kernel looks them up while only the
@@ -323,7 +347,7 @@ impl FibState {
     #[inline]
     pub fn lookup_v4_merged(&self, dst: Ipv4Addr, hash: u32) -> Option<Resolved<'_>> {
         let route = self.route(self.merged4.lookup(u32::from(dst))?)?;
-        Some(Resolved { route, nexthop: route.select(hash) })
+        Some(Resolved { route, nexthop: self.select(route, hash) })
     }
 
     /// Route indices ([`FibState::route`]) of [`FibState::lookup_v4_merged`] for a
@@ -442,6 +466,13 @@ impl FibState {
         }
     }
 
+    /// The buckets of resilient nexthop group `nhid`, if it is one: the member
+    /// index ([`RouteEntry::nexthops`]) each bucket holds.
+    #[inline]
+    pub fn res_buckets(&self, nhid: u32) -> Option<&[u16]> {
+        self.buckets.get(&nhid).map(|b| &b[..])
+    }
+
     /// One family's policy rules.
     #[inline]
     pub fn rules(&self, v6: bool) -> &RuleSet {
@@ -532,6 +563,14 @@ impl Absorb<FibOp> for FibState {
                     self.rules6 = set;
                 } else {
                     self.rules4 = set;
+                }
+                Ok(())
+            }
+            FibOp::SetBuckets { nhid, buckets } => {
+                if buckets.is_empty() {
+                    self.buckets.remove(nhid);
+                } else {
+                    self.buckets.insert(*nhid, buckets.clone().into_boxed_slice());
                 }
                 Ok(())
             }

@@ -114,6 +114,8 @@ pub struct RtnlSocket {
     rules: rules::RuleMirror,
     /// A link came or went while a rule names a device: the lists are sent again.
     rules_dirty: bool,
+    /// When the resilient groups' buckets were last dumped.
+    buckets_dumped: std::time::Instant,
 }
 
 const GROUPS: [u32; 6] = [
@@ -155,6 +157,7 @@ impl RtnlSocket {
             secondary: HashSet::new(),
             rules: rules::RuleMirror::default(),
             rules_dirty: false,
+            buckets_dumped: std::time::Instant::now(),
         })
     }
 
@@ -197,6 +200,7 @@ impl RtnlSocket {
             Err(RtnlError::Refused { what: "nexthop", .. }) => {}
             other => other?,
         }
+        self.dump_buckets(fib, stats)?;
         // The policy rules, each family's list sent whole once dumped.
         self.rules.clear();
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
@@ -262,6 +266,42 @@ impl RtnlSocket {
         }
     }
 
+    /// Dumps the resilient groups' buckets (none: nothing is asked) and hands the FIB
+    /// what changed.
+    fn dump_buckets(&mut self, fib: &mut FibWriter, stats: &MirrorStats) -> Result<(), RtnlError> {
+        self.nh.take_buckets_stale();
+        if self.nh.has_resilient() {
+            self.seq = self.seq.wrapping_add(1);
+            let req = nexthop::bucket_dump_request(self.seq);
+            match self.request_bytes(req, "nexthop bucket", fib, stats) {
+                // A kernel before 5.13 has no resilient groups.
+                Err(RtnlError::Refused { what: "nexthop bucket", .. }) => {}
+                other => other?,
+            }
+        }
+        self.buckets_dumped = std::time::Instant::now();
+        for op in self.nh.bucket_ops() {
+            apply(fib, stats, Some(op));
+        }
+        Ok(())
+    }
+
+    /// Dumps the buckets again after a change to a resilient group or its members, and
+    /// once a second while one exists: the kernel moves buckets on its own timers
+    /// without a message.
+    pub fn refresh_buckets(
+        &mut self,
+        fib: &mut FibWriter,
+        stats: &MirrorStats,
+    ) -> Result<(), RtnlError> {
+        let due =
+            self.nh.has_resilient() && self.buckets_dumped.elapsed() >= Duration::from_secs(1);
+        if self.nh.take_buckets_stale() || due {
+            self.dump_buckets(fib, stats)?;
+        }
+        Ok(())
+    }
+
     /// Applies the events that arrive within ~100 ms; returns how many messages came.
     /// `Err` with [`std::io::ErrorKind`] `ENOBUFS` inside means events were lost.
     pub fn poll(&mut self, fib: &mut FibWriter, stats: &MirrorStats) -> Result<usize, RtnlError> {
@@ -311,6 +351,17 @@ impl RtnlSocket {
                 .map_err(|e| RtnlError::Decode(e.to_string()))?;
             let (kind, len) = (head.message_type(), head.length() as usize);
             // netlink-packet-route has no nexthop messages: they are read here.
+            if kind == nexthop::RTM_NEWNEXTHOPBUCKET {
+                match nexthop::decode_bucket(head.payload()) {
+                    Ok((group, index, member)) => self.nh.set_bucket(group, index, member),
+                    Err(_) => apply(fib, stats, None),
+                }
+                if len == 0 {
+                    break;
+                }
+                off += len.next_multiple_of(4);
+                continue;
+            }
             if kind == nexthop::RTM_NEWNEXTHOP || kind == nexthop::RTM_DELNEXTHOP {
                 count += 1;
                 stats.nexthops.fetch_add(1, Ordering::Relaxed);
@@ -622,6 +673,7 @@ fn follow(
             }
             sock.dump(&mut fib, stats)?;
         }
+        sock.refresh_buckets(&mut fib, stats)?;
         if fib.publish() {
             stats.published.fetch_add(1, Ordering::Relaxed);
         }

@@ -17,10 +17,16 @@
 //! - a group's members share the hash space by weight (`nh_group_rebalance`, the same
 //!   bounds as a multipath route's), in the group's order.
 //!
-//! Not followed: resilient groups (`type resilient`, buckets), nexthops with an
-//! encapsulation (lightweight tunnels), FDB nexthops, IPv4 routes through an IPv6
-//! gateway (RFC 5549) and weights above 256; a route through one of these is not
-//! mirrored. Routes keep their nexthop's id (`Route::nhid`) so that `bpf_fib_lookup`
+//! - a resilient group (`type resilient`) chooses by bucket: the flow's hash modulo
+//!   the bucket count names a bucket, the bucket a member (`nexthop_select_path_res`).
+//!   The kernel moves buckets between members without telling anyone (its idle and
+//!   unbalanced timers), so the buckets are dumped (`RTM_GETNEXTHOPBUCKET`) after any
+//!   change to a resilient group or its members and once a second while one exists,
+//!   and published as [`FibOp::SetBuckets`].
+//!
+//! Not followed: nexthops with an encapsulation (lightweight tunnels), FDB nexthops,
+//! IPv4 routes through an IPv6 gateway (RFC 5549) and weights above 256; a route
+//! through one of these is not mirrored. Routes keep their nexthop's id (`Route::nhid`) so that `bpf_fib_lookup`
 //! chooses among a group's members as the kernel does (`nexthop_select_path`: by the
 //! hash alone, passing over a member whose gateway's neighbour entry is not valid).
 //!
@@ -41,6 +47,8 @@ use crate::RtnlError;
 pub const RTM_NEWNEXTHOP: u16 = 104;
 pub const RTM_DELNEXTHOP: u16 = 105;
 pub const RTM_GETNEXTHOP: u16 = 106;
+pub const RTM_NEWNEXTHOPBUCKET: u16 = 116;
+pub const RTM_GETNEXTHOPBUCKET: u16 = 118;
 
 // `enum nha` of <linux/nexthop.h>.
 const NHA_ID: u16 = 1;
@@ -51,7 +59,14 @@ const NHA_OIF: u16 = 5;
 const NHA_GATEWAY: u16 = 6;
 const NHA_ENCAP_TYPE: u16 = 7;
 const NHA_FDB: u16 = 11;
+const NHA_RES_GROUP: u16 = 12;
+const NHA_RES_BUCKET: u16 = 13;
 const NEXTHOP_GRP_TYPE_MPATH: u16 = 0;
+const NEXTHOP_GRP_TYPE_RES: u16 = 1;
+// Inside NHA_RES_GROUP and NHA_RES_BUCKET.
+const NHA_RES_GROUP_BUCKETS: u16 = 1;
+const NHA_RES_BUCKET_INDEX: u16 = 1;
+const NHA_RES_BUCKET_NH_ID: u16 = 3;
 /// `sizeof(struct nhmsg)`: family, scope, protocol, reserved, flags.
 const NHMSG_LEN: usize = 8;
 /// `sizeof(struct nexthop_grp)`: id, weight, weight_high, reserved.
@@ -69,9 +84,29 @@ pub enum Nexthop {
     Blackhole,
     /// A multipath group: member ids with weights 1..=65536 (`weight + 1`).
     Group(Vec<(u32, u32)>),
+    /// A resilient group: its members, and the member id each bucket holds (0 until
+    /// the buckets are dumped).
+    Resilient { members: Vec<(u32, u32)>, buckets: Vec<u32> },
     /// Kept by the kernel, not by the FIB: a resilient group, an encapsulation, an
     /// FDB nexthop (see the module documentation).
     Unsupported,
+}
+
+impl Nexthop {
+    /// A group's members with their weights.
+    fn members(&self) -> Option<&[(u32, u32)]> {
+        match self {
+            Nexthop::Group(m) | Nexthop::Resilient { members: m, .. } => Some(m),
+            _ => None,
+        }
+    }
+
+    fn members_mut(&mut self) -> Option<&mut Vec<(u32, u32)>> {
+        match self {
+            Nexthop::Group(m) | Nexthop::Resilient { members: m, .. } => Some(m),
+            _ => None,
+        }
+    }
 }
 
 /// Decodes the payload of an `RTM_NEWNEXTHOP` or `RTM_DELNEXTHOP` message: the id and
@@ -84,7 +119,7 @@ pub fn decode(payload: &[u8]) -> Result<(u32, Nexthop), RtnlError> {
     let family = payload[0];
     let flags = u32::from_ne_bytes(payload[4..8].try_into().expect("4 bytes"));
     let (mut id, mut oif, mut gateway, mut group) = (None, None, None, None);
-    let (mut blackhole, mut unsupported) = (false, false);
+    let (mut blackhole, mut unsupported, mut resilient, mut buckets) = (false, false, false, 0);
     for nla in NlasIterator::new(&payload[NHMSG_LEN..]) {
         let nla = nla.map_err(|e| bad(&e.to_string()))?;
         let v = nla.value();
@@ -109,9 +144,18 @@ pub fn decode(payload: &[u8]) -> Result<(u32, Nexthop), RtnlError> {
                         .collect::<Vec<_>>(),
                 );
             }
-            NHA_GROUP_TYPE => {
-                let t = parse_u16(v).map_err(|e| bad(&e.to_string()))?;
-                unsupported |= t != NEXTHOP_GRP_TYPE_MPATH;
+            NHA_GROUP_TYPE => match parse_u16(v).map_err(|e| bad(&e.to_string()))? {
+                NEXTHOP_GRP_TYPE_MPATH => {}
+                NEXTHOP_GRP_TYPE_RES => resilient = true,
+                _ => unsupported = true,
+            },
+            NHA_RES_GROUP => {
+                for inner in NlasIterator::new(v) {
+                    let inner = inner.map_err(|e| bad(&e.to_string()))?;
+                    if inner.kind() == NHA_RES_GROUP_BUCKETS {
+                        buckets = parse_u16(inner.value()).map_err(|e| bad(&e.to_string()))?;
+                    }
+                }
             }
             NHA_ENCAP_TYPE | NHA_FDB => unsupported = true,
             _ => {}
@@ -121,6 +165,12 @@ pub fn decode(payload: &[u8]) -> Result<(u32, Nexthop), RtnlError> {
     let nh = match (unsupported, blackhole, group, oif) {
         (true, ..) => Nexthop::Unsupported,
         (false, true, ..) => Nexthop::Blackhole,
+        (false, false, Some(g), _) if resilient => {
+            if buckets == 0 {
+                return Err(bad("a resilient group without NHA_RES_GROUP_BUCKETS"));
+            }
+            Nexthop::Resilient { members: g, buckets: vec![0; usize::from(buckets)] }
+        }
         (false, false, Some(g), _) => Nexthop::Group(g),
         (false, false, None, Some(ifindex)) => Nexthop::Via {
             gateway,
@@ -146,6 +196,50 @@ pub fn dump_request(seq: u32) -> Vec<u8> {
     out
 }
 
+/// Decodes the payload of an `RTM_NEWNEXTHOPBUCKET` message: the group id, the
+/// bucket's index and the member id it holds.
+pub fn decode_bucket(payload: &[u8]) -> Result<(u32, u16, u32), RtnlError> {
+    let bad = |what: &str| RtnlError::Decode(format!("nexthop bucket message: {what}"));
+    if payload.len() < NHMSG_LEN {
+        return Err(bad("shorter than struct nhmsg"));
+    }
+    let (mut group, mut index, mut member) = (None, None, None);
+    for nla in NlasIterator::new(&payload[NHMSG_LEN..]) {
+        let nla = nla.map_err(|e| bad(&e.to_string()))?;
+        match nla.kind() {
+            NHA_ID => group = Some(parse_u32(nla.value()).map_err(|e| bad(&e.to_string()))?),
+            NHA_RES_BUCKET => {
+                for inner in NlasIterator::new(nla.value()) {
+                    let inner = inner.map_err(|e| bad(&e.to_string()))?;
+                    let v = inner.value();
+                    match inner.kind() {
+                        NHA_RES_BUCKET_INDEX => {
+                            index = Some(parse_u16(v).map_err(|e| bad(&e.to_string()))?)
+                        }
+                        NHA_RES_BUCKET_NH_ID => {
+                            member = Some(parse_u32(v).map_err(|e| bad(&e.to_string()))?)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    match (group, index, member) {
+        (Some(g), Some(i), Some(m)) => Ok((g, i, m)),
+        _ => Err(bad("no NHA_ID, bucket index or member id")),
+    }
+}
+
+/// The `RTM_GETNEXTHOPBUCKET` dump request (every group's buckets) with sequence
+/// number `seq`.
+pub fn bucket_dump_request(seq: u32) -> Vec<u8> {
+    let mut out = dump_request(seq);
+    NetlinkBuffer::new(&mut out[..]).set_message_type(RTM_GETNEXTHOPBUCKET);
+    out
+}
+
 /// A route as the kernel keys it for replacement: table, prefix, metric.
 type RouteKey = (u32, IpPrefix, u32);
 
@@ -165,12 +259,72 @@ pub struct NexthopTable {
     /// The routes that name each id.
     users: HashMap<u32, HashSet<RouteKey>>,
     routes: HashMap<RouteKey, Tracked>,
+    /// A resilient group or a member of one changed: its buckets may have moved.
+    buckets_stale: bool,
+    /// The buckets last handed to the FIB, by group ([`NexthopTable::bucket_ops`]);
+    /// kept across [`NexthopTable::clear`] so that a group gone in a new dump is
+    /// taken out of the FIB.
+    published: HashMap<u32, Vec<u16>>,
 }
 
 impl NexthopTable {
     /// Forgets everything (before a full dump).
     pub fn clear(&mut self) {
-        *self = NexthopTable::default();
+        let published = std::mem::take(&mut self.published);
+        *self = NexthopTable { published, ..NexthopTable::default() };
+    }
+
+    /// Whether a resilient group exists.
+    pub fn has_resilient(&self) -> bool {
+        self.objs.values().any(|n| matches!(n, Nexthop::Resilient { .. }))
+    }
+
+    /// True once after a change that may have moved a resilient group's buckets.
+    pub fn take_buckets_stale(&mut self) -> bool {
+        std::mem::take(&mut self.buckets_stale)
+    }
+
+    /// `RTM_NEWNEXTHOPBUCKET`: bucket `index` of group `group` holds member `member`.
+    pub fn set_bucket(&mut self, group: u32, index: u16, member: u32) {
+        if let Some(Nexthop::Resilient { buckets, .. }) = self.objs.get_mut(&group) {
+            if let Some(b) = buckets.get_mut(usize::from(index)) {
+                *b = member;
+            }
+        }
+    }
+
+    /// The FIB changes that make its buckets those of the resilient groups known now:
+    /// each bucket as the index of its member among the next hops of the routes
+    /// through the group ([`NexthopTable::resolve`]'s order), `u16::MAX` for a member
+    /// not among them; an empty list for a group gone or no longer resilient.
+    pub fn bucket_ops(&mut self) -> Vec<FibOp> {
+        let mut now: HashMap<u32, Vec<u16>> = HashMap::new();
+        for (&g, nh) in &self.objs {
+            let Nexthop::Resilient { members, buckets } = nh else { continue };
+            let included: Vec<u32> = members
+                .iter()
+                .map(|&(m, _)| m)
+                .filter(|m| {
+                    !matches!(self.objs.get(m), Some(Nexthop::Via { dead: true, .. }) | None)
+                })
+                .collect();
+            let index =
+                |m: &u32| included.iter().position(|x| x == m).and_then(|i| u16::try_from(i).ok());
+            now.insert(g, buckets.iter().map(|m| index(m).unwrap_or(u16::MAX)).collect());
+        }
+        let mut ops = Vec::new();
+        for g in self.published.keys() {
+            if !now.contains_key(g) {
+                ops.push(FibOp::SetBuckets { nhid: *g, buckets: Vec::new() });
+            }
+        }
+        for (g, b) in &now {
+            if self.published.get(g) != Some(b) {
+                ops.push(FibOp::SetBuckets { nhid: *g, buckets: b.clone() });
+            }
+        }
+        self.published = now;
+        ops
     }
 
     pub fn get(&self, id: u32) -> Option<&Nexthop> {
@@ -205,7 +359,7 @@ impl NexthopTable {
         };
         match self.objs.get(&id)? {
             Nexthop::Blackhole => Some((Some(RouteType::Blackhole), Vec::new())),
-            Nexthop::Group(members) => {
+            Nexthop::Group(members) | Nexthop::Resilient { members, .. } => {
                 if let [(m, _)] = members[..] {
                     if self.objs.get(&m) == Some(&Nexthop::Blackhole) {
                         return Some((Some(RouteType::Blackhole), Vec::new()));
@@ -254,7 +408,7 @@ impl NexthopTable {
     fn affected(&self, id: u32) -> Vec<RouteKey> {
         let mut keys: Vec<RouteKey> = self.users.get(&id).into_iter().flatten().copied().collect();
         for (g, nh) in &self.objs {
-            if let Nexthop::Group(members) = nh {
+            if let Some(members) = nh.members() {
                 if members.iter().any(|&(m, _)| m == id) {
                     keys.extend(self.users.get(g).into_iter().flatten().copied());
                 }
@@ -265,12 +419,31 @@ impl NexthopTable {
 
     /// `RTM_NEWNEXTHOP`: nexthop `id` added or replaced; the changes of the routes
     /// through it.
-    pub fn set(&mut self, id: u32, nh: Nexthop) -> Vec<FibOp> {
+    pub fn set(&mut self, id: u32, mut nh: Nexthop) -> Vec<FibOp> {
+        // A replacement says nothing of the buckets: the old ones stand until the next
+        // dump, where they still fit.
+        if let Nexthop::Resilient { buckets, .. } = &mut nh {
+            if let Some(Nexthop::Resilient { buckets: old, .. }) = self.objs.get(&id) {
+                if old.len() == buckets.len() {
+                    buckets.clone_from(old);
+                }
+            }
+        }
         if self.objs.get(&id) == Some(&nh) {
             return Vec::new();
         }
+        let was_resilient = matches!(self.objs.get(&id), Some(Nexthop::Resilient { .. }));
+        self.buckets_stale |=
+            was_resilient || matches!(nh, Nexthop::Resilient { .. }) || self.in_resilient(id);
         self.objs.insert(id, nh);
         self.affected(id).into_iter().filter_map(|k| self.refresh(k)).collect()
+    }
+
+    /// Whether `id` is a member of a resilient group.
+    fn in_resilient(&self, id: u32) -> bool {
+        self.objs.values().any(|n| {
+            matches!(n, Nexthop::Resilient { members, .. } if members.iter().any(|&(m, _)| m == id))
+        })
     }
 
     /// `RTM_DELNEXTHOP`: the routes through `id` go, and `id` leaves its groups (a
@@ -282,8 +455,11 @@ impl NexthopTable {
     }
 
     fn remove_into(&mut self, id: u32, ops: &mut Vec<FibOp>) {
-        if self.objs.remove(&id).is_none() {
-            return;
+        self.buckets_stale |= self.in_resilient(id);
+        match self.objs.remove(&id) {
+            None => return,
+            Some(Nexthop::Resilient { .. }) => self.buckets_stale = true,
+            Some(_) => {}
         }
         for key in self.users.remove(&id).unwrap_or_default() {
             if self.routes.remove(&key).is_some_and(|t| t.installed) {
@@ -293,13 +469,12 @@ impl NexthopTable {
         let holders: Vec<u32> = self
             .objs
             .iter()
-            .filter_map(|(&g, nh)| match nh {
-                Nexthop::Group(m) if m.iter().any(|&(x, _)| x == id) => Some(g),
-                _ => None,
-            })
+            .filter_map(|(&g, nh)| nh.members()?.iter().any(|&(x, _)| x == id).then_some(g))
             .collect();
         for g in holders {
-            let Some(Nexthop::Group(members)) = self.objs.get_mut(&g) else { continue };
+            let Some(members) = self.objs.get_mut(&g).and_then(Nexthop::members_mut) else {
+                continue;
+            };
             members.retain(|&(x, _)| x != id);
             if members.is_empty() {
                 self.remove_into(g, ops);
@@ -381,6 +556,15 @@ mod tests {
         }
     }
 
+    /// One attribute, padded.
+    fn nla(kind: u16, v: &[u8]) -> Vec<u8> {
+        let mut m = ((4 + v.len()) as u16).to_ne_bytes().to_vec();
+        m.extend_from_slice(&kind.to_ne_bytes());
+        m.extend_from_slice(v);
+        m.resize(m.len().next_multiple_of(4), 0);
+        m
+    }
+
     /// An nhmsg with attributes, as the kernel sends it.
     fn message(family: u8, flags: u32, attrs: &[(u16, Vec<u8>)]) -> Vec<u8> {
         let mut m = vec![family, 0, 0, 0];
@@ -415,16 +599,25 @@ mod tests {
         assert_eq!(decode(&g).unwrap(), (10, Nexthop::Group(vec![(1, 1), (2, 3)])));
         let bh = message(0, 0, &[(NHA_ID, 5u32.to_ne_bytes().to_vec()), (NHA_BLACKHOLE, vec![])]);
         assert_eq!(decode(&bh).unwrap(), (5, Nexthop::Blackhole));
-        let res = message(
-            0,
-            0,
-            &[
+        let res_group = |with_buckets: bool| {
+            let mut attrs = vec![
                 (NHA_ID, 11u32.to_ne_bytes().to_vec()),
                 (NHA_GROUP, vec![1, 0, 0, 0, 0, 0, 0, 0]),
                 (NHA_GROUP_TYPE, 1u16.to_ne_bytes().to_vec()),
-            ],
+            ];
+            if with_buckets {
+                // NHA_RES_GROUP { NHA_RES_GROUP_BUCKETS: 4, NHA_RES_GROUP_IDLE_TIMER: 0 }
+                let mut nested = nla(NHA_RES_GROUP_BUCKETS, &4u16.to_ne_bytes());
+                nested.extend(nla(2, &0u32.to_ne_bytes()));
+                attrs.push((NHA_RES_GROUP, nested));
+            }
+            message(0, 0, &attrs)
+        };
+        assert_eq!(
+            decode(&res_group(true)).unwrap(),
+            (11, Nexthop::Resilient { members: vec![(1, 1)], buckets: vec![0; 4] })
         );
-        assert_eq!(decode(&res).unwrap(), (11, Nexthop::Unsupported), "a resilient group");
+        assert!(decode(&res_group(false)).is_err(), "a resilient group needs its bucket count");
         let dead = message(
             10,
             1,
@@ -515,6 +708,56 @@ mod tests {
         assert_eq!(ops.len(), 2);
         assert!(!ops.iter().any(|o| matches!(o, FibOp::Replace(r) if r.prefix == key.1)));
         assert!(t.route_del(254, v4([10, 2, 0, 0], 16), 0).is_some());
+    }
+
+    #[test]
+    fn resilient_buckets_name_members_by_their_place_among_the_next_hops() {
+        let mut t = NexthopTable::default();
+        t.set(1, via([10, 0, 0, 2], 3));
+        t.set(2, via([10, 1, 0, 2], 4));
+        t.set(3, Nexthop::Via { gateway: None, ifindex: 5, v6: false, dead: true });
+        t.take_buckets_stale();
+        let members = vec![(3, 1), (2, 1), (1, 1)];
+        t.set(10, Nexthop::Resilient { members, buckets: vec![0; 4] });
+        assert!(t.take_buckets_stale(), "a new resilient group");
+        let r = replaced(t.route_new(template(v4([192, 0, 2, 0], 24)), 10));
+        // The dead member is not among the next hops: 2 is index 0, 1 is index 1.
+        assert_eq!(r.nexthops.iter().map(|h| h.ifindex).collect::<Vec<_>>(), [4, 3]);
+        for (i, m) in [1, 2, 2, 3].into_iter().enumerate() {
+            t.set_bucket(10, i as u16, m);
+        }
+        t.set_bucket(10, 9, 1); // past the end: ignored
+        t.set_bucket(99, 0, 1); // no such group: ignored
+        assert_eq!(
+            t.bucket_ops(),
+            [FibOp::SetBuckets { nhid: 10, buckets: vec![1, 0, 0, u16::MAX] }]
+        );
+        assert!(t.bucket_ops().is_empty(), "nothing changed");
+        // Replacing the group keeps its buckets until the next dump; a member change
+        // marks them stale.
+        t.set(10, Nexthop::Resilient { members: vec![(1, 1), (2, 1)], buckets: vec![0; 4] });
+        assert!(t.take_buckets_stale());
+        assert_eq!(
+            t.bucket_ops(),
+            [FibOp::SetBuckets { nhid: 10, buckets: vec![0, 1, 1, u16::MAX] }]
+        );
+        t.set(2, via([10, 1, 0, 9], 4));
+        assert!(t.take_buckets_stale(), "a member of a resilient group changed");
+        t.take_buckets_stale();
+        t.remove(10);
+        assert!(t.take_buckets_stale(), "a resilient group deleted");
+        // Gone (here: from a new dump): the FIB forgets its buckets.
+        t.clear();
+        assert_eq!(t.bucket_ops(), [FibOp::SetBuckets { nhid: 10, buckets: vec![] }]);
+
+        let mut bucket = nla(NHA_RES_BUCKET_INDEX, &7u16.to_ne_bytes());
+        bucket.extend(nla(2, &0u64.to_ne_bytes()));
+        bucket.extend(nla(NHA_RES_BUCKET_NH_ID, &2u32.to_ne_bytes()));
+        let m = message(0, 0, &[(NHA_ID, 10u32.to_ne_bytes().to_vec()), (NHA_RES_BUCKET, bucket)]);
+        assert_eq!(decode_bucket(&m).unwrap(), (10, 7, 2));
+        assert!(decode_bucket(&message(0, 0, &[(NHA_ID, vec![1, 0, 0, 0])])).is_err());
+        let b = bucket_dump_request(3);
+        assert_eq!(NetlinkBuffer::new_checked(&b[..]).unwrap().message_type(), 118);
     }
 
     #[test]

@@ -222,3 +222,101 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     assert!(nexthops >= 5, "{nexthops} nexthop messages");
     mirror.stop().expect("the mirror ran without error");
 }
+
+/// The kernel's buckets of resilient group `id`: member ids in bucket order.
+fn kernel_buckets(ns: &NetNs, id: u32) -> Vec<u64> {
+    let out = ns.ip(&format!("-j nexthop bucket show id {id}"));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("ip -j nexthop bucket");
+    let mut b: Vec<(u64, u64)> = v
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|e| {
+            let b = &e["bucket"];
+            (b["index"].as_u64().expect("index"), b["nhid"].as_u64().expect("nhid"))
+        })
+        .collect();
+    b.sort();
+    b.into_iter().map(|(_, m)| m).collect()
+}
+
+#[test]
+fn resilient_groups_choose_by_the_kernels_buckets() {
+    let Some(ns) = NetNs::new() else { return };
+    let seeded = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "sysctl", "-qw"])
+        .arg(format!("net.ipv4.fib_multipath_hash_seed={SEED}"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !seeded {
+        eprintln!("SKIP: this kernel has no net.ipv4.fib_multipath_hash_seed");
+        return;
+    }
+    for (i, dev) in ["rs0a", "rs1a", "rs2a"].into_iter().enumerate() {
+        ns.veth(dev, &dev.replace('a', "b"));
+        ns.ip(&format!("addr add 10.{}.0.1/24 dev {dev}", i + 1));
+        ns.ip(&format!("nexthop add id {} via 10.{}.0.2 dev {dev}", i + 1, i + 1));
+    }
+    // idle_timer 0: the kernel moves buckets as soon as the group changes.
+    ns.ip("nexthop add id 20 group 1/2 type resilient buckets 32 idle_timer 0");
+    ns.ip("route add 192.0.2.0/24 nhid 20");
+    ns.ip("route add 172.16.0.0/12 nhid 20");
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.rs0a.forwarding=1"]);
+    let idx = ns.enter(|| [ifindex("rs0a"), ifindex("rs1a"), ifindex("rs2a")]);
+    let names = [(idx[0], "rs0a"), (idx[1], "rs1a"), (idx[2], "rs2a")];
+    let dsts: Vec<IpAddr> = (0..64u8)
+        .flat_map(|i| [IpAddr::from([192, 0, 2, i * 4]), IpAddr::from([172, 16, i, 1])])
+        .collect();
+
+    let (fib, reader) = FibWriter::new();
+    let mirror = ns
+        .enter(|| {
+            let sock = RtnlSocket::open().expect("rtnetlink").with_ifaces(idx.to_vec());
+            Mirror::start(sock, fib)
+        })
+        .unwrap();
+    let env = FibEnv::new(reader.clone(), Vec::new()).with_multipath_seed(SEED);
+
+    // After each change: the kernel's buckets settle, the FIB holds them, and every
+    // flow takes the kernel's member in the FIB and through bpf_fib_lookup.
+    let check = |what: &str, members: usize| {
+        let buckets = kernel_buckets(&ns, 20);
+        assert_eq!(buckets.len(), 32, "{what}");
+        let used: std::collections::HashSet<_> = buckets.iter().collect();
+        assert_eq!(used.len(), members, "{what}: the kernel spreads the buckets {buckets:?}");
+        let kernel: Vec<_> = dsts.iter().map(|&d| kernel_get(&ns, d)).collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        loop {
+            let st = reader.load();
+            if dsts.iter().zip(&kernel).all(|(&d, k)| fib_get(&st, d, &names) == *k) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: the FIB never chose as the kernel"
+            );
+            drop(st);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        for (&d, k) in dsts.iter().zip(&kernel) {
+            assert_eq!(helper_get(&env, d, &names), *k, "{what}: bpf_fib_lookup for {d}");
+        }
+        let chosen: std::collections::HashSet<_> = kernel.iter().flatten().map(|k| &k.1).collect();
+        assert_eq!(chosen.len(), members, "{what}: the flows reach every member");
+    };
+    check("the first dump", 2);
+    ns.ip("nexthop replace id 20 group 1/2/3 type resilient buckets 32 idle_timer 0");
+    check("a member added", 3);
+    ns.ip("nexthop replace id 20 group 1,3/3 type resilient buckets 32 idle_timer 0");
+    check("a member removed, weights changed", 2);
+    ns.ip("nexthop del id 1");
+    check("a member deleted", 1);
+    let st = reader.load();
+    assert!(st.res_buckets(20).is_some());
+    drop(st);
+    ns.ip("nexthop del id 20");
+    eventually(&reader, "the deleted group's buckets", |s| {
+        s.res_buckets(20).is_none() && s.lookup(table_id::MAIN, ip("192.0.2.1"), 0).is_none()
+    });
+    mirror.stop().expect("the mirror ran without error");
+}

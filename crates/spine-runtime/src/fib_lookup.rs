@@ -469,6 +469,11 @@ impl FibEnv {
 /// else the first. A member is good unless its gateway has a neighbour entry in a state
 /// that is not valid (`ipv4_good_nh`, `ipv6_good_nh`: `INCOMPLETE`, `FAILED`).
 fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usize {
+    // `nexthop_select_path_res`: the flow's bucket names the member, whatever its
+    // neighbour's state.
+    if let Some(b) = st.res_buckets(route.nhid).filter(|b| !b.is_empty()) {
+        return usize::from(b[hash as usize % b.len()]);
+    }
     let good = |nh: &spine_fib::NextHop| {
         nh.gateway.and_then(|g| st.neigh(nh.ifindex, g)).is_none_or(|n| n.state.usable())
     };
