@@ -24,9 +24,8 @@
 //!   change to a resilient group or its members and once a second while one exists,
 //!   and published as [`FibOp::SetBuckets`].
 //!
-//! Not followed: nexthops with an encapsulation (lightweight tunnels), FDB nexthops,
-//! IPv4 routes through an IPv6 gateway (RFC 5549) and weights above 256; a route
-//! through one of these is not mirrored. Routes keep their nexthop's id (`Route::nhid`) so that `bpf_fib_lookup`
+//! Not followed: nexthops with an encapsulation (lightweight tunnels), FDB nexthops
+//! and weights above 256; a route through one of these is not mirrored. Routes keep their nexthop's id (`Route::nhid`) so that `bpf_fib_lookup`
 //! chooses among a group's members as the kernel does (`nexthop_select_path`: by the
 //! hash alone, passing over a member whose gateway's neighbour entry is not valid).
 //!
@@ -350,8 +349,10 @@ impl NexthopTable {
     fn resolve(&self, id: u32, v6: bool) -> Option<(Option<RouteType>, Vec<NextHop>)> {
         let hop = |nh: &Nexthop, weight: u32| match *nh {
             // An IPv6 route cannot use an IPv4 nexthop (the kernel refuses it); an IPv4
-            // route through an IPv6 gateway is not followed.
-            Nexthop::Via { gateway, ifindex, v6: nv6, dead: false } if nv6 == v6 => {
+            // route may use an IPv6 gateway (RFC 5549).
+            Nexthop::Via { gateway, ifindex, v6: nv6, dead: false }
+                if nv6 == v6 || (nv6 && gateway.is_some()) =>
+            {
                 let weight = u16::try_from(weight).ok().filter(|w| *w <= 256)?;
                 Some(NextHop { gateway, ifindex, weight })
             }

@@ -8,6 +8,7 @@ use netlink_packet_route::neighbour::{
 };
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHopFlags,
+    RouteVia,
 };
 use netlink_packet_route::AddressFamily;
 use spine_fib::{
@@ -19,6 +20,19 @@ fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
         RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
         RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
         _ => None,
+    }
+}
+
+/// A next hop's gateway: `RTA_GATEWAY`, or `RTA_VIA` with an IPv6 address for an IPv4
+/// route (RFC 5549, `ip route add … via inet6 ADDR`). `Err` for another `RTA_VIA`.
+fn gateway(family: AddressFamily, a: &RouteAttribute) -> Result<Option<IpAddr>, ()> {
+    match a {
+        RouteAttribute::Gateway(g) => Ok(route_ip(g)),
+        RouteAttribute::Via(RouteVia::Inet6(g)) if family == AddressFamily::Inet => {
+            Ok(Some(IpAddr::V6(*g)))
+        }
+        RouteAttribute::Via(_) => Err(()),
+        _ => Ok(None),
     }
 }
 
@@ -46,7 +60,8 @@ struct Parsed<'a> {
     gateway: Option<IpAddr>,
     oif: Option<u32>,
     multipath: Option<&'a Vec<netlink_packet_route::route::RouteNextHop>>,
-    /// A next hop of another family (`RTA_VIA`).
+    /// A next hop the FIB cannot hold (an `RTA_VIA` other than an IPv6 gateway of an
+    /// IPv4 route).
     via: bool,
 }
 
@@ -65,7 +80,12 @@ fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
         match a {
             RouteAttribute::Table(t) => table = *t,
             RouteAttribute::Destination(d) => dst = Some(route_ip(d)?),
-            RouteAttribute::Gateway(g) => gateway = route_ip(g),
+            RouteAttribute::Gateway(_) | RouteAttribute::Via(_) => {
+                match self::gateway(h.address_family, a) {
+                    Ok(g) => gateway = g,
+                    Err(()) => via = true,
+                }
+            }
             RouteAttribute::Oif(i) => oif = Some(*i),
             RouteAttribute::PrefSource(a) => prefsrc = route_ip(a),
             RouteAttribute::Priority(p) => metric = *p,
@@ -80,7 +100,6 @@ fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
             }
             RouteAttribute::MultiPath(hops) => multipath = Some(hops),
             RouteAttribute::NhId(id) => nhid = Some(*id),
-            RouteAttribute::Via(_) => via = true,
             _ => {}
         }
     }
@@ -99,7 +118,7 @@ fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
 pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
     let p = parse(m)?;
     // Next hops held as nexthop objects (the kernel's compatibility mode also spells
-    // them out), and next hops of another family, are not mirrored from here.
+    // them out) are not mirrored from here, nor next hops the FIB cannot hold.
     if p.nhid.is_some() || p.via {
         return None;
     }
@@ -120,13 +139,19 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
             // and is never chosen.
             .filter(|nh| !nh.flags.contains(RouteNextHopFlags::Dead))
             .map(|nh| {
-                let gw = nh.attributes.iter().find_map(|a| match a {
-                    RouteAttribute::Gateway(g) => route_ip(g),
-                    _ => None,
-                });
-                NextHop { gateway: gw, ifindex: nh.interface_index, weight: u16::from(nh.hops) + 1 }
+                let mut gw = None;
+                for a in &nh.attributes {
+                    if let Some(g) = gateway(m.header.address_family, a).ok()? {
+                        gw = Some(g);
+                    }
+                }
+                Some(NextHop {
+                    gateway: gw,
+                    ifindex: nh.interface_index,
+                    weight: u16::from(nh.hops) + 1,
+                })
             })
-            .collect(),
+            .collect::<Option<Vec<_>>>()?,
         (true, None) => vec![NextHop { gateway: p.gateway, ifindex: p.oif?, weight: 1 }],
     };
     if kind.takes_nexthop() && nexthops.is_empty() {

@@ -31,7 +31,9 @@ fn kernel_get(ns: &NetNs, dst: IpAddr) -> Option<(Option<IpAddr>, String)> {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let words: Vec<&str> = text.split_whitespace().collect();
     let after = |k: &str| words.iter().position(|w| *w == k).map(|i| words[i + 1]);
-    Some((after("via").map(ip), after("dev")?.to_string()))
+    // `via inet6 ADDR` for an IPv4 route through an IPv6 gateway.
+    let via = after("via").map(|w| if w == "inet6" { after("inet6").unwrap() } else { w });
+    Some((via.map(ip), after("dev")?.to_string()))
 }
 
 /// What spine's FIB answers for `dst`, the next hop chosen as the kernel's `ip route
@@ -65,7 +67,12 @@ fn helper_get(
         return None;
     }
     let out = u32::from_ne_bytes(p[8..12].try_into().unwrap());
-    let via = IpAddr::from(<[u8; 4]>::try_from(&p[32..36]).unwrap());
+    // Through an IPv6 gateway the answer turns IPv6 (RFC 5549).
+    let via = if p[0] == 10 {
+        IpAddr::from(<[u8; 16]>::try_from(&p[32..48]).unwrap())
+    } else {
+        IpAddr::from(<[u8; 4]>::try_from(&p[32..36]).unwrap())
+    };
     let name = names.iter().find(|n| n.0 == out)?.1;
     Some(((via != dst).then_some(via), name.to_string()))
 }
@@ -110,6 +117,10 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     ns.ip("route add 198.51.101.0/24 nhid 1");
     ns.ip("route add 203.0.113.0/24 nhid 5");
     ns.ip("-6 route add 2001:db8:99::/48 nhid 6");
+    // IPv4 routes through an IPv6 gateway (RFC 5549): spelled out, and a nexthop object.
+    ns.ip("route add 100.64.0.0/16 via inet6 2001:db8:1::7 dev nh0a");
+    ns.ip("route add 100.65.0.0/16 nhid 6");
+    ns.ip("route add 100.66.0.0/16 nexthop via inet6 2001:db8:1::8 dev nh0a nexthop via 10.2.0.2 dev nh1a");
     let (a, b) = ns.enter(|| (ifindex("nh0a"), ifindex("nh1a")));
     let names = [(a, "nh0a"), (b, "nh1a")];
     let group: Vec<IpAddr> = (0..64u8)
@@ -135,9 +146,18 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
     let bh = st.lookup(table_id::MAIN, ip("203.0.113.1"), 0).expect("the blackhole").route;
     assert_eq!((bh.kind, bh.nexthops.len()), (RouteType::Blackhole, 0));
     assert_eq!(kernel_get(&ns, ip("203.0.113.1")), None, "the kernel forwards nothing there");
-    for d in ["198.51.100.7", "2001:db8:99::1"] {
+    for d in ["198.51.100.7", "2001:db8:99::1", "100.64.0.1", "100.65.0.1"] {
         assert_eq!(fib_get(&st, ip(d), &names), kernel_get(&ns, ip(d)), "{d}");
     }
+    assert_eq!(
+        fib_get(&st, ip("100.64.0.1"), &names),
+        Some((Some(ip("2001:db8:1::7")), "nh0a".into()))
+    );
+    assert_eq!(
+        st.lookup(table_id::MAIN, ip("100.66.0.1"), 0).map(|r| r.route.nexthops.len()),
+        Some(2),
+        "a multipath route with an IPv6 gateway"
+    );
     assert_eq!(
         fib_get(&st, ip("2001:db8:99::1"), &names),
         Some((Some(ip("2001:db8:1::2")), "nh0a".into()))
@@ -147,6 +167,11 @@ fn routes_through_nexthop_objects_follow_the_kernel() {
         group.iter().filter_map(|&d| kernel_get(&ns, d)).map(|h| h.1).collect();
     assert_eq!(chosen.len(), 2, "the kernel spreads the group over both next hops");
     same_as_kernel(&ns, &env, &names, &group);
+    let rfc5549: Vec<IpAddr> = (0..32u8)
+        .flat_map(|i| [[100, 64, i, 1], [100, 65, i, 1], [100, 66, i, 9]])
+        .map(IpAddr::from)
+        .collect();
+    same_as_kernel(&ns, &env, &names, &rfc5549);
 
     // A plain route in the place of one through nexthop 1 no longer follows it.
     ns.ip("route replace 198.51.101.0/24 via 10.1.0.9 dev nh0a");
