@@ -558,10 +558,14 @@ impl Absorb<FibOp> for FibState {
                 Ok(())
             }
             FibOp::SetRules { v6, rules } => {
-                let set = RuleSet::new(*v6, rules.clone());
+                let mut set = RuleSet::new(*v6, rules.clone());
                 if *v6 {
                     self.rules6 = set;
                 } else {
+                    // `fib_unmerge`: once custom, the tables stay apart.
+                    if !self.rules4.is_default() {
+                        set.unmerge();
+                    }
                     self.rules4 = set;
                 }
                 Ok(())

@@ -283,11 +283,19 @@ impl RuleSet {
         r
     }
 
-    /// True while the set is exactly the family's default rules: the lookup may then
-    /// take the FIB's merged fast path.
+    /// True while the set is exactly the family's default rules and the FIB never had
+    /// custom ones: the lookup may then take the FIB's merged fast path. (The kernel
+    /// unmerges IPv4's local table from main at the first custom rule and never merges
+    /// them again, so the rules are walked from then on, as here.)
     #[inline]
     pub fn is_default(&self) -> bool {
         self.default
+    }
+
+    /// Marks the set as walked even if it holds only the default rules (the FIB has
+    /// had custom ones: see [`RuleSet::is_default`]).
+    pub(crate) fn unmerge(&mut self) {
+        self.default = false;
     }
 
     pub fn rules(&self) -> &[Rule] {

@@ -226,3 +226,48 @@ fn interfaces_are_published_set_replaced_and_removed() {
     assert_eq!(g.iface(7).map(|i| i.mtu), Some(1400));
     assert!(g.iface(3).is_none());
 }
+
+/// The kernel unmerges IPv4's local table from main at the first custom rule and never
+/// merges them again: with the default rules back, the rules are still walked (local
+/// first), so a shorter local route shadows a longer main one.
+#[test]
+fn the_tables_stay_unmerged_once_custom_rules_were_set() {
+    use spine_fib::{Flow, Rule, RuleResult};
+    let (mut w, r) = FibWriter::new();
+    w.add(Route { table: table_id::LOCAL, ..route("10.0.0.0/8", 0, via("192.0.2.1", 1)) }).unwrap();
+    w.add(route("10.1.0.0/16", 0, via("192.0.2.2", 2))).unwrap();
+    let defaults = vec![
+        Rule::lookup(0, table_id::LOCAL),
+        Rule::lookup(32766, table_id::MAIN),
+        Rule::lookup(32767, table_id::DEFAULT),
+    ];
+    w.apply(FibOp::SetRules { v6: false, rules: defaults.clone() }).unwrap();
+    w.publish();
+    assert!(r.load().rules(false).is_default(), "never custom: merged");
+    let merged = r.load().lookup_default_rules(ip("10.1.2.3"), 0).unwrap().route.prefix;
+    assert_eq!(merged, p("10.1.0.0/16"), "the merged tables: the longest prefix of either");
+
+    let mut custom = defaults.clone();
+    custom.push(Rule::lookup(100, 100));
+    w.apply(FibOp::SetRules { v6: false, rules: custom }).unwrap();
+    w.apply(FibOp::SetRules { v6: false, rules: defaults }).unwrap();
+    w.publish();
+    let st = r.load();
+    assert!(!st.rules(false).is_default(), "custom once: walked for good");
+    assert_eq!(st.rules(false).rules().len(), 3);
+    let flow = Flow {
+        iif: 1,
+        oif: 0,
+        mark: 0,
+        dscp: 0,
+        proto: 0,
+        sport: 0,
+        dport: 0,
+        src: ip("0.0.0.0"),
+        dst: ip("10.1.2.3"),
+        has_saddr: true,
+    };
+    let RuleResult::Table(walked) = st.lookup_by_rules(&flow, 0) else { panic!("a route") };
+    assert_eq!(walked.route.prefix, p("10.0.0.0/8"), "local first, as the kernel unmerged");
+    assert!(st.rules(true).is_default(), "IPv6 has no merge to undo");
+}
