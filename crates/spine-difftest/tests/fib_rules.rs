@@ -63,6 +63,8 @@ const SETUP: &[&str] = &[
     "nexthop add id 12 group 4/2/1",
     "nexthop add id 17 group 9/7",
     "-6 nexthop add id 8 blackhole",
+    // A resilient group: members by the kernel's buckets.
+    "nexthop add id 20 group 1/2/3 type resilient buckets 64",
     // IPv4 tables.
     "route add 172.16.0.0/12 via 10.1.0.2",
     "route add 172.20.0.0/16 via 10.2.0.2",
@@ -72,6 +74,10 @@ const SETUP: &[&str] = &[
     "route add 198.20.0.0/16 nhid 5",
     "route add 198.21.0.0/16 nhid 11",
     "route add 198.22.0.0/16 nhid 12",
+    "route add 198.23.0.0/16 nhid 20",
+    // IPv4 through IPv6 gateways (RFC 5549): the answer turns IPv6.
+    "route add 198.24.0.0/16 via inet6 2001:db8:1::2 dev dn0",
+    "route add 198.25.0.0/16 nhid 16",
     "route add 172.30.0.0/16 via 10.2.0.2 table default",
     "route add 172.16.0.0/16 via 10.2.0.2 table 100",
     "route add blackhole 172.17.0.0/16 table 100",
@@ -186,6 +192,10 @@ fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
             [198, 21],
             [198, 22],
             [198, 22],
+            [198, 23],
+            [198, 23],
+            [198, 24],
+            [198, 25],
             [9, 9],
         ]);
         let r = rng.next() as u8;
@@ -282,7 +292,9 @@ fn rules_and_nexthop_objects_match_the_kernel() {
 
     // The groups really spread in the kernel: lookups through them left by more than
     // one interface, for each family.
-    for (family, net) in [(2u8, &[198u8, 18][..]), (10, &[0x20, 0x01, 0x0d, 0xb8, 0, 0x50][..])] {
+    for (family, net) in
+        [(2u8, &[198u8, 18][..]), (2, &[198, 23]), (10, &[0x20, 0x01, 0x0d, 0xb8, 0, 0x50][..])]
+    {
         let outs: BTreeSet<u32> = pkts
             .iter()
             .zip(&kernel)
@@ -303,6 +315,12 @@ fn rules_and_nexthop_objects_match_the_kernel() {
     assert!(through_rules(2, &|s| s[16..18] == [10, 8], 1), "the blackhole rule");
     assert!(through_rules(2, &|s| s[32..34] == [172, 21], 3), "table 200's prohibit");
     assert!(through_rules(10, &|s| s[32..38] == [0x20, 1, 0xd, 0xb8, 0, 0x11], 1), "IPv6 rule");
+    // An IPv4 lookup through an IPv6 gateway came back IPv6 (family 10 in the answer).
+    let turned = pkts
+        .iter()
+        .zip(&kernel)
+        .any(|(p, k)| p[14] == 2 && p[46..48] == [198, 24] && code_of(k) == 0 && k[14] == 10);
+    assert!(turned, "no IPv4 lookup through an IPv6 gateway succeeded");
 
     for engine in [EngineKind::Interpreter, EngineKind::Jit] {
         let codes = fibns::spine_lookups_match(&obj, engine, &env, &pkts, &kernel, in0);
