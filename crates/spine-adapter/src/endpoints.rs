@@ -169,8 +169,10 @@ impl ChannelMatch {
     }
 }
 
-/// A slot of an extension's endpoint map (`SPINE_MAP_TYPE_ENDPOINT`) that an endpoint
-/// binds to: the extension's `bpf_redirect_map(&map, index, flags)` then delivers to it.
+/// A slot of an extension's endpoint map (`SPINE_MAP_TYPE_ENDPOINT`) or XSKMAP that an
+/// endpoint binds to: the extension's `bpf_redirect_map(&map, index, flags)` then
+/// delivers to it (for an XSKMAP, as the kernel delivers to the AF_XDP socket whose fd
+/// the slot holds).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MapSlot {

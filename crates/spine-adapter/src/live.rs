@@ -198,7 +198,9 @@ pub enum LiveError {
     NotRing { ext: String, map: String },
     #[error("extension '{ext}', map '{map}': the ring is read by a [[ringbuf]] output of the configuration")]
     RingOwned { ext: String, map: String },
-    #[error("extension '{ext}', map '{map}': not an endpoint map (SPINE_MAP_TYPE_ENDPOINT)")]
+    #[error(
+        "extension '{ext}', map '{map}': not an endpoint map (SPINE_MAP_TYPE_ENDPOINT or XSKMAP)"
+    )]
     NotEndpointMap { ext: String, map: String },
     #[error("endpoint map '{map}': {why}")]
     NoEndpointMap { map: String, why: &'static str },
@@ -593,22 +595,24 @@ impl Live {
             .ok_or_else(|| LiveError::NoMap { ext: ext.to_string(), map: map.to_string() })
     }
 
-    /// The endpoint map `map` of extension `ext` or, without `ext`, of the one loaded
-    /// extension (or the extensions sharing one instance) that has an endpoint map of
-    /// that name; with the extension's name and domain.
+    /// The endpoint map (`SPINE_MAP_TYPE_ENDPOINT`, or an XSKMAP, whose slots take
+    /// endpoints as the kernel's take AF_XDP sockets) `map` of extension `ext` or,
+    /// without `ext`, of the one loaded extension (or the extensions sharing one
+    /// instance) that has one of that name; with the extension's name and domain.
     pub(crate) fn endpoint_map(
         &self,
         ext: Option<&str>,
         map: &str,
     ) -> Result<(String, Arc<Map>, Arc<Domain>), LiveError> {
-        use spine_abi::map_type::SPINE_ENDPOINT;
+        use spine_abi::map_type::{SPINE_ENDPOINT, XSKMAP};
+        let endpoints = |m: &Map| matches!(m.def().map_type, SPINE_ENDPOINT | XSKMAP);
         if let Some(ext) = ext {
             let e = self
                 .shared
                 .extension(ext)
                 .ok_or_else(|| LiveError::NoExtension { name: ext.to_string() })?;
             let m = self.map(ext, map)?;
-            if m.def().map_type != SPINE_ENDPOINT {
+            if !endpoints(&m) {
                 return Err(LiveError::NotEndpointMap { ext: ext.into(), map: map.into() });
             }
             return Ok((ext.to_string(), m, e.domain().clone()));
@@ -617,7 +621,7 @@ impl Live {
         let mut found: Option<(String, Arc<Map>, Arc<Domain>)> = None;
         for slot in &st.exts {
             let Some(l) = &slot.loaded else { continue };
-            let Some(m) = l.ext.map(map).filter(|m| m.def().map_type == SPINE_ENDPOINT) else {
+            let Some(m) = l.ext.map(map).filter(|m| endpoints(m)) else {
                 continue;
             };
             match &found {

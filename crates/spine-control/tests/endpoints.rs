@@ -634,6 +634,48 @@ fn endpoint_map_slots_steer_frames_from_any_worker() {
     endpoint_map_steers(2);
 }
 
+/// An AF_XDP program as libxdp writes it (`bpf_redirect_map(&xsks_map,
+/// ctx->rx_queue_index, XDP_PASS)`) feeds a spine endpoint bound to its receive queue's
+/// XSKMAP slot, as the kernel feeds the AF_XDP socket whose fd the slot holds: with no
+/// endpoint bound the frames pass to the host path; bound, the endpoint receives exactly
+/// them; user space may not forge an endpoint entry; once the endpoint is gone the slot
+/// is empty and frames pass again.
+#[test]
+fn an_af_xdp_program_feeds_the_endpoint_bound_to_its_xskmap_slot() {
+    let obj = fixture("xsk_default");
+    let mut rig = Rig::with_extension(1, Some(("xsk", &obj)));
+    let before: Vec<Vec<u8>> = (0..3u8).map(|i| udp(6000, &[i; 20])).collect();
+    rig.inject(&before);
+    until("frames pass while no endpoint is bound", || rig.to_host() == 3);
+
+    let mut ep = Endpoint::open(&rig.sock, &Channel::slot("wire", None, "xsks_map", 0)).unwrap();
+    rig.served(1);
+    let k = |i: u32| i.to_ne_bytes();
+    let slot = rig.live.map_lookup("xsk", "xsks_map", &k(0)).unwrap();
+    let want = (ep.id().unwrap() as u32 | spine_maps::XSK_ENDPOINT).to_ne_bytes();
+    assert_eq!(slot, want, "slot 0 holds the endpoint, marked");
+    let forged = (ep.id().unwrap() as u32 | spine_maps::XSK_ENDPOINT).to_ne_bytes();
+    let err = rig.live.map_update("xsk", "xsks_map", &k(1), &forged, 0).unwrap_err();
+    assert_eq!(err.errno(), Some(22), "no endpoint entry from user space: EINVAL ({err})");
+    let (kind, _) = refused(Endpoint::open(&rig.sock, &Channel::slot("wire", None, "xsks_map", 0)));
+    assert_eq!(kind, "slot_taken");
+
+    let frames: Vec<Vec<u8>> =
+        (0..8u8).map(|i| udp(6000 + u16::from(i), &vec![i; 10 + 60 * usize::from(i)])).collect();
+    rig.inject(&frames);
+    assert_eq!(recv_n(&mut ep, 8), frames, "the endpoint receives every frame, in order");
+    assert_eq!(rig.to_host(), 3, "none passed while bound");
+
+    drop(ep);
+    until("the endpoint reclaimed", || rig.live.endpoints().is_empty());
+    assert!(rig.live.map_lookup("xsk", "xsks_map", &k(0)).is_err(), "slot 0 emptied");
+    rig.inject(&before);
+    until("frames pass again", || rig.to_host() == 6);
+    let t = rig.finish();
+    let wire = t.port("wire").unwrap();
+    assert_eq!((wire.verdicts.redirect, wire.drops.redirect_no_target), (8, 0));
+}
+
 /// A received payload with its marking (handler and source for a message).
 type Marked = (Vec<u8>, Option<(u8, u16)>);
 

@@ -60,6 +60,7 @@ pub use map::{ArrayLayout, Map, ValueSpan};
 pub use outer::InnerRef;
 pub use perf::PerfEventArray;
 pub use ringbuf::RingBuf;
+pub use xskmap::XSK_ENDPOINT;
 
 #[cfg(test)]
 mod tests;

@@ -436,25 +436,23 @@ impl Map {
         }
     }
 
-    /// Endpoint map (`SPINE_ENDPOINT`): binds slot `index` to endpoint `id` (control
-    /// path: the adapter, when an application opens an endpoint on the slot). `Exists`
-    /// if the slot is taken, `IndexOutOfRange` past the end, `Unsupported` for any other
+    /// Endpoint map (`SPINE_ENDPOINT`) or XSKMAP: binds slot `index` to endpoint `id`
+    /// (control path: the adapter, when an application opens an endpoint on the slot;
+    /// an XSKMAP slot holds the id marked with [`crate::XSK_ENDPOINT`]). `Exists` if
+    /// the slot is taken, `IndexOutOfRange` past the end, `Unsupported` for any other
     /// map type.
     pub fn bind_endpoint(&self, index: u32, id: u32) -> Result<(), MapError> {
         match &self.inner {
-            Inner::XskMap(x) if self.def.map_type == spine_abi::map_type::SPINE_ENDPOINT => {
-                x.bind(index, id)
-            }
+            Inner::XskMap(x) => x.bind(index, id),
             _ => Err(MapError::Unsupported { map: self.name(), map_type: self.def.map_type }),
         }
     }
 
-    /// Endpoint map: empties slot `index` if it still holds endpoint `id`; whether it did.
+    /// Endpoint map or XSKMAP: empties slot `index` if it still holds endpoint `id`;
+    /// whether it did.
     pub fn unbind_endpoint(&self, index: u32, id: u32) -> bool {
         match &self.inner {
-            Inner::XskMap(x) if self.def.map_type == spine_abi::map_type::SPINE_ENDPOINT => {
-                x.unbind(index, id)
-            }
+            Inner::XskMap(x) => x.unbind(index, id),
             _ => false,
         }
     }

@@ -7,9 +7,16 @@
 //! (a missing entry gives `bpf_redirect_map` the verdict in its flags' low bits) are the
 //! kernel's.
 //!
+//! An application's **spine endpoint** takes an entry's place of the kernel's AF_XDP
+//! socket: opening an endpoint bound to slot `k` (the open request's `map`, as libxdp
+//! puts its socket's fd into `xsks_map[queue]`) stores the endpoint's id with
+//! [`XSK_ENDPOINT`] set, and a redirect into entry `k` delivers to the endpoint. So a
+//! program written for AF_XDP (`bpf_redirect_map(&xsks_map, ctx->rx_queue_index,
+//! XDP_PASS)`) feeds a spine endpoint unchanged.
+//!
 //! Differences from the kernel:
-//! - The value is an ifindex, never a socket fd (0 is refused with `EINVAL`, as an fd
-//!   that is no socket is refused).
+//! - The value is an ifindex, never a socket fd (0 and values with the endpoint bit are
+//!   refused with `EINVAL`, as an fd that is no socket is refused).
 //! - User space may read an entry back (the kernel answers `EOPNOTSUPP`).
 //! - A program's lookup returns a pointer to the 4-byte entry, read-only (the kernel's
 //!   verifier types it as `struct xdp_sock *`; programs in the wild only test it for
@@ -23,6 +30,11 @@
 //! deletes are refused as read-only, so no client can point a slot at another's endpoint.
 
 use spine_abi::update_flags::{EXIST, NOEXIST};
+
+/// The bit that marks an XSKMAP entry as an endpoint's id rather than a port's ifindex
+/// (ifindexes are positive `int`s: none has it). Only the adapter stores it
+/// ([`crate::Map::bind_endpoint`]); user space cannot.
+pub const XSK_ENDPOINT: u32 = 1 << 31;
 
 use crate::def::MapDef;
 use crate::entry_array::EntryArray;
@@ -56,28 +68,38 @@ impl XskMap {
         Ok(())
     }
 
-    /// Endpoint map: binds slot `index` to endpoint `id` (non-zero); `Exists` if the slot
-    /// holds an endpoint already, `IndexOutOfRange` past the end.
+    /// What slot `index` holds for endpoint `id`: the id in an endpoint map, the id
+    /// marked with [`XSK_ENDPOINT`] in an XSKMAP.
+    fn slot_value(&self, id: u32) -> u32 {
+        if self.endpoint {
+            id
+        } else {
+            id | XSK_ENDPOINT
+        }
+    }
+
+    /// Binds slot `index` to endpoint `id` (non-zero, below [`XSK_ENDPOINT`]); `Exists`
+    /// if the slot holds anything already, `IndexOutOfRange` past the end.
     pub(crate) fn bind(&self, index: u32, id: u32) -> Result<(), MapError> {
         let e = &self.entries;
         if index >= e.max_entries() {
             let max_entries = e.max_entries();
             return Err(MapError::IndexOutOfRange { map: e.name(), index, max_entries });
         }
-        if id == 0 || e.lookup(&index.to_ne_bytes()).is_some() {
+        if id == 0 || id & XSK_ENDPOINT != 0 || e.lookup(&index.to_ne_bytes()).is_some() {
             return Err(MapError::Exists { map: e.name() });
         }
-        e.set(index, id);
+        e.set(index, self.slot_value(id));
         Ok(())
     }
 
-    /// Endpoint map: empties slot `index` if it still holds endpoint `id`.
+    /// Empties slot `index` if it still holds endpoint `id`.
     pub(crate) fn unbind(&self, index: u32, id: u32) -> bool {
         let e = &self.entries;
         let mut v = [0u8; 4];
         if index < e.max_entries()
             && e.lookup_user(&index.to_ne_bytes(), &mut v).is_ok()
-            && u32::from_ne_bytes(v) == id
+            && u32::from_ne_bytes(v) == self.slot_value(id)
         {
             e.clear(index);
             return true;
@@ -102,7 +124,7 @@ impl XskMap {
             let max_entries = e.max_entries();
             return Err(MapError::IndexOutOfRange { map: e.name(), index: i, max_entries });
         }
-        if ifindex == 0 {
+        if ifindex == 0 || ifindex & XSK_ENDPOINT != 0 {
             return Err(MapError::InvalidFlags { map: e.name(), flags: 0 });
         }
         let present = e.lookup(key).is_some();

@@ -451,10 +451,15 @@ impl<'a> XdpEnv<'a> {
         };
         self.redirect = match map.def().map_type {
             mt::DEVMAP | mt::DEVMAP_HASH | mt::XSKMAP => {
-                // An XSKMAP entry holds the ifindex of the port bound for the socket.
+                // An XSKMAP entry holds the ifindex of the port bound for the socket, or
+                // the id of the endpoint bound to it (marked).
                 // SAFETY: devmap values are at least 4 bytes (the ifindex first), 8-aligned.
-                let ifindex = unsafe { value.as_ptr().cast::<u32>().read() };
-                Some(Redirect::Port { ifindex })
+                let v = unsafe { value.as_ptr().cast::<u32>().read() };
+                if v & spine_maps::XSK_ENDPOINT != 0 && map.def().map_type == mt::XSKMAP {
+                    Some(Redirect::Endpoint { id: v & !spine_maps::XSK_ENDPOINT })
+                } else {
+                    Some(Redirect::Port { ifindex: v })
+                }
             }
             mt::CPUMAP => Some(Redirect::Cpu { cpu: key }),
             mt::SPINE_ENDPOINT => {

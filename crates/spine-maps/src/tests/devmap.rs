@@ -324,6 +324,19 @@ fn endpoint_map_slots_are_bound_by_the_adapter_only() {
     assert_eq!(m.lookup(&k32(0), 0), None);
     m.bind_endpoint(0, 9).unwrap();
     assert!(!m.unbind_endpoint(0, 7), "a stale unbind does not empty a re-bound slot");
+    // An XSKMAP slot takes an endpoint too, marked; user space may write ifindexes
+    // but never a marked value.
     let x = map(spine_abi::map_type::XSKMAP, 4, 4, 4, 0, 1);
-    assert!(matches!(x.bind_endpoint(0, 1), Err(MapError::Unsupported { .. })));
+    x.bind_endpoint(0, 5).unwrap();
+    assert_eq!(get(&x, &k32(0)), Ok((5 | crate::XSK_ENDPOINT).to_ne_bytes().to_vec()));
+    assert!(matches!(x.bind_endpoint(0, 6), Err(MapError::Exists { .. })), "taken");
+    assert!(matches!(x.bind_endpoint(1, crate::XSK_ENDPOINT | 1), Err(MapError::Exists { .. })));
+    let marked = (crate::XSK_ENDPOINT | 6).to_ne_bytes();
+    assert_eq!(errno(x.update_user(&k32(1), &marked, 0)), -22, "a forged endpoint: EINVAL");
+    x.update_user(&k32(1), &3u32.to_ne_bytes(), 0).unwrap();
+    assert!(!x.unbind_endpoint(1, 3), "an ifindex is no endpoint");
+    assert!(x.unbind_endpoint(0, 5));
+    assert_eq!(x.lookup(&k32(0), 0), None);
+    let arr = map(spine_abi::map_type::ARRAY, 4, 4, 4, 0, 1);
+    assert!(matches!(arr.bind_endpoint(0, 1), Err(MapError::Unsupported { .. })));
 }
