@@ -24,6 +24,7 @@ pub mod counters;
 mod device;
 pub mod endpoints;
 mod fib;
+mod handlers;
 mod flow;
 mod host;
 mod hostpath;

@@ -217,6 +217,8 @@ pub(crate) struct Worker {
     pub scratch: BurstScratch,
     /// The endpoints bound to ports (channel tags), and those this worker serves.
     pub eps: crate::endpoints::WorkerEps,
+    /// This worker's runners of every loaded extension's active-message handlers.
+    pub handlers: crate::handlers::WorkerHandlers,
 }
 
 /// A port's program as this worker runs it: the slot's value at the last refresh and
@@ -312,6 +314,8 @@ impl Worker {
         }
         let wiring = &*self.wiring;
         self.eps.refresh(self.index, |p| wiring.ports[usize::from(p)].home);
+        // Every message of this round runs under this version of the handler table.
+        self.handlers.refresh(self.index);
         if !self.eps.released.is_empty() {
             self.free_released();
         }
@@ -889,35 +893,36 @@ impl Worker {
     }
 
     /// Runs handler `handler` of every extension of owned endpoint `k`'s domain that
-    /// registered it on the message of `len` bytes at the headroom of `buf` (the
-    /// endpoint's id as the source), then delivers the messages each run sent with
-    /// `spine_msg_send`; a message no handler takes is counted (`msg_unhandled`). Each
-    /// run is an invocation like a packet's: bounded by the watchdog, a fault counted
-    /// against its extension.
+    /// registered it (in this round's handler table) on the message of `len` bytes at
+    /// the headroom of `buf` (the endpoint's id as the source), then delivers the
+    /// messages each run sent with `spine_msg_send`; a message no handler takes is
+    /// counted (`msg_unhandled`). Each run is an invocation like a packet's: bounded by
+    /// the watchdog, a fault counted against its extension.
     #[inline(never)]
     fn run_handlers(&mut self, k: usize, buf: &mut Buf, handler: u8, len: usize) {
         let head = self.pool.headroom() as usize;
         let source = self.eps.owned[k].id();
+        let domain = self.eps.owned[k].domain_ix();
         let mut ran = false;
-        for r in 0..self.eps.owned[k].handlers.len() {
+        for r in 0..self.handlers.runners.len() {
+            let h = &mut self.handlers.runners[r];
             // A handler the watchdog detached runs no more (as a detached XDP program).
-            let (n, _, runner) = &self.eps.owned[k].handlers[r];
-            if *n != handler || !runner.is_attached() {
+            if h.domain != domain || h.number != handler || !h.runner.is_attached() {
                 continue;
             }
             ran = true;
             let Ok(frame) = self.pool.frame_mut(buf) else { break };
             let mut bounds = Bounds { meta: head, data: head, end: head + len };
-            let runner = &mut self.eps.owned[k].handlers[r].2;
-            let faulted = runner
+            let faulted = h
+                .runner
                 .run_message_raw(frame, self.geometry, &mut bounds, source, &mut self.host)
                 .is_err();
             if faulted {
                 continue;
             }
-            let ext = self.eps.owned[k].handlers[r].1;
-            for m in 0..self.eps.owned[k].handlers[r].2.outbox().len() {
-                let msg = self.eps.owned[k].handlers[r].2.outbox()[m];
+            let ext = h.ext;
+            for m in 0..self.handlers.runners[r].runner.outbox().len() {
+                let msg = self.handlers.runners[r].runner.outbox()[m];
                 self.deliver_message(k, ext, &msg);
             }
         }

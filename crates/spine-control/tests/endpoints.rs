@@ -744,6 +744,71 @@ fn an_xdp_program_sends_messages_to_an_endpoint_of_its_domain() {
     assert_eq!(t.port("wire").unwrap().drops.verdict, 15, "every frame became a message");
 }
 
+/// Sends one message for handler 7 on `ep` and waits until it is answered (a marked reply
+/// comes back) or counted as unhandled; returns the reply.
+fn ask(live: &Live, ep: &mut Endpoint, m: &[u8]) -> Option<Marked> {
+    let unhandled = live.endpoints()[0].counters.msg_unhandled;
+    until("room on the transmit ring", || ep.send_message(7, m));
+    let mut reply = None;
+    until("a reply or the message counted unhandled", || {
+        ep.recv_marked(1, |d, mark| reply = Some((d.to_vec(), mark)));
+        reply.is_some() || live.endpoints()[0].counters.msg_unhandled > unhandled
+    });
+    reply
+}
+
+/// Handlers follow the live extension set, not the one an endpoint opened with: an
+/// endpoint opened with no extension in its domain gets its message counted unhandled;
+/// an extension loaded afterwards through `Live` (handler 7: replies XOR 0x20) answers
+/// the next ones; a second version loaded and the first unloaded (the replacement),
+/// only the second answers (XOR 0x40, its own extension id as the source); once it is
+/// unloaded too, messages are counted unhandled and get no reply. Each step waits until
+/// every worker runs the new handler table (`Live::handlers_settled`), so every count is
+/// exact; two workers.
+#[test]
+fn handlers_loaded_replaced_and_unloaded_after_the_endpoint_opened() {
+    let v1 = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let v2 = fixture("handler_v2");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(2, None, Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    assert_eq!(ask(&rig.live, &mut ep, b"before"), None, "no handler yet");
+    let xor = |m: &[u8], x: u8| m.iter().map(|b| b ^ x).collect::<Vec<u8>>();
+    let id1 = rig.live.load("v1", &v1, None, "msgs").unwrap().id;
+    until("every worker runs v1", || rig.live.handlers_settled());
+    for m in [&b"one"[..], b"two", b"three"] {
+        assert_eq!(ask(&rig.live, &mut ep, m), Some((xor(m, 0x20), Some((7, id1)))));
+    }
+    let count = |ext: &str| {
+        let v = rig.live.map_lookup(ext, "counts", &0u32.to_ne_bytes()).unwrap();
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    assert_eq!(count("v1"), 3);
+    // The replacement: v2 loaded, then v1 unloaded.
+    let id2 = rig.live.load("v2", &v2, None, "msgs").unwrap().id;
+    rig.live.unload("v1", false).unwrap();
+    assert_ne!(id1, id2);
+    until("every worker runs v2 alone", || rig.live.handlers_settled());
+    for m in [&b"four"[..], b"five"] {
+        assert_eq!(ask(&rig.live, &mut ep, m), Some((xor(m, 0x40), Some((7, id2)))));
+    }
+    assert_eq!(count("v2"), 2);
+    rig.live.unload("v2", false).unwrap();
+    until("every worker runs no handler", || rig.live.handlers_settled());
+    assert_eq!(ask(&rig.live, &mut ep, b"after"), None, "unloaded: unhandled");
+    assert_eq!(ask(&rig.live, &mut ep, b"again"), None);
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered), (8, 3, 5));
+    assert_eq!(ep.recv(64, |_| {}), 0, "no reply to an unhandled message");
+    drop(ep);
+    rig.finish();
+}
+
 /// Active messages from the pure-Python client (`clients/python/msg_echo.py`): it opens
 /// an endpoint in the handler's domain, sends 30 messages for handler 7 and checks the
 /// 30 replies, in order and transformed; the adapter counts them.
