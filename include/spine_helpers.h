@@ -146,6 +146,21 @@ struct spine_msg_md {
 static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const void *data,
 			      __u32 len) = (void *)0x53500001;
 
+/* A handler's ctx->source for a message another extension posted: this bit, with the
+ * sending extension's id in the low 16 bits (endpoint ids never reach it). */
+#define SPINE_MSG_SOURCE_EXT 0x80000000u
+
+/* Posts an active message of len bytes (1..SPINE_MSG_MAX) at data to handler `handler`
+ * (0..255) of every extension of the sender's own domain on the same adapter (the
+ * sender's own handler included, if it registered one). Asynchronous: the message is
+ * queued and the adapter runs the handlers later, each under the watchdog, never inside
+ * this call; a full queue drops it and counts the drop (msg_post_dropped). Returns 0
+ * once queued, or -EINVAL (handler out of range), -E2BIG (too long), -ENOSPC (more than
+ * 64 messages sent and posted in one burst). Granted only by a domain that lists
+ * "spine_msg_post" in its helpers. */
+static long (*spine_msg_post)(void *ctx, __u32 handler, const void *data,
+			      __u32 len) = (void *)0x53500002;
+
 /* Endpoint applets (U-Net/SLE). A program in SEC("spine/applet/tx") runs on each frame an
  * endpoint's client transmits (doTx), one in SEC("spine/applet/rx") on each frame about
  * to be delivered to the endpoint (doRx), for every endpoint whose request names the

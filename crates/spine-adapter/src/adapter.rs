@@ -489,6 +489,7 @@ impl AdapterBuilder {
             Arc::new(Wiring { ports: infos, by_ifindex, workers: nw, rss, burst: opts.burst });
         let epoch_ns = crate::sys::monotonic_ns();
         let log = Arc::new(crate::logbuf::LogBuf::new(epoch_ns));
+        let domain_names = domains.iter().map(|d| d.name().to_string()).collect();
         let shared = Arc::new(Shared {
             log: log.clone(),
             rings: crate::ringfollow::RingFollows::default(),
@@ -513,7 +514,7 @@ impl AdapterBuilder {
             engine: opts.engine,
             seed: opts.seed,
             endpoints: crate::endpoints::Endpoints::new(ports.len()),
-            handlers: crate::handlers::Handlers::new(nw),
+            handlers: crate::handlers::Handlers::new(nw, domain_names),
         });
         // Rings: out[i][j] from worker i to worker j.
         let mut outs: Vec<Vec<Option<crate::ring::Producer<Msg>>>> =

@@ -792,12 +792,6 @@ impl Owned {
         }
     }
 
-    /// The name of its protection domain.
-    #[inline]
-    pub fn domain(&self) -> &str {
-        &self.entry.domain
-    }
-
     /// Its domain's index among the adapter's domains.
     #[inline]
     pub fn domain_ix(&self) -> u16 {
@@ -888,14 +882,7 @@ impl WorkerEps {
                         let applets = e.applets.as_ref().map(|a| a.runners(me));
                         let parked = (e.path == HostPath::HeaderCopy)
                             .then(|| Parked::new(e.layout.ring_entries));
-                        let o = Owned {
-                            entry: e.clone(),
-                            end,
-                            wake,
-                            woke: false,
-                            applets,
-                            parked,
-                        };
+                        let o = Owned { entry: e.clone(), end, wake, woke: false, applets, parked };
                         self.owned.push(o);
                     }
                 }

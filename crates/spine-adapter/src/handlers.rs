@@ -8,10 +8,14 @@
 //! next round on, for endpoints opened before it as for those opened after. On a change
 //! (cold) the worker keeps its runners of the handlers still in the table (their
 //! extension is the same `Arc`) and makes runners of the new ones.
+//!
+//! Each worker also keeps a fixed queue of messages extensions posted to their domain's
+//! handlers (`spine_msg_post`, [`PostQueue`]); the worker runs them later, never inside
+//! the sender's invocation.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use spine_runtime::{Extension, XdpRunner};
+use spine_runtime::{Extension, OutMsg, XdpRunner, MSG_MAX};
 
 use crate::slot::{Slot, SlotReader};
 
@@ -68,11 +72,17 @@ pub(crate) struct Handlers {
     pub slot: Arc<Slot<HandlerTable>>,
     /// By worker: the slot generation whose table it runs.
     seen: Arc<[AtomicU64]>,
+    /// The adapter's domains by index.
+    domains: Arc<[String]>,
 }
 
 impl Handlers {
-    pub fn new(workers: usize) -> Self {
-        Handlers { slot: Slot::new(None), seen: (0..workers).map(|_| AtomicU64::new(0)).collect() }
+    pub fn new(workers: usize, domains: Vec<String>) -> Self {
+        Handlers {
+            slot: Slot::new(None),
+            seen: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            domains: domains.into(),
+        }
     }
 
     /// Worker `me`'s view, starting on the current table.
@@ -82,6 +92,8 @@ impl Handlers {
             runners: Vec::new(),
             seen: self.seen.clone(),
             last: u64::MAX,
+            domains: self.domains.clone(),
+            posted: PostQueue::new(POST_QUEUE),
         };
         w.rebuild(me);
         w
@@ -102,6 +114,9 @@ pub(crate) struct WorkerHandlers {
     seen: Arc<[AtomicU64]>,
     /// The generation last stored into `seen`.
     last: u64,
+    domains: Arc<[String]>,
+    /// Extension → extension messages waiting for their handlers to run.
+    pub posted: PostQueue,
 }
 
 impl WorkerHandlers {
@@ -115,6 +130,12 @@ impl WorkerHandlers {
         if self.reader.seen() != self.last {
             self.acknowledge(me);
         }
+    }
+
+    /// The index of domain `name` (cold: a short walk comparing names).
+    #[cold]
+    pub fn domain_index(&self, name: &str) -> Option<u16> {
+        self.domains.iter().position(|d| d == name).map(|i| i as u16)
     }
 
     #[cold]
@@ -148,5 +169,103 @@ impl WorkerHandlers {
                 runner,
             });
         }
+    }
+}
+
+/// Messages a worker's queue of posted messages holds (about 63 KiB, allocated with the
+/// worker): four outboxes' worth, so a round of bursts that each post their fill fits.
+pub(crate) const POST_QUEUE: usize = 256;
+
+/// A message an extension posted (`spine_msg_post`), waiting for its handlers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Posted {
+    /// The sender's domain: only its extensions' handlers run.
+    pub domain: u16,
+    /// The sender's extension id.
+    pub source: u16,
+    pub handler: u8,
+    len: u8,
+    data: [u8; MSG_MAX],
+}
+
+impl Posted {
+    pub fn payload(&self) -> &[u8] {
+        &self.data[..usize::from(self.len)]
+    }
+}
+
+/// A fixed ring of posted messages: nothing allocates after [`PostQueue::new`]; a push
+/// into a full queue is refused (the caller counts the drop).
+#[derive(Debug)]
+pub(crate) struct PostQueue {
+    slots: Box<[Posted]>,
+    head: usize,
+    len: usize,
+}
+
+impl PostQueue {
+    pub fn new(capacity: usize) -> Self {
+        let empty = Posted { domain: 0, source: 0, handler: 0, len: 0, data: [0; MSG_MAX] };
+        PostQueue { slots: vec![empty; capacity.max(1)].into_boxed_slice(), head: 0, len: 0 }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Queues `msg` from extension `source` of domain `domain`; `false` when full.
+    pub fn push(&mut self, domain: u16, source: u16, msg: &OutMsg) -> bool {
+        if self.len == self.slots.len() {
+            return false;
+        }
+        let at = (self.head + self.len) % self.slots.len();
+        let p = msg.payload();
+        let slot = &mut self.slots[at];
+        slot.domain = domain;
+        slot.source = source;
+        slot.handler = msg.handler;
+        // An outbox message is at most MSG_MAX (240) bytes.
+        slot.len = p.len() as u8;
+        slot.data[..p.len()].copy_from_slice(p);
+        self.len += 1;
+        true
+    }
+
+    /// The oldest message, taken off the queue.
+    pub fn pop(&mut self) -> Option<Posted> {
+        if self.len == 0 {
+            return None;
+        }
+        let p = self.slots[self.head];
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        Some(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_post_queue_is_bounded_and_first_in_first_out() {
+        let mut q = PostQueue::new(4);
+        let msg = |b: u8| OutMsg::new(spine_runtime::Dest::Handlers, 9, &[b; 3]).unwrap();
+        for b in 0..4 {
+            assert!(q.push(1, 2, &msg(b)));
+        }
+        assert!(!q.push(1, 2, &msg(9)), "full: refused");
+        assert_eq!(q.len(), 4);
+        assert_eq!(q.pop().map(|p| p.payload().to_vec()), Some(vec![0; 3]));
+        assert!(q.push(1, 2, &msg(4)), "room again, wrapping around");
+        let got: Vec<u8> = std::iter::from_fn(|| q.pop()).map(|p| p.payload()[0]).collect();
+        assert_eq!(got, [1, 2, 3, 4]);
+        assert!(q.pop().is_none());
+        let p = {
+            q.push(5, 6, &msg(7));
+            q.pop().unwrap()
+        };
+        assert_eq!((p.domain, p.source, p.handler, p.payload()), (5, 6, 9, &[7u8; 3][..]));
     }
 }

@@ -1,16 +1,17 @@
 //! Active-message handlers (`SEC("spine/handler/N")`): loaded beside the object's XDP
 //! program with its maps, verified against `struct spine_msg_md` and the handler helper
 //! set, run on a message by `XdpRunner::run_message`; `spine_msg_send` queues replies in
-//! the runner's outbox, bounds-checked; a domain that does not grant it refuses the
-//! program at load, naming the helper.
+//! the runner's outbox, bounds-checked, and so does `spine_msg_post` (extension →
+//! extension, for the adapter to run later); a domain that does not grant them refuses
+//! the program at load, naming the helper.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use spine_runtime::{
-    load_object, Domain, DomainSpec, EngineKind, FixedHost, Frame, Geometry, LoadError,
-    LoadOptions, LoadedObject, XdpRunner, MSG_MAX,
+    load_object, Dest, Domain, DomainSpec, EngineKind, FixedHost, Frame, Geometry, LoadError,
+    LoadOptions, LoadedObject, RxInfo, XdpRunner, MSG_MAX,
 };
 
 fn compile(name: &str) -> spine_obj::Object {
@@ -48,7 +49,14 @@ fn run(r: &mut XdpRunner, payload: &[u8], source: u32) -> (u32, Vec<(u32, u8, Ve
     f.load_message(payload).unwrap();
     let mut host = FixedHost::new(1);
     let r0 = r.run_message(&mut f, source, &mut host).expect("no fault");
-    let sent = r.outbox().iter().map(|m| (m.endpoint, m.handler, m.payload().to_vec())).collect();
+    let sent = r
+        .outbox()
+        .iter()
+        .map(|m| {
+            let Dest::Endpoint(e) = m.to else { panic!("a send, not a post") };
+            (e, m.handler, m.payload().to_vec())
+        })
+        .collect();
     (r0, sent)
 }
 
@@ -93,6 +101,58 @@ fn a_domain_that_does_not_grant_spine_msg_send_refuses_the_handler() {
         assert!(err.contains("'pass'"), "{name}: names the program: {err}");
         assert!(
             err.contains("0x53500001") || err.contains("spine_msg_send"),
+            "{name}: names the helper: {err}"
+        );
+    }
+}
+
+/// `spine_msg_post` from an XDP program and from a handler queues the message in the
+/// outbox for handler 9 of the domain (`Dest::Handlers`), runs nothing itself, and
+/// answers 0; a handler number out of range gets -EINVAL and queues nothing; on both
+/// engines.
+#[test]
+fn spine_msg_post_queues_messages_for_the_domains_handlers_on_both_engines() {
+    let obj = compile("post_a");
+    for engine in [EngineKind::Interpreter, EngineKind::Jit] {
+        let loaded = load(&obj, engine, granting(&["spine_msg_post"])).unwrap();
+        let numbers: Vec<Option<u8>> = loaded.handlers.iter().map(|h| h.handler()).collect();
+        assert_eq!(numbers, [Some(8), Some(6)]);
+        let mut xdp = XdpRunner::new(loaded.programs[0].clone(), 0).unwrap();
+        let frame: Vec<u8> = (0..60u8).collect();
+        let mut f = Frame::new(Geometry::TEST_RUN);
+        f.load(&frame).unwrap();
+        let mut host = FixedHost::new(1);
+        let v = xdp.run(&mut f, RxInfo::default(), &mut host).unwrap();
+        assert_eq!(v, spine_abi::xdp_action::DROP, "{engine:?}: posted, then dropped");
+        let out: Vec<(Dest, u8, Vec<u8>)> =
+            xdp.outbox().iter().map(|m| (m.to, m.handler, m.payload().to_vec())).collect();
+        assert_eq!(out, vec![(Dest::Handlers, 9, frame[..16].to_vec())], "{engine:?}");
+        let mut fwd = XdpRunner::new(loaded.handlers[0].clone(), 0).unwrap();
+        let mut m = Frame::new(Geometry::TEST_RUN);
+        m.load_message(b"hello").unwrap();
+        assert_eq!(fwd.run_message(&mut m, 3, &mut host).unwrap(), 0);
+        let out: Vec<(Dest, u8, Vec<u8>)> =
+            fwd.outbox().iter().map(|m| (m.to, m.handler, m.payload().to_vec())).collect();
+        let mut want = b"hello".to_vec();
+        want.resize(16, 0);
+        assert_eq!(out, vec![(Dest::Handlers, 9, want)], "{engine:?}");
+        let mut bad = XdpRunner::new(loaded.handlers[1].clone(), 0).unwrap();
+        let mut m = Frame::new(Geometry::TEST_RUN);
+        m.load_message(b"x").unwrap();
+        assert_eq!(bad.run_message(&mut m, 3, &mut host).unwrap() as i32, -22);
+        assert!(bad.outbox().is_empty());
+    }
+}
+
+#[test]
+fn a_domain_that_does_not_grant_spine_msg_post_refuses_the_program() {
+    let obj = compile("post_a");
+    for domain in [granting(&["spine_msg_send"]), Domain::default_domain()] {
+        let name = domain.name().to_string();
+        let err = load(&obj, EngineKind::Jit, domain).unwrap_err().to_string();
+        assert!(err.contains("'post'"), "{name}: names the program: {err}");
+        assert!(
+            err.contains("0x53500002") || err.contains("spine_msg_post"),
             "{name}: names the helper: {err}"
         );
     }
