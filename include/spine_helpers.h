@@ -161,6 +161,22 @@ static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const vo
 static long (*spine_msg_post)(void *ctx, __u32 handler, const void *data,
 			      __u32 len) = (void *)0x53500002;
 
+/* Bulk active messages. A client may send a message that carries no payload but a
+ * reference to bulk data in its endpoint's buffer area (Endpoint::send_bulk_message:
+ * offset and length, checked by the adapter against that endpoint's area). Its handlers
+ * run with ctx->len 0 and read the data with these two helpers, which a domain grants
+ * by listing them ("spine_msg_bulk_len", "spine_msg_bulk_read"). */
+
+/* The length of the bulk data of the message being handled; 0 for a small message. */
+static __u64 (*spine_msg_bulk_len)(void *ctx) = (void *)0x53500003;
+
+/* Copies len bytes at `offset` of the bulk data into dst. Returns 0, or -EFAULT when
+ * offset + len passes the bulk data's end (or the data is no longer inside its
+ * endpoint's area: checked on every call), -EINVAL when there is no bulk data; on an
+ * error dst is zeroed. */
+static long (*spine_msg_bulk_read)(void *ctx, __u64 offset, void *dst, __u32 len) =
+	(void *)0x53500004;
+
 /* Endpoint applets (U-Net/SLE). A program in SEC("spine/applet/tx") runs on each frame an
  * endpoint's client transmits (doTx), one in SEC("spine/applet/rx") on each frame about
  * to be delivered to the endpoint (doRx), for every endpoint whose request names the

@@ -15,7 +15,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use spine_runtime::{Extension, OutMsg, XdpRunner, MSG_MAX};
+use spine_endpoint::AdapterEnd;
+use spine_runtime::fib_lookup::FibEnv;
+use spine_runtime::{Event, Extension, Host, OutMsg, XdpRunner, MSG_MAX};
 
 use crate::slot::{Slot, SlotReader};
 
@@ -241,6 +243,45 @@ impl PostQueue {
         self.head = (self.head + 1) % self.slots.len();
         self.len -= 1;
         Some(p)
+    }
+}
+
+/// The host a bulk message's handlers run with: the worker's, plus the message's bulk
+/// data (`len` bytes at offset `off` of its endpoint's buffer area). Every read checks
+/// the range against `len` and, through [`AdapterEnd::read_area`], against the area.
+pub(crate) struct BulkHost<'a> {
+    pub inner: &'a mut dyn Host,
+    pub end: &'a AdapterEnd,
+    pub off: u64,
+    pub len: u32,
+}
+
+impl Host for BulkHost<'_> {
+    fn now_ns(&mut self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        self.inner.prandom_u32()
+    }
+    fn trace(&mut self, cpu: usize, line: &[u8]) {
+        self.inner.trace(cpu, line);
+    }
+    fn event(&mut self, ev: &Event<'_>) {
+        self.inner.event(ev);
+    }
+    fn fib(&self) -> Option<&FibEnv> {
+        self.inner.fib()
+    }
+    fn bulk_len(&self) -> u64 {
+        u64::from(self.len)
+    }
+    fn bulk_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), i64> {
+        let inside = offset.checked_add(out.len() as u64).is_some_and(|e| e <= u64::from(self.len));
+        let at = self.off.checked_add(offset);
+        match at {
+            Some(at) if inside && self.end.read_area(at, out) => Ok(()),
+            _ => Err(spine_abi::errno::EFAULT),
+        }
     }
 }
 

@@ -859,7 +859,13 @@ impl Worker {
                     };
                     let taken = match taken {
                         Some(Taken::Message { handler, len }) => {
-                            self.run_handlers(k, &mut buf, handler, len);
+                            self.run_handlers(k, &mut buf, handler, len, None);
+                            let _ = self.cache.free(buf);
+                            n += 1;
+                            continue;
+                        }
+                        Some(Taken::Bulk { handler, off, len }) => {
+                            self.run_handlers(k, &mut buf, handler, 0, Some((off, len)));
                             let _ = self.cache.free(buf);
                             n += 1;
                             continue;
@@ -903,8 +909,19 @@ impl Worker {
     /// messages each run sent with `spine_msg_send`; a message no handler takes is
     /// counted (`msg_unhandled`). Each run is an invocation like a packet's: bounded by
     /// the watchdog, a fault counted against its extension.
+    ///
+    /// A bulk message (`bulk`: offset and length in the endpoint's buffer area) has no
+    /// payload; its handlers read the data with `spine_msg_bulk_read`
+    /// ([`crate::handlers::BulkHost`]).
     #[inline(never)]
-    fn run_handlers(&mut self, k: usize, buf: &mut Buf, handler: u8, len: usize) {
+    fn run_handlers(
+        &mut self,
+        k: usize,
+        buf: &mut Buf,
+        handler: u8,
+        len: usize,
+        bulk: Option<(u64, u32)>,
+    ) {
         let head = self.pool.headroom() as usize;
         let source = self.eps.owned[k].id();
         let domain = self.eps.owned[k].domain_ix();
@@ -918,11 +935,22 @@ impl Worker {
             ran = true;
             let Ok(frame) = self.pool.frame_mut(buf) else { break };
             let mut bounds = Bounds { meta: head, data: head, end: head + len };
-            let faulted = h
-                .runner
-                .run_message_raw(frame, self.geometry, &mut bounds, source, &mut self.host)
-                .is_err();
-            if faulted {
+            let result = match bulk {
+                None => h.runner.run_message_raw(
+                    frame,
+                    self.geometry,
+                    &mut bounds,
+                    source,
+                    &mut self.host,
+                ),
+                Some((off, len)) => {
+                    let end = &self.eps.owned[k].end;
+                    let mut host =
+                        crate::handlers::BulkHost { inner: &mut self.host, end, off, len };
+                    h.runner.run_message_raw(frame, self.geometry, &mut bounds, source, &mut host)
+                }
+            };
+            if result.is_err() {
                 continue;
             }
             let ext = h.ext;

@@ -934,3 +934,73 @@ fn an_extension_posts_messages_to_another_extensions_handler() {
     drop(ep);
     rig.finish();
 }
+
+/// Bulk active messages end to end: a client reserves two frames of its buffer area,
+/// writes 1,000 bytes across the frame boundary and sends a bulk message for handler 12
+/// (`bulk.c`, loaded after the endpoint opened), which reads them with
+/// `spine_msg_bulk_read` and replies with their word sum, their length and its probe
+/// reads (past the end, at the end, at a wrapping offset: -EFAULT; the first byte: 0).
+/// References outside the area (past it, straddling its end, wrapping, empty) are
+/// counted `bad_desc` and run nothing; the endpoint keeps working after them.
+#[test]
+fn bulk_messages_reference_the_endpoints_area_and_are_checked() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "bulk");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send", "spine_msg_bulk_len", "spine_msg_bulk_read"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, None, Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    rig.live.load("bulk", &obj, None, "msgs").unwrap();
+    until("every worker runs the bulk handler", || rig.live.handlers_settled());
+    let view = rig.live.endpoints()[0].clone();
+    let area = u64::from(view.frames) * u64::from(view.frame_size);
+    let at = ep.reserve_area(2).expect("two free frames");
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 31 + 7) as u8).collect();
+    let start = at + u64::from(view.frame_size) - 300;
+    assert!(ep.write_area(start, &data));
+    let ask = |ep: &mut Endpoint, off: u64, len: u32| {
+        until("room on the transmit ring", || ep.send_bulk_message(12, off, len));
+        let mut reply = None;
+        until("the handler's answer", || {
+            ep.recv_marked(1, |d, mark| reply = Some((d.to_vec(), mark)));
+            reply.is_some()
+        });
+        reply.unwrap()
+    };
+    let (answer, mark) = ask(&mut ep, start, 1000);
+    assert_eq!(mark.map(|m| m.0), Some(12));
+    let sum = data
+        .chunks(64)
+        .flat_map(|c| {
+            let mut p = [0u8; 64];
+            p[..c.len()].copy_from_slice(c);
+            (0..8).map(move |i| u64::from_ne_bytes(p[i * 8..i * 8 + 8].try_into().unwrap()))
+        })
+        .fold(0u64, u64::wrapping_add);
+    let word = |i: usize| i32::from_ne_bytes(answer[8 + i * 4..12 + i * 4].try_into().unwrap());
+    assert_eq!(u64::from_ne_bytes(answer[..8].try_into().unwrap()), sum, "the data, exactly");
+    assert_eq!([word(0), word(1), word(2), word(3), word(4)], [1000, -14, -14, -14, 0]);
+    // Hostile references: refused when taken, counted, nothing runs.
+    for (off, len) in [(area, 1u32), (area - 10, 11), (u64::MAX - 4, 10), (1 << 62, 64), (start, 0)]
+    {
+        until("room on the transmit ring", || ep.send_bulk_message(12, off, len));
+    }
+    until("the hostile references counted", || rig.live.endpoints()[0].counters.bad_desc == 5);
+    // The endpoint still works: one byte at the very end of the area.
+    assert!(ep.write_area(area - 1, &[200]));
+    let (answer, _) = ask(&mut ep, area - 1, 1);
+    assert_eq!(u64::from_ne_bytes(answer[..8].try_into().unwrap()), 200);
+    let runs = rig.live.map_lookup("bulk", "stats", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64::from_ne_bytes(runs[..8].try_into().unwrap()), 2, "only the good ones ran");
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered, c.bad_desc), (2, 0, 2, 5));
+    ep.release_area(at, 2);
+    drop(ep);
+    rig.finish();
+}

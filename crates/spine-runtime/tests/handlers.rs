@@ -157,3 +157,108 @@ fn a_domain_that_does_not_grant_spine_msg_post_refuses_the_program() {
         );
     }
 }
+
+/// A host with bulk data, checking each read as the adapter's does.
+struct BulkHost {
+    inner: FixedHost,
+    data: Vec<u8>,
+    reads: usize,
+}
+
+impl spine_runtime::Host for BulkHost {
+    /// A clock that stands still: the watchdog never cuts a run short here.
+    fn now_ns(&mut self) -> u64 {
+        0
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        self.inner.prandom_u32()
+    }
+    fn trace(&mut self, cpu: usize, line: &[u8]) {
+        self.inner.trace(cpu, line)
+    }
+    fn bulk_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+    fn bulk_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), i64> {
+        self.reads += 1;
+        let end = offset.checked_add(out.len() as u64).filter(|&e| e <= self.data.len() as u64);
+        let Some(end) = end else { return Err(spine_abi::errno::EFAULT) };
+        out.copy_from_slice(&self.data[offset as usize..end as usize]);
+        Ok(())
+    }
+}
+
+/// The answer `bulk.c` sends: the word sum, the length, and its four probe reads'
+/// results.
+fn answer(b: &[u8]) -> (u64, [i64; 5]) {
+    assert_eq!(b.len(), 32);
+    let word = |i: usize| u32::from_ne_bytes(b[8 + i * 4..12 + i * 4].try_into().unwrap());
+    let sum = u64::from_ne_bytes(b[..8].try_into().unwrap());
+    (
+        sum,
+        [0, 1, 2, 3, 4]
+            .map(|i| if i == 0 { i64::from(word(0)) } else { i64::from(word(i) as i32) }),
+    )
+}
+
+/// What `bulk.c` sums: each 64-byte chunk of `data`, zero padded, as native u64 words.
+fn word_sum(data: &[u8]) -> u64 {
+    data.chunks(64)
+        .flat_map(|c| {
+            let mut padded = [0u8; 64];
+            padded[..c.len()].copy_from_slice(c);
+            (0..8).map(move |i| u64::from_ne_bytes(padded[i * 8..i * 8 + 8].try_into().unwrap()))
+        })
+        .fold(0u64, u64::wrapping_add)
+}
+
+/// Bulk messages at the runtime: handler 12 (`bulk.c`) reads bulk data through
+/// `spine_msg_bulk_len`/`spine_msg_bulk_read` in chunks and adds it up exactly, for
+/// lengths on and off the 64-byte chunk size; its reads past the end, at the end and at
+/// a wrapping offset answer -EFAULT (the host checks each), and a message without bulk
+/// data answers -EINVAL to every read; on both engines. A domain that does not grant
+/// the helpers refuses the handler.
+#[test]
+fn bulk_reads_are_bounded_to_the_bulk_data_on_both_engines() {
+    let obj = compile("bulk");
+    let grants = ["map_lookup_elem", "spine_msg_send", "spine_msg_bulk_len", "spine_msg_bulk_read"];
+    for engine in [EngineKind::Interpreter, EngineKind::Jit] {
+        let loaded = load(&obj, engine, granting(&grants)).unwrap();
+        let mut r = XdpRunner::new(loaded.handlers[0].clone(), 0).unwrap();
+        for len in [1usize, 63, 64, 65, 300, 4096] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+            let sum = word_sum(&data);
+            let mut host = BulkHost { inner: FixedHost::new(1), data, reads: 0 };
+            let mut f = Frame::new(Geometry::TEST_RUN);
+            f.load_message(&[]).unwrap();
+            let r0 = r.run_message(&mut f, 5, &mut host).expect("no fault");
+            assert_eq!(r0, 0, "{engine:?} len {len}");
+            let sent = r
+                .outbox()
+                .iter()
+                .map(|m| {
+                    let Dest::Endpoint(e) = m.to else { panic!("a send") };
+                    (e, m.handler, m.payload().to_vec())
+                })
+                .collect::<Vec<_>>();
+            assert_eq!(sent.len(), 1, "one answer");
+            assert_eq!(sent[0].0, 5, "to the source");
+            let want = (sum, [len as i64, -14, -14, -14, 0]);
+            assert_eq!(answer(&sent[0].2), want, "{engine:?} len {len}");
+            assert_eq!(host.reads, len.div_ceil(64) + 4, "{engine:?}: every read reached the host");
+        }
+        // No bulk data: every read is -EINVAL.
+        let mut host = BulkHost { inner: FixedHost::new(1), data: Vec::new(), reads: 0 };
+        let mut f = Frame::new(Geometry::TEST_RUN);
+        f.load_message(&[]).unwrap();
+        r.run_message(&mut f, 5, &mut host).expect("no fault");
+        let m = r.outbox()[0];
+        assert_eq!(answer(m.payload()), (0, [0, -14, -14, -14, -14]), "{engine:?}: empty data");
+        let (_, sent) = run(&mut r, &[], 5);
+        assert_eq!(answer(&sent[0].2), (0, [0, -22, -22, -22, -22]), "{engine:?}: no bulk data");
+    }
+    let err = load(&obj, EngineKind::Jit, granting(&["map_lookup_elem", "spine_msg_send"]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spine_msg_bulk"), "names the helper: {err}");
+}
