@@ -146,6 +146,37 @@ struct spine_msg_md {
 static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const void *data,
 			      __u32 len) = (void *)0x53500001;
 
+/* A handler's ctx->source for a message another extension posted: this bit, with the
+ * sending extension's id in the low 16 bits (endpoint ids never reach it). */
+#define SPINE_MSG_SOURCE_EXT 0x80000000u
+
+/* Posts an active message of len bytes (1..SPINE_MSG_MAX) at data to handler `handler`
+ * (0..255) of every extension of the sender's own domain on the same adapter (the
+ * sender's own handler included, if it registered one). Asynchronous: the message is
+ * queued and the adapter runs the handlers later, each under the watchdog, never inside
+ * this call; a full queue drops it and counts the drop (msg_post_dropped). Returns 0
+ * once queued, or -EINVAL (handler out of range), -E2BIG (too long), -ENOSPC (more than
+ * 64 messages sent and posted in one burst). Granted only by a domain that lists
+ * "spine_msg_post" in its helpers. */
+static long (*spine_msg_post)(void *ctx, __u32 handler, const void *data,
+			      __u32 len) = (void *)0x53500002;
+
+/* Bulk active messages. A client may send a message that carries no payload but a
+ * reference to bulk data in its endpoint's buffer area (Endpoint::send_bulk_message:
+ * offset and length, checked by the adapter against that endpoint's area). Its handlers
+ * run with ctx->len 0 and read the data with these two helpers, which a domain grants
+ * by listing them ("spine_msg_bulk_len", "spine_msg_bulk_read"). */
+
+/* The length of the bulk data of the message being handled; 0 for a small message. */
+static __u64 (*spine_msg_bulk_len)(void *ctx) = (void *)0x53500003;
+
+/* Copies len bytes at `offset` of the bulk data into dst. Returns 0, or -EFAULT when
+ * offset + len passes the bulk data's end (or the data is no longer inside its
+ * endpoint's area: checked on every call), -EINVAL when there is no bulk data; on an
+ * error dst is zeroed. */
+static long (*spine_msg_bulk_read)(void *ctx, __u64 offset, void *dst, __u32 len) =
+	(void *)0x53500004;
+
 /* Endpoint applets (U-Net/SLE). A program in SEC("spine/applet/tx") runs on each frame an
  * endpoint's client transmits (doTx), one in SEC("spine/applet/rx") on each frame about
  * to be delivered to the endpoint (doRx), for every endpoint whose request names the

@@ -169,6 +169,16 @@ pub mod helper {
     /// `include/spine_helpers.h`): an active message to a host endpoint. Numbered far
     /// outside the kernel's `enum bpf_func_id`.
     pub const SPINE_MSG_SEND: u32 = 0x5350_0001;
+    /// spine's `spine_msg_post(ctx, handler, data, len)`: an active message to handler
+    /// `handler` of the extensions of the sender's domain on the same adapter, run
+    /// later by the adapter (queued), never inside the sender's invocation.
+    pub const SPINE_MSG_POST: u32 = 0x5350_0002;
+    /// spine's `spine_msg_bulk_len(ctx)`: the length of the bulk data of the message a
+    /// handler runs on (0 for a small message).
+    pub const SPINE_MSG_BULK_LEN: u32 = 0x5350_0003;
+    /// spine's `spine_msg_bulk_read(ctx, offset, dst, len)`: copies bulk data out of the
+    /// sending endpoint's buffer area, bounds-checked on every call.
+    pub const SPINE_MSG_BULK_READ: u32 = 0x5350_0004;
 
     /// Kernel name of a helper (`bpf_map_lookup_elem`), for messages; `None` if spine
     /// does not know it.
@@ -209,6 +219,9 @@ pub mod helper {
             MAP_LOOKUP_PERCPU_ELEM => "bpf_map_lookup_percpu_elem",
             KTIME_GET_TAI_NS => "bpf_ktime_get_tai_ns",
             SPINE_MSG_SEND => "spine_msg_send",
+            SPINE_MSG_POST => "spine_msg_post",
+            SPINE_MSG_BULK_LEN => "spine_msg_bulk_len",
+            SPINE_MSG_BULK_READ => "spine_msg_bulk_read",
             _ => return None,
         })
     }

@@ -489,6 +489,7 @@ impl AdapterBuilder {
             Arc::new(Wiring { ports: infos, by_ifindex, workers: nw, rss, burst: opts.burst });
         let epoch_ns = crate::sys::monotonic_ns();
         let log = Arc::new(crate::logbuf::LogBuf::new(epoch_ns));
+        let domain_names = domains.iter().map(|d| d.name().to_string()).collect();
         let shared = Arc::new(Shared {
             log: log.clone(),
             rings: crate::ringfollow::RingFollows::default(),
@@ -513,6 +514,7 @@ impl AdapterBuilder {
             engine: opts.engine,
             seed: opts.seed,
             endpoints: crate::endpoints::Endpoints::new(ports.len()),
+            handlers: crate::handlers::Handlers::new(nw, domain_names),
         });
         // Rings: out[i][j] from worker i to worker j.
         let mut outs: Vec<Vec<Option<crate::ring::Producer<Msg>>>> =
@@ -544,6 +546,7 @@ impl AdapterBuilder {
             let progs = slots.iter().map(|s| PortProg::new(s.reader(), index)).collect();
             let nports = devs.len();
             let eps = crate::endpoints::WorkerEps::new(shared.endpoints.slot.reader(), nports);
+            let handlers = shared.handlers.worker(index);
             let rx_ports = (0..nports as u16).filter(|&p| devs[p as usize].is_some()).collect();
             workers.push(Worker {
                 index,
@@ -568,6 +571,7 @@ impl AdapterBuilder {
                 packet_seq: 0,
                 scratch: BurstScratch::new(opts.burst),
                 eps,
+                handlers,
             });
         }
         {
@@ -581,6 +585,8 @@ impl AdapterBuilder {
                     ExtSlot { name: e.name, domain, loaded: Some(loaded) }
                 })
                 .collect();
+            // The workers pick the handlers up at their first round.
+            shared.publish_handlers(&st);
         }
         Ok(Adapter { workers, views, shared, opts, pool, epoch_ns, started: Instant::now() })
     }

@@ -271,34 +271,18 @@ impl Worker {
         }
     }
 
-    /// Delivers the active messages an applet of owned endpoint `k` sent
-    /// (`spine_msg_send`, where the domain grants it) to endpoints this worker serves in
-    /// the endpoint's domain; the others are counted undelivered.
+    /// Routes the active messages an applet of owned endpoint `k` sent
+    /// (`spine_msg_send`, `spine_msg_post`, where the domain grants them) as any
+    /// extension's, in the endpoint's domain ([`Worker::route_message`]).
     #[cold]
     fn applet_outbox(&mut self, k: usize, hook: AppletHook) {
         let sent = self.applet_runner(k, hook).map_or(0, |r| r.outbox().len());
         let Some(ext) = self.eps.owned[k].applets.as_ref().map(|a| a.ext) else { return };
+        let domain = self.eps.owned[k].domain_ix();
         for m in 0..sent {
             let msg = self.applet_runner(k, hook).and_then(|r| r.outbox().get(m).copied());
             let Some(msg) = msg else { return };
-            let target = (0..self.eps.owned.len()).find(|&t| {
-                self.eps.owned[t].id() == msg.endpoint
-                    && self.eps.owned[t].domain() == self.eps.owned[k].domain()
-            });
-            let target = target.map(|t| &mut self.eps.owned[t]);
-            let ok = match target {
-                Some(o) => {
-                    let ok = o.end.deliver_message(msg.handler, ext, msg.payload());
-                    o.woke |= ok;
-                    ok
-                }
-                None => false,
-            };
-            if ok {
-                self.counters.worker.msg_delivered += 1;
-            } else {
-                self.counters.worker.msg_undelivered += 1;
-            }
+            self.route_message(domain, ext, &msg);
         }
     }
 

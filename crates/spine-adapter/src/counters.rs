@@ -154,6 +154,19 @@ pub struct WorkerCounters {
     /// Those that named no such endpoint (or found it full): dropped.
     #[serde(default)]
     pub msg_undelivered: u64,
+    /// Extension → extension messages (`spine_msg_post`) queued on this worker.
+    #[serde(default)]
+    pub msg_posted: u64,
+    /// Posted messages dropped because the worker's queue was full (or no pool buffer
+    /// was free to run them on).
+    #[serde(default)]
+    pub msg_post_dropped: u64,
+    /// Posted messages no handler of the sender's domain took.
+    #[serde(default)]
+    pub msg_post_unhandled: u64,
+    /// Handler runs on posted messages.
+    #[serde(default)]
+    pub msg_post_runs: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.

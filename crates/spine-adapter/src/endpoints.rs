@@ -353,9 +353,10 @@ pub(crate) struct EpEntry {
     /// The endpoint map slot it is bound to: the map, the slot, and its name for views.
     slot: Option<(Arc<spine_maps::Map>, MapSlot)>,
     domain: String,
-    /// The active-message handlers of its domain's extensions when it opened, with
-    /// their extension ids.
-    handlers: Vec<(u16, Arc<spine_runtime::Extension>)>,
+    /// Its domain's index among the adapter's domains: the handlers its messages run
+    /// are those of this domain in the worker's live handler table
+    /// (`crate::handlers`).
+    domain_ix: u16,
     /// Its applets (`crate::applets`), and their counters as the owner publishes them.
     applets: Option<crate::applets::AppletSet>,
     applet_counters: crate::applets::AppletAtomics,
@@ -535,7 +536,7 @@ impl Live {
         // endpoint's domain may use.
         let egress_ok: Vec<bool> =
             self.shared.port_names.iter().map(|p| dom.may_use_port(p)).collect();
-        let handlers = self.handlers_of(&domain);
+        let domain_ix = self.shared.domain_index(&domain).unwrap_or(u16::MAX);
         let applets = match &req.applets {
             Some(name) => Some(self.endpoint_applets(name, &domain)?),
             None => None,
@@ -631,7 +632,7 @@ impl Live {
             matcher,
             slot,
             domain,
-            handlers,
+            domain_ix,
             applets,
             applet_counters: Default::default(),
             layout,
@@ -649,19 +650,6 @@ impl Live {
         eps.publish(&st);
         drop(st);
         Ok(OpenedEndpoint { view: self.endpoint_view(&entry), region, wake: wake_fd })
-    }
-
-    /// The active-message handlers of the loaded extensions of `domain`.
-    fn handlers_of(&self, domain: &str) -> Vec<(u16, Arc<spine_runtime::Extension>)> {
-        let st = self.shared.lock();
-        let mut out = Vec::new();
-        for (id, slot) in st.exts.iter().enumerate() {
-            let Some(l) = slot.loaded.as_ref().filter(|_| slot.domain == domain) else {
-                continue;
-            };
-            out.extend(l.object.handlers.iter().map(|h| (id as u16, h.clone())));
-        }
-        out
     }
 
     fn endpoint_view(&self, e: &EpEntry) -> EndpointView {
@@ -743,9 +731,6 @@ pub(crate) struct Owned {
     wake: EventFd,
     /// Something was delivered this round: signal the eventfd at its end.
     pub woke: bool,
-    /// This worker's runners of the endpoint's handlers: (handler number, extension id,
-    /// runner), made when the worker took the endpoint (cold).
-    pub handlers: Vec<(u8, u16, spine_runtime::XdpRunner)>,
     /// This worker's runners of its applets (`crate::applets`), made when it took the
     /// endpoint; `None` for an endpoint without applets.
     pub applets: Option<Box<crate::applets::OwnedApplets>>,
@@ -809,10 +794,10 @@ impl Owned {
         }
     }
 
-    /// The name of its protection domain.
+    /// Its domain's index among the adapter's domains.
     #[inline]
-    pub fn domain(&self) -> &str {
-        &self.entry.domain
+    pub fn domain_ix(&self) -> u16 {
+        self.entry.domain_ix
     }
 }
 
@@ -896,27 +881,10 @@ impl WorkerEps {
                 Ok(mut cell) => {
                     if let Some((end, wake)) = cell.take() {
                         e.served.store(true, Ordering::Relaxed);
-                        let handlers = e
-                            .handlers
-                            .iter()
-                            .filter_map(|(id, h)| {
-                                let n = h.handler()?;
-                                let r = spine_runtime::XdpRunner::new(h.clone(), me).ok()?;
-                                Some((n, *id, r))
-                            })
-                            .collect();
                         let applets = e.applets.as_ref().map(|a| a.runners(me));
                         let parked = (e.path == HostPath::HeaderCopy)
                             .then(|| Parked::new(e.layout.ring_entries));
-                        let o = Owned {
-                            entry: e.clone(),
-                            end,
-                            wake,
-                            woke: false,
-                            handlers,
-                            applets,
-                            parked,
-                        };
+                        let o = Owned { entry: e.clone(), end, wake, woke: false, applets, parked };
                         self.owned.push(o);
                     }
                 }

@@ -25,6 +25,7 @@ mod device;
 pub mod endpoints;
 mod fib;
 mod flow;
+mod handlers;
 mod host;
 mod hostpath;
 pub mod live;

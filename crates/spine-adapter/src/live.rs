@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     pub seed: u64,
     /// The endpoints handed out, and their table as the workers see it.
     pub endpoints: crate::endpoints::Endpoints,
+    /// Every loaded extension's active-message handlers, as the workers see them.
+    pub handlers: crate::handlers::Handlers,
 }
 
 impl Shared {
@@ -116,6 +118,22 @@ impl Shared {
         let mut keep = loaded.into_iter();
         t.extensions.retain(|_| keep.next().unwrap_or(false));
         t
+    }
+
+    /// The index of domain `name` among the adapter's domains.
+    pub fn domain_index(&self, name: &str) -> Option<u16> {
+        self.domains.iter().position(|d| d.name() == name).map(|i| i as u16)
+    }
+
+    /// Publishes the handlers of the loaded extensions of `st` (call under the state
+    /// lock, after every load and unload, so that publishes follow the table's order).
+    pub fn publish_handlers(&self, st: &State) {
+        let exts = st.exts.iter().enumerate().filter_map(|(id, e)| {
+            let l = e.loaded.as_ref()?;
+            let domain = self.domain_index(&e.domain)?;
+            Some((id as u16, domain, &l.object.handlers[..]))
+        });
+        crate::handlers::publish(&self.handlers.slot, exts);
     }
 
     /// The loaded extension called `name`.
@@ -489,6 +507,7 @@ impl Live {
             domain: domain.to_string(),
             loaded: Some(Loaded { ext, object, base_refs }),
         });
+        self.shared.publish_handlers(&st);
         drop(st);
         let view = self.extensions().into_iter().find(|e| e.name == name);
         Ok(view.expect("just loaded"))
@@ -545,8 +564,16 @@ impl Live {
         Ok(st.exts[usize::from(e)].name.clone())
     }
 
+    /// Whether every worker dispatches active messages under the handlers of the last
+    /// load or unload (each picks them up at its next round; a message it takes before
+    /// then still sees the handlers it had).
+    pub fn handlers_settled(&self) -> bool {
+        self.shared.handlers.settled()
+    }
+
     /// Unloads extension `name`: refused while it is attached, unless `force`, which
-    /// detaches it from every port first.
+    /// detaches it from every port first. Its active-message handlers take no message
+    /// from each worker's next round on ([`Live::handlers_settled`]).
     pub fn unload(&self, name: &str, force: bool) -> Result<(), LiveError> {
         let mut st = self.shared.lock();
         let id = find_ext(&st, name)?;
@@ -564,6 +591,8 @@ impl Live {
         if let Some(l) = st.exts[id].loaded.take() {
             st.retired.push(l);
         }
+        // Its handlers take no message from the workers' next round on.
+        self.shared.publish_handlers(&st);
         drop(st);
         self.reap();
         Ok(())

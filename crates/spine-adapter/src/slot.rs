@@ -85,6 +85,12 @@ impl<T> SlotReader<T> {
         false
     }
 
+    /// The generation of the value it holds (the slot's at its last pick-up).
+    #[inline]
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
     /// The value of the last refresh, without looking for a new one.
     #[inline]
     pub fn current(&self) -> Option<&Arc<T>> {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use spine_abi::xdp_action as act;
 use spine_endpoint::Taken;
 use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache, PoolError};
-use spine_runtime::{Bounds, Geometry, Redirect, RxInfo, Verdict, XdpRunner};
+use spine_runtime::{Bounds, Dest, Geometry, Redirect, RxInfo, Verdict, XdpRunner};
 
 use crate::counters::{Counters, Drops};
 use crate::device::Device;
@@ -217,6 +217,8 @@ pub(crate) struct Worker {
     pub scratch: BurstScratch,
     /// The endpoints bound to ports (channel tags), and those this worker serves.
     pub eps: crate::endpoints::WorkerEps,
+    /// This worker's runners of every loaded extension's active-message handlers.
+    pub handlers: crate::handlers::WorkerHandlers,
 }
 
 /// A port's program as this worker runs it: the slot's value at the last refresh and
@@ -312,6 +314,8 @@ impl Worker {
         }
         let wiring = &*self.wiring;
         self.eps.refresh(self.index, |p| wiring.ports[usize::from(p)].home);
+        // Every message of this round runs under this version of the handler table.
+        self.handlers.refresh(self.index);
         if !self.eps.released.is_empty() {
             self.free_released();
         }
@@ -331,6 +335,11 @@ impl Worker {
         }
         if !self.eps.owned.is_empty() {
             work += self.serve_endpoints(rx);
+        }
+        // Extension → extension messages posted before now (not while stopping: a
+        // chain of posts must not keep a stopping worker busy).
+        if rx && self.handlers.posted.len() > 0 {
+            work += self.run_posted();
         }
         self.counters.worker.rounds += 1;
         if work == 0 {
@@ -850,7 +859,13 @@ impl Worker {
                     };
                     let taken = match taken {
                         Some(Taken::Message { handler, len }) => {
-                            self.run_handlers(k, &mut buf, handler, len);
+                            self.run_handlers(k, &mut buf, handler, len, None);
+                            let _ = self.cache.free(buf);
+                            n += 1;
+                            continue;
+                        }
+                        Some(Taken::Bulk { handler, off, len }) => {
+                            self.run_handlers(k, &mut buf, handler, 0, Some((off, len)));
                             let _ = self.cache.free(buf);
                             n += 1;
                             continue;
@@ -889,35 +904,58 @@ impl Worker {
     }
 
     /// Runs handler `handler` of every extension of owned endpoint `k`'s domain that
-    /// registered it on the message of `len` bytes at the headroom of `buf` (the
-    /// endpoint's id as the source), then delivers the messages each run sent with
-    /// `spine_msg_send`; a message no handler takes is counted (`msg_unhandled`). Each
-    /// run is an invocation like a packet's: bounded by the watchdog, a fault counted
-    /// against its extension.
+    /// registered it (in this round's handler table) on the message of `len` bytes at
+    /// the headroom of `buf` (the endpoint's id as the source), then delivers the
+    /// messages each run sent with `spine_msg_send`; a message no handler takes is
+    /// counted (`msg_unhandled`). Each run is an invocation like a packet's: bounded by
+    /// the watchdog, a fault counted against its extension.
+    ///
+    /// A bulk message (`bulk`: offset and length in the endpoint's buffer area) has no
+    /// payload; its handlers read the data with `spine_msg_bulk_read`
+    /// ([`crate::handlers::BulkHost`]).
     #[inline(never)]
-    fn run_handlers(&mut self, k: usize, buf: &mut Buf, handler: u8, len: usize) {
+    fn run_handlers(
+        &mut self,
+        k: usize,
+        buf: &mut Buf,
+        handler: u8,
+        len: usize,
+        bulk: Option<(u64, u32)>,
+    ) {
         let head = self.pool.headroom() as usize;
         let source = self.eps.owned[k].id();
+        let domain = self.eps.owned[k].domain_ix();
         let mut ran = false;
-        for r in 0..self.eps.owned[k].handlers.len() {
+        for r in 0..self.handlers.runners.len() {
+            let h = &mut self.handlers.runners[r];
             // A handler the watchdog detached runs no more (as a detached XDP program).
-            let (n, _, runner) = &self.eps.owned[k].handlers[r];
-            if *n != handler || !runner.is_attached() {
+            if h.domain != domain || h.number != handler || !h.runner.is_attached() {
                 continue;
             }
             ran = true;
             let Ok(frame) = self.pool.frame_mut(buf) else { break };
             let mut bounds = Bounds { meta: head, data: head, end: head + len };
-            let runner = &mut self.eps.owned[k].handlers[r].2;
-            let faulted = runner
-                .run_message_raw(frame, self.geometry, &mut bounds, source, &mut self.host)
-                .is_err();
-            if faulted {
+            let result = match bulk {
+                None => h.runner.run_message_raw(
+                    frame,
+                    self.geometry,
+                    &mut bounds,
+                    source,
+                    &mut self.host,
+                ),
+                Some((off, len)) => {
+                    let end = &self.eps.owned[k].end;
+                    let mut host =
+                        crate::handlers::BulkHost { inner: &mut self.host, end, off, len };
+                    h.runner.run_message_raw(frame, self.geometry, &mut bounds, source, &mut host)
+                }
+            };
+            if result.is_err() {
                 continue;
             }
-            let ext = self.eps.owned[k].handlers[r].1;
-            for m in 0..self.eps.owned[k].handlers[r].2.outbox().len() {
-                let msg = self.eps.owned[k].handlers[r].2.outbox()[m];
+            let ext = h.ext;
+            for m in 0..self.handlers.runners[r].runner.outbox().len() {
+                let msg = self.handlers.runners[r].runner.outbox()[m];
                 self.deliver_message(k, ext, &msg);
             }
         }
@@ -940,39 +978,123 @@ impl Worker {
 
     #[cold]
     fn drain_outbox_cold(&mut self, pi: usize, e: usize, sent: usize) {
+        let Some(domain) = self.progs[pi]
+            .runner
+            .as_ref()
+            .and_then(|r| self.handlers.domain_index(r.extension().domain().name()))
+        else {
+            return;
+        };
         for m in 0..sent {
-            let Some(r) = self.progs[pi].runner.as_ref() else { return };
-            let msg = r.outbox()[m];
-            let domain = r.extension().domain().clone();
-            let target = self
-                .eps
-                .owned
-                .iter_mut()
-                .find(|o| o.id() == msg.endpoint && o.domain() == domain.name());
-            let delivered = match target {
-                Some(o) => {
-                    let ok = o.end.deliver_message(msg.handler, e as u16, msg.payload());
-                    o.woke |= ok;
-                    ok
-                }
-                None => false,
+            let Some(msg) = self.progs[pi].runner.as_ref().and_then(|r| r.outbox().get(m).copied())
+            else {
+                return;
             };
-            if delivered {
-                self.counters.worker.msg_delivered += 1;
-            } else {
-                self.counters.worker.msg_undelivered += 1;
-            }
+            self.route_message(domain, e as u16, &msg);
         }
     }
 
-    /// Delivers a message extension `ext` (of owned endpoint `k`'s domain) sent, to the
-    /// endpoint it names if this worker serves it and it is of the same domain; else it
-    /// is dropped and counted against endpoint `k` as unhandled.
+    /// Where a message extension `ext` of domain `domain` sent (from an XDP program, an
+    /// applet or a handler run on a posted message) goes: to the endpoint it names if
+    /// this worker serves it in the same domain (`msg_delivered`, else
+    /// `msg_undelivered`), or, posted, into this worker's queue for the domain's handlers
+    /// ([`Worker::post`]).
+    pub(crate) fn route_message(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
+        let id = match msg.to {
+            Dest::Endpoint(id) => id,
+            Dest::Handlers => return self.post(domain, ext, msg),
+        };
+        let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
+        let delivered = match target {
+            Some(o) => {
+                let ok = o.end.deliver_message(msg.handler, ext, msg.payload());
+                o.woke |= ok;
+                ok
+            }
+            None => false,
+        };
+        if delivered {
+            self.counters.worker.msg_delivered += 1;
+        } else {
+            self.counters.worker.msg_undelivered += 1;
+        }
+    }
+
+    /// Queues a message extension `ext` of domain `domain` posted (`spine_msg_post`)
+    /// for the domain's handlers, run by [`Worker::run_posted`] in a later round:
+    /// `msg_posted`, or `msg_post_dropped` when the queue is full.
+    fn post(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
+        if self.handlers.posted.push(domain, ext, msg) {
+            self.counters.worker.msg_posted += 1;
+        } else {
+            self.counters.worker.msg_post_dropped += 1;
+        }
+    }
+
+    /// Runs the messages posted before this call (those the runs post wait for the
+    /// next round, so a handler posting to itself cannot hold the worker): each runs
+    /// handler N of every extension of its sender's domain that registered it, in this
+    /// round's handler table, on the message copied into a pool buffer (afresh for each
+    /// handler), with `SOURCE_EXTENSION | sender` as the source; each run is an
+    /// invocation bounded by the watchdog, and what it sends is routed as any
+    /// extension's ([`Worker::route_message`]). A message no handler takes is counted
+    /// (`msg_post_unhandled`).
+    #[inline(never)]
+    fn run_posted(&mut self) -> usize {
+        let n = self.handlers.posted.len();
+        let head = self.pool.headroom() as usize;
+        for _ in 0..n {
+            let Some(p) = self.handlers.posted.pop() else { break };
+            let Some(mut buf) = self.cache.alloc() else {
+                self.counters.worker.msg_post_dropped += 1;
+                continue;
+            };
+            let payload = p.payload();
+            let source = spine_runtime::SOURCE_EXTENSION | u32::from(p.source);
+            let mut ran = false;
+            for r in 0..self.handlers.runners.len() {
+                let h = &mut self.handlers.runners[r];
+                if h.domain != p.domain || h.number != p.handler || !h.runner.is_attached() {
+                    continue;
+                }
+                ran = true;
+                let Ok(frame) = self.pool.frame_mut(&mut buf) else { break };
+                let Some(room) = frame.get_mut(head..head + payload.len()) else { break };
+                room.copy_from_slice(payload);
+                let mut bounds = Bounds { meta: head, data: head, end: head + payload.len() };
+                self.counters.worker.msg_post_runs += 1;
+                let faulted = h
+                    .runner
+                    .run_message_raw(frame, self.geometry, &mut bounds, source, &mut self.host)
+                    .is_err();
+                if faulted {
+                    continue;
+                }
+                let ext = h.ext;
+                for m in 0..self.handlers.runners[r].runner.outbox().len() {
+                    let msg = self.handlers.runners[r].runner.outbox()[m];
+                    self.route_message(p.domain, ext, &msg);
+                }
+            }
+            if !ran {
+                self.counters.worker.msg_post_unhandled += 1;
+            }
+            let _ = self.cache.free(buf);
+        }
+        n
+    }
+
+    /// Delivers a message extension `ext` (of owned endpoint `k`'s domain) sent from a
+    /// handler the endpoint's message ran: to the endpoint it names if this worker
+    /// serves it and it is of the same domain, else dropped and counted against
+    /// endpoint `k` as unhandled; a posted one goes to the domain's queue
+    /// ([`Worker::post`]).
     fn deliver_message(&mut self, k: usize, ext: u16, msg: &spine_runtime::OutMsg) {
-        let domain_ok = |o: &crate::endpoints::Owned, d: &str| o.domain() == d;
-        let found = self.eps.owned.iter().position(|o| o.id() == msg.endpoint);
+        let domain = self.eps.owned[k].domain_ix();
+        let Dest::Endpoint(id) = msg.to else { return self.post(domain, ext, msg) };
+        let found = self.eps.owned.iter().position(|o| o.id() == id);
         match found {
-            Some(t) if domain_ok(&self.eps.owned[t], self.eps.owned[k].domain()) => {
+            Some(t) if self.eps.owned[t].domain_ix() == domain => {
                 let o = &mut self.eps.owned[t];
                 if o.end.deliver_message(msg.handler, ext, msg.payload()) {
                     o.woke = true;

@@ -441,6 +441,32 @@ impl Endpoint {
         self.end.send_message(handler, data)
     }
 
+    /// Reserves `frames` consecutive frames of the endpoint's buffer area for bulk data
+    /// (taken out of the frames the library sends and receives with); returns the area
+    /// offset of the first, or `None` when no such run is free.
+    pub fn reserve_area(&mut self, frames: u32) -> Option<u64> {
+        self.end.reserve_area(frames)
+    }
+
+    /// Gives frames reserved with [`reserve_area`](Self::reserve_area) back.
+    pub fn release_area(&mut self, addr: u64, frames: u32) {
+        self.end.release_area(addr, frames)
+    }
+
+    /// Writes `data` at offset `off` of the buffer area; false when it does not fit.
+    pub fn write_area(&mut self, off: u64, data: &[u8]) -> bool {
+        self.end.write_area(off, data)
+    }
+
+    /// Sends a bulk active message for handler `handler`: a reference to `len` bytes
+    /// at offset `off` of the buffer area, which the handler reads with
+    /// `spine_msg_bulk_read` while it runs (keep them unchanged until the handler has
+    /// answered). The adapter checks the reference (a bad one is counted `bad_desc`);
+    /// false when the ring is full.
+    pub fn send_bulk_message(&mut self, handler: u8, off: u64, len: u32) -> bool {
+        self.end.send_bulk(handler, off, len)
+    }
+
     /// As [`recv`](Self::recv), with each entry's marking: `Some((handler, source))` for
     /// an active message an extension sent (source: its extension id), `None` for a
     /// frame.

@@ -786,6 +786,71 @@ fn an_xdp_program_sends_messages_to_an_endpoint_of_its_domain() {
     assert_eq!(t.port("wire").unwrap().drops.verdict, 15, "every frame became a message");
 }
 
+/// Sends one message for handler 7 on `ep` and waits until it is answered (a marked reply
+/// comes back) or counted as unhandled; returns the reply.
+fn ask(live: &Live, ep: &mut Endpoint, m: &[u8]) -> Option<Marked> {
+    let unhandled = live.endpoints()[0].counters.msg_unhandled;
+    until("room on the transmit ring", || ep.send_message(7, m));
+    let mut reply = None;
+    until("a reply or the message counted unhandled", || {
+        ep.recv_marked(1, |d, mark| reply = Some((d.to_vec(), mark)));
+        reply.is_some() || live.endpoints()[0].counters.msg_unhandled > unhandled
+    });
+    reply
+}
+
+/// Handlers follow the live extension set, not the one an endpoint opened with: an
+/// endpoint opened with no extension in its domain gets its message counted unhandled;
+/// an extension loaded afterwards through `Live` (handler 7: replies XOR 0x20) answers
+/// the next ones; a second version loaded and the first unloaded (the replacement),
+/// only the second answers (XOR 0x40, its own extension id as the source); once it is
+/// unloaded too, messages are counted unhandled and get no reply. Each step waits until
+/// every worker runs the new handler table (`Live::handlers_settled`), so every count is
+/// exact; two workers.
+#[test]
+fn handlers_loaded_replaced_and_unloaded_after_the_endpoint_opened() {
+    let v1 = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let v2 = fixture("handler_v2");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(2, None, Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    assert_eq!(ask(&rig.live, &mut ep, b"before"), None, "no handler yet");
+    let xor = |m: &[u8], x: u8| m.iter().map(|b| b ^ x).collect::<Vec<u8>>();
+    let id1 = rig.live.load("v1", &v1, None, "msgs").unwrap().id;
+    until("every worker runs v1", || rig.live.handlers_settled());
+    for m in [&b"one"[..], b"two", b"three"] {
+        assert_eq!(ask(&rig.live, &mut ep, m), Some((xor(m, 0x20), Some((7, id1)))));
+    }
+    let count = |ext: &str| {
+        let v = rig.live.map_lookup(ext, "counts", &0u32.to_ne_bytes()).unwrap();
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    assert_eq!(count("v1"), 3);
+    // The replacement: v2 loaded, then v1 unloaded.
+    let id2 = rig.live.load("v2", &v2, None, "msgs").unwrap().id;
+    rig.live.unload("v1", false).unwrap();
+    assert_ne!(id1, id2);
+    until("every worker runs v2 alone", || rig.live.handlers_settled());
+    for m in [&b"four"[..], b"five"] {
+        assert_eq!(ask(&rig.live, &mut ep, m), Some((xor(m, 0x40), Some((7, id2)))));
+    }
+    assert_eq!(count("v2"), 2);
+    rig.live.unload("v2", false).unwrap();
+    until("every worker runs no handler", || rig.live.handlers_settled());
+    assert_eq!(ask(&rig.live, &mut ep, b"after"), None, "unloaded: unhandled");
+    assert_eq!(ask(&rig.live, &mut ep, b"again"), None);
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered), (8, 3, 5));
+    assert_eq!(ep.recv(64, |_| {}), 0, "no reply to an unhandled message");
+    drop(ep);
+    rig.finish();
+}
+
 /// Active messages from the pure-Python client (`clients/python/msg_echo.py`): it opens
 /// an endpoint in the handler's domain, sends 30 messages for handler 7 and checks the
 /// 30 replies, in order and transformed; the adapter counts them.
@@ -824,5 +889,160 @@ fn message_app(mut app: Command, who: &str) {
     assert!(stdout.contains("replies 30"), "{stdout}");
     let count = rig.live.map_lookup("echo", "counts", &0u32.to_ne_bytes()).unwrap();
     assert_eq!(u64::from_ne_bytes(count[..8].try_into().unwrap()), 30);
+    rig.finish();
+}
+
+/// `stats` of extension `ext` (u64 slots `0..n`).
+fn stats(live: &Live, ext: &str, n: u32) -> Vec<u64> {
+    (0..n)
+        .map(|k| {
+            let v = live.map_lookup(ext, "stats", &k.to_ne_bytes()).unwrap();
+            u64::from_ne_bytes(v[..8].try_into().unwrap())
+        })
+        .collect()
+}
+
+/// Extension → extension messages on one adapter (`spine_msg_post`): extension A
+/// (`post_a.c`, attached to `wire`) turns each of 40 frames into a message for handler 9
+/// of its domain carrying the frame's first 16 bytes; extension B (`post_b.c`, loaded
+/// into the same domain afterwards) counts them in its map: exactly 40, 640 bytes, the
+/// first bytes summed, and A's id (with `SPINE_MSG_SOURCE_EXT`) as the source; the same
+/// object loaded into another domain never runs. A handler reached from an endpoint
+/// posts too (A's handler 8 forwards to 9), a chain of 50 posts (`post_chain.c`,
+/// handler 10 posting to itself) runs exactly 51 times, one hop per queued message, and
+/// a fan-out of 64 posts per message (handler 11, 8 messages) is fully accounted: every
+/// post either ran handler 9 once or was counted dropped. The worker's counters agree
+/// throughout; the pool is whole at the end.
+#[test]
+fn an_extension_posts_messages_to_another_extensions_handler() {
+    let dir = "../spine-runtime/tests/fixtures";
+    let (a, b, chain) =
+        (fixture_in(dir, "post_a"), fixture_in(dir, "post_b"), fixture_in(dir, "post_chain"));
+    let names: Vec<String> = ["map_lookup_elem", "spine_msg_post", "spine_msg_send"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let mut rig = Rig::build(1, Some(("a", &a)), Some(domain));
+    let a_id = rig.live.extensions().iter().find(|e| e.name == "a").unwrap().id;
+    rig.live.load("b", &b, None, "msgs").unwrap();
+    rig.live.load("b_elsewhere", &b, None, "default").unwrap();
+    let refused = rig.live.load("a_elsewhere", &a, None, "default").unwrap_err().to_string();
+    assert!(refused.contains("spine_msg_post"), "the default domain does not grant it: {refused}");
+    until("every worker runs b's handler", || rig.live.handlers_settled());
+    let frames: Vec<Vec<u8>> = (0..40u8).map(|i| udp(6000 + u16::from(i), &[i; 40])).collect();
+    rig.inject(&frames);
+    until("b counted 40 messages", || stats(&rig.live, "b", 1)[0] >= 40);
+    let first_bytes: u64 = frames.iter().map(|f| u64::from(f[0])).sum();
+    let source = u64::from(spine_runtime::SOURCE_EXTENSION | u32::from(a_id));
+    assert_eq!(stats(&rig.live, "b", 4), [40, 40 * 16, first_bytes, source]);
+    assert_eq!(stats(&rig.live, "b_elsewhere", 1), [0], "another domain's handler 9");
+    // Worker counters are published a little after the runs.
+    let posts = |live: &Live| {
+        let w = live.totals().workers[0];
+        (w.msg_posted, w.msg_post_runs, w.msg_post_dropped, w.msg_post_unhandled)
+    };
+    until("the worker's counters", || posts(&rig.live).0 >= 40);
+    assert_eq!(posts(&rig.live), (40, 40, 0, 0));
+    // From a handler an endpoint's message ran: A's handler 8 forwards to handler 9.
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    until("room on the transmit ring", || ep.send_message(8, b"from the host"));
+    until("b counted the forwarded message", || stats(&rig.live, "b", 1)[0] >= 41);
+    // A chain: handler 10 posts to itself until the hop count is 0.
+    rig.live.load("chain", &chain, None, "msgs").unwrap();
+    until("every worker runs the chain", || rig.live.handlers_settled());
+    until("room on the transmit ring", || ep.send_message(10, &[50]));
+    until("the chain ran to its end", || stats(&rig.live, "chain", 1)[0] >= 51);
+    until("the worker's counters", || posts(&rig.live).1 >= 41 + 50);
+    assert_eq!(posts(&rig.live), (41 + 50, 41 + 50, 0, 0));
+    // A fan-out: 8 messages for handler 11, each posting 64 messages to handler 9.
+    for _ in 0..8 {
+        until("room on the transmit ring", || ep.send_message(11, &[0]));
+    }
+    until("every post ran or was dropped", || {
+        let (posted, runs, dropped, _) = posts(&rig.live);
+        posted + dropped == 41 + 50 + 8 * 64 && runs == posted
+    });
+    let (posted, _, _, unhandled) = posts(&rig.live);
+    let fanned = posted - 41 - 50;
+    assert_eq!(stats(&rig.live, "b", 1)[0], 41 + fanned, "handler 9 ran once per queued post");
+    assert_eq!(stats(&rig.live, "chain", 2), [51, 8 * 64], "the helper queued every post");
+    assert_eq!(unhandled, 0);
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled), (10, 0));
+    drop(ep);
+    rig.finish();
+}
+
+/// Bulk active messages end to end: a client reserves two frames of its buffer area,
+/// writes 1,000 bytes across the frame boundary and sends a bulk message for handler 12
+/// (`bulk.c`, loaded after the endpoint opened), which reads them with
+/// `spine_msg_bulk_read` and replies with their word sum, their length and its probe
+/// reads (past the end, at the end, at a wrapping offset: -EFAULT; the first byte: 0).
+/// References outside the area (past it, straddling its end, wrapping, empty) are
+/// counted `bad_desc` and run nothing; the endpoint keeps working after them.
+#[test]
+fn bulk_messages_reference_the_endpoints_area_and_are_checked() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "bulk");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send", "spine_msg_bulk_len", "spine_msg_bulk_read"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, None, Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    rig.live.load("bulk", &obj, None, "msgs").unwrap();
+    until("every worker runs the bulk handler", || rig.live.handlers_settled());
+    let view = rig.live.endpoints()[0].clone();
+    let area = u64::from(view.frames) * u64::from(view.frame_size);
+    let at = ep.reserve_area(2).expect("two free frames");
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 31 + 7) as u8).collect();
+    let start = at + u64::from(view.frame_size) - 300;
+    assert!(ep.write_area(start, &data));
+    let ask = |ep: &mut Endpoint, off: u64, len: u32| {
+        until("room on the transmit ring", || ep.send_bulk_message(12, off, len));
+        let mut reply = None;
+        until("the handler's answer", || {
+            ep.recv_marked(1, |d, mark| reply = Some((d.to_vec(), mark)));
+            reply.is_some()
+        });
+        reply.unwrap()
+    };
+    let (answer, mark) = ask(&mut ep, start, 1000);
+    assert_eq!(mark.map(|m| m.0), Some(12));
+    let sum = data
+        .chunks(64)
+        .flat_map(|c| {
+            let mut p = [0u8; 64];
+            p[..c.len()].copy_from_slice(c);
+            (0..8).map(move |i| u64::from_ne_bytes(p[i * 8..i * 8 + 8].try_into().unwrap()))
+        })
+        .fold(0u64, u64::wrapping_add);
+    let word = |i: usize| i32::from_ne_bytes(answer[8 + i * 4..12 + i * 4].try_into().unwrap());
+    assert_eq!(u64::from_ne_bytes(answer[..8].try_into().unwrap()), sum, "the data, exactly");
+    assert_eq!([word(0), word(1), word(2), word(3), word(4)], [1000, -14, -14, -14, 0]);
+    // Hostile references: refused when taken, counted, nothing runs.
+    for (off, len) in [(area, 1u32), (area - 10, 11), (u64::MAX - 4, 10), (1 << 62, 64), (start, 0)]
+    {
+        until("room on the transmit ring", || ep.send_bulk_message(12, off, len));
+    }
+    until("the hostile references counted", || rig.live.endpoints()[0].counters.bad_desc == 5);
+    // The endpoint still works: one byte at the very end of the area.
+    assert!(ep.write_area(area - 1, &[200]));
+    let (answer, _) = ask(&mut ep, area - 1, 1);
+    assert_eq!(u64::from_ne_bytes(answer[..8].try_into().unwrap()), 200);
+    let runs = rig.live.map_lookup("bulk", "stats", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64::from_ne_bytes(runs[..8].try_into().unwrap()), 2, "only the good ones ran");
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered, c.bad_desc), (2, 0, 2, 5));
+    ep.release_area(at, 2);
+    drop(ep);
     rig.finish();
 }

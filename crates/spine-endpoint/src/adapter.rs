@@ -46,6 +46,10 @@ pub enum Taken {
     Frame(usize),
     /// An active message for `handler` of `len` bytes (at most [`Desc::MSG_MAX`]).
     Message { handler: u8, len: usize },
+    /// A bulk active message for `handler`: `len` bytes at offset `off` of the buffer
+    /// area (checked when taken; read them with [`AdapterEnd::read_area`], which checks
+    /// again).
+    Bulk { handler: u8, off: u64, len: u32 },
 }
 
 /// The adapter's handle on one endpoint.
@@ -193,7 +197,7 @@ impl AdapterEnd {
         loop {
             match self.take_entry(out)? {
                 Taken::Frame(len) => return Some(len),
-                Taken::Message { .. } => self.stats.msg_dropped += 1,
+                Taken::Message { .. } | Taken::Bulk { .. } => self.stats.msg_dropped += 1,
             }
         }
     }
@@ -213,6 +217,20 @@ impl AdapterEnd {
                 self.shm.u64_at(slot + 8).load(Ordering::Relaxed),
             );
             let len = d.len as usize;
+            if d.options & Desc::BULK != 0 {
+                // A reference, not a payload: nothing to copy, nothing to complete.
+                self.tx.advance(&self.shm, 1);
+                match self.layout.check_bulk(d) {
+                    Some(handler) => {
+                        self.count_taken(true);
+                        return Some(Taken::Bulk { handler, off: d.addr, len: d.len });
+                    }
+                    None => {
+                        self.stats.bad_desc += 1;
+                        continue;
+                    }
+                }
+            }
             let (payload, msg) = match self.layout.check_entry(d, false) {
                 None => {
                     self.tx.advance(&self.shm, 1);
@@ -264,6 +282,17 @@ impl AdapterEnd {
             return Some(taken);
         }
         None
+    }
+
+    /// Copies `out.len()` bytes at offset `off` of the buffer area into `out`; `false`
+    /// (nothing copied) when the range is not wholly inside the area. Checked on every
+    /// call: the bytes are the client's and may change, but no read leaves its area.
+    pub fn read_area(&self, off: u64, out: &mut [u8]) -> bool {
+        if !self.layout.in_area(off, out.len()) {
+            return false;
+        }
+        self.shm.read(self.layout.area_offset() + off as usize, out);
+        true
     }
 
     /// Counts a message taken with [`AdapterEnd::take_entry`] that no handler took

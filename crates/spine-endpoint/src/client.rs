@@ -119,6 +119,62 @@ impl ClientEnd {
         true
     }
 
+    /// Takes `frames` consecutive frames the client holds (none on the fill ring or in
+    /// flight) out of its free list, for bulk data; returns the area offset of the
+    /// first, or `None` when no such run is free. They stay the client's (the adapter
+    /// never fills or completes them) until [`ClientEnd::release_area`].
+    pub fn reserve_area(&mut self, frames: u32) -> Option<u64> {
+        self.reclaim();
+        let fs = u64::from(self.layout.frame_size);
+        let mut starts: Vec<u64> = self.free.clone();
+        starts.sort_unstable();
+        let n = u64::from(frames.max(1));
+        let first = starts
+            .iter()
+            .copied()
+            .find(|&a| (0..n).all(|i| starts.binary_search(&(a + i * fs)).is_ok()))?;
+        self.free.retain(|&a| a < first || a >= first + n * fs);
+        Some(first)
+    }
+
+    /// Gives `frames` frames from `addr` (a [`ClientEnd::reserve_area`] result) back to
+    /// the free list.
+    pub fn release_area(&mut self, addr: u64, frames: u32) {
+        let fs = u64::from(self.layout.frame_size);
+        for i in 0..u64::from(frames.max(1)) {
+            if self.layout.check_frame(addr + i * fs).is_some() {
+                self.free.push(addr + i * fs);
+            }
+        }
+    }
+
+    /// Writes `data` at offset `off` of the buffer area; `false` when it does not fit
+    /// inside the area.
+    pub fn write_area(&mut self, off: u64, data: &[u8]) -> bool {
+        if !self.layout.in_area(off, data.len()) {
+            return false;
+        }
+        self.shm.write(self.layout.area_offset() + off as usize, data);
+        true
+    }
+
+    /// Sends a bulk active message for `handler`: a reference to `len` bytes at offset
+    /// `addr` of the buffer area (written there first, e.g. into a reserved region).
+    /// Not checked here: the adapter checks it (a bad reference is counted `bad_desc`).
+    /// Returns false when the transmit ring is full.
+    pub fn send_bulk(&mut self, handler: u8, addr: u64, len: u32) -> bool {
+        if self.tx.ready(&self.shm).unwrap_or(0) == 0 {
+            return false;
+        }
+        let options = Desc::MESSAGE | Desc::BULK | u32::from(handler) << 8;
+        let d = Desc { addr, len, options };
+        let slot = self.tx.slot(0);
+        self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
+        self.shm.u64_at(slot + 8).store(d.word(), Ordering::Relaxed);
+        self.tx.advance(&self.shm, 1);
+        true
+    }
+
     /// Sends a copy of `data`.
     pub fn send(&mut self, data: &[u8]) -> bool {
         self.send_with(data.len(), |b| b.copy_from_slice(data))

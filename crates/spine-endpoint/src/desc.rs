@@ -28,6 +28,13 @@ impl Desc {
     /// frame at `addr`, rewritten where it was received, leaves on the egress port in
     /// bits 16..32.
     pub const FORWARD: u32 = 8;
+    /// Option bit (transmit ring only, with [`Desc::MESSAGE`] and nothing else but the
+    /// handler in bits 8..16): a bulk active message. `addr` and `len` are no payload
+    /// but a reference to `len` bytes (at least 1) at offset `addr` of the endpoint's
+    /// buffer area, which the handler reads with `spine_msg_bulk_read`, checked against
+    /// the area on every read. The area stays the client's: nothing goes back on the
+    /// completion ring.
+    pub const BULK: u32 = 16;
     /// The egress port of a [`Desc::HEADER`] return that drops the buffer.
     pub const EGRESS_DROP: u16 = 0xffff;
     /// Largest active-message payload (a small message: 256 bytes with its header).

@@ -158,6 +158,22 @@ impl Layout {
         self.check_payload(plain).map(|p| (p, d.message()))
     }
 
+    /// Checks a bulk message descriptor from the transmit ring (options exactly
+    /// [`Desc::MESSAGE`] | [`Desc::BULK`] and a handler in bits 8..16; `len` at least 1;
+    /// `addr..addr + len` within the buffer area, any frames). Returns its handler.
+    pub fn check_bulk(&self, d: Desc) -> Option<u8> {
+        if d.options & !0xff00 != Desc::MESSAGE | Desc::BULK || d.len == 0 {
+            return None;
+        }
+        let end = d.addr.checked_add(u64::from(d.len))?;
+        (end <= self.area_bytes() as u64).then_some((d.options >> 8) as u8)
+    }
+
+    /// Whether `len` bytes at offset `off` lie within the buffer area.
+    pub fn in_area(&self, off: u64, len: usize) -> bool {
+        off.checked_add(len as u64).is_some_and(|end| end <= self.area_bytes() as u64)
+    }
+
     /// Checks a frame address from the fill ring: in the area, any offset within the
     /// frame (the client picks its headroom). Returns (frame index, room in the frame).
     pub fn check_frame(&self, addr: u64) -> Option<(u32, usize)> {

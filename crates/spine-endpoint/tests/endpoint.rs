@@ -323,3 +323,73 @@ fn host_path_returns_are_checked_and_everything_else_is_refused() {
     c.recv_headers(8, |h| got.push((h.handle, h.total, h.header.len())));
     assert_eq!(got, vec![(0x1_0000_0003, 1500, 64)]);
 }
+
+/// Bulk message descriptors (a reference to bytes of the buffer area): valid ones are
+/// taken as `Taken::Bulk` with nothing copied and nothing completed, whatever frames they
+/// span; hostile ones (past the area, reaching one byte past it, wrapping around 2^64,
+/// empty, with the inline bit, with a source, with another option bit) are skipped and
+/// counted, and the good one behind them is taken. `read_area` refuses any range not
+/// wholly inside the area, whatever the offset, and reads what the client wrote.
+#[test]
+fn bulk_message_references_are_checked_against_the_area() {
+    let layout = Layout::new(16, 2048, 4).unwrap();
+    let area = layout.area_bytes() as u64;
+    let (mut a, mut c) = pair(layout);
+    let mut buf = [0u8; 2048];
+    // A region of two frames the client keeps for bulk data.
+    let at = c.reserve_area(2).expect("two consecutive free frames");
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
+    assert!(c.write_area(at, &data));
+    assert!(!c.write_area(area - 10, &[0; 11]), "past the area: refused by the client");
+    assert!(c.send_bulk(12, at, 3000));
+    let got = a.take_entry(&mut buf);
+    assert_eq!(got, Some(Taken::Bulk { handler: 12, off: at, len: 3000 }));
+    let mut out = vec![0u8; 3000];
+    assert!(a.read_area(at, &mut out));
+    assert_eq!(out, data);
+    // The whole area, one byte short of it, and one byte at its very end are fine.
+    assert!(c.send_bulk(1, 0, area as u32));
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Bulk { handler: 1, off: 0, len: area as u32 }));
+    assert!(c.send_bulk(2, area - 1, 1));
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Bulk { handler: 2, off: area - 1, len: 1 }));
+    let s = a.stats();
+    assert_eq!((s.msg_taken, s.bad_desc, s.tx_taken), (3, 0, 0));
+    // Hostile references.
+    let bulk = |h: u32| Desc::MESSAGE | Desc::BULK | h << 8;
+    let hostile: [(u64, u32, u32); 8] = [
+        (area, 1, bulk(3)),
+        (area - 10, 11, bulk(3)),
+        (u64::MAX - 4, 10, bulk(3)),
+        (1 << 63, 4096, bulk(3)),
+        (0, 0, bulk(3)),
+        (0, 10, bulk(3) | Desc::INLINE),
+        (0, 10, bulk(3) | 5 << 16),
+        (0, 10, bulk(3) | Desc::HEADER),
+    ];
+    let tx_entries = RING_BASE + 128;
+    let base = 3; // entries already used
+    for (i, (addr, len, options)) in hostile.iter().enumerate() {
+        let e = tx_entries + ((base + i) % 16) * 16;
+        c.poke_u64(e, *addr);
+        c.poke_u64(e + 8, u64::from(*len) | u64::from(*options) << 32);
+    }
+    let e = tx_entries + ((base + 8) % 16) * 16;
+    c.poke_u64(e, at);
+    c.poke_u64(e + 8, 100 | u64::from(bulk(9)) << 32);
+    c.poke_u32(RING_BASE, (base + 9) as u32);
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Bulk { handler: 9, off: at, len: 100 }));
+    let s = a.stats();
+    assert_eq!((s.msg_taken, s.bad_desc), (4, 8));
+    assert_eq!(a.take_entry(&mut buf), None);
+    // `read_area` itself: every range outside the area is refused.
+    for (off, len) in
+        [(area, 1usize), (area - 1, 2), (u64::MAX, 1), (u64::MAX - 2, 8), (0, area as usize + 1)]
+    {
+        let mut out = vec![0u8; len];
+        assert!(!a.read_area(off, &mut out), "{off} + {len}");
+    }
+    let mut last = [0u8; 1];
+    assert!(a.read_area(area - 1, &mut last));
+    c.release_area(at, 2);
+    assert!(c.reserve_area(2).is_some(), "released frames can be reserved again");
+}

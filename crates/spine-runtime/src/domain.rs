@@ -57,7 +57,12 @@ pub const XDP_HELPERS: &[u32] = {
 
 /// spine's own helpers (numbered outside the kernel's range): only a domain that lists
 /// them in `helpers` grants them; the default (every helper) does not include them.
-pub const SPINE_HELPERS: &[u32] = &[spine_abi::helper::SPINE_MSG_SEND];
+pub const SPINE_HELPERS: &[u32] = &[
+    spine_abi::helper::SPINE_MSG_SEND,
+    spine_abi::helper::SPINE_MSG_POST,
+    spine_abi::helper::SPINE_MSG_BULK_LEN,
+    spine_abi::helper::SPINE_MSG_BULK_READ,
+];
 
 /// What an active-message handler may not call: helpers that act on a packet or its
 /// verdict (a handler's "packet" is its message, and its return value is no verdict).

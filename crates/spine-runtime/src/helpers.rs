@@ -624,7 +624,46 @@ impl Env for XdpEnv<'_> {
                     neg(errno::E2BIG)
                 } else {
                     let data = mem.slice(a[3], len as usize).ok_or_else(bad_ptr)?;
-                    match self.outbox.push(endpoint as u32, handler as u8, data) {
+                    match self.outbox.push(
+                        crate::msg::Dest::Endpoint(endpoint as u32),
+                        handler as u8,
+                        data,
+                    ) {
+                        Ok(()) => 0,
+                        Err(e) => neg(e),
+                    }
+                }
+            }
+            helper::SPINE_MSG_BULK_LEN => {
+                self.check_ctx(a[0])?;
+                self.host.bulk_len()
+            }
+            helper::SPINE_MSG_BULK_READ => {
+                // `spine_msg_bulk_read(ctx, offset, dst, len)`: the verifier proved `dst`
+                // writable for `len`; the host checks the range on every call. On an
+                // error `dst` is zeroed (the verifier counts it written either way).
+                self.check_ctx(a[0])?;
+                let len = a[3] as u32 as usize;
+                let dst = mem.slice_mut(a[2], len).ok_or_else(bad_ptr)?;
+                match self.host.bulk_read(a[1], dst) {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        dst.fill(0);
+                        neg(e)
+                    }
+                }
+            }
+            helper::SPINE_MSG_POST => {
+                // `spine_msg_post(ctx, handler, data, len)`: queued in the outbox like a
+                // send; the adapter runs the handlers later, never inside this call.
+                let (handler, len) = (a[1], a[3]);
+                if handler > 255 {
+                    neg(errno::EINVAL)
+                } else if len > crate::msg::MSG_MAX as u64 {
+                    neg(errno::E2BIG)
+                } else {
+                    let data = mem.slice(a[2], len as usize).ok_or_else(bad_ptr)?;
+                    match self.outbox.push(crate::msg::Dest::Handlers, handler as u8, data) {
                         Ok(()) => 0,
                         Err(e) => neg(e),
                     }

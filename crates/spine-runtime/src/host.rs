@@ -27,6 +27,18 @@ pub trait Host {
     fn fib(&self) -> Option<&crate::fib_lookup::FibEnv> {
         None
     }
+    /// The length of the bulk data of the active message being handled
+    /// (`spine_msg_bulk_len`); 0 when it has none (the default).
+    fn bulk_len(&self) -> u64 {
+        0
+    }
+    /// Copies `out.len()` bytes at `offset` of that bulk data into `out`
+    /// (`spine_msg_bulk_read`), checking the range against the data and the data against
+    /// its source on every call: `Err` with the helper's errno (positive), `EINVAL` when
+    /// there is no bulk data (the default), `EFAULT` for a range outside it.
+    fn bulk_read(&mut self, _offset: u64, _out: &mut [u8]) -> Result<(), i64> {
+        Err(spine_abi::errno::EINVAL)
+    }
 }
 
 /// A deterministic host for tests and replays: a clock that advances by a fixed step at

@@ -1,6 +1,7 @@
-//! Active messages an invocation sends (`spine_msg_send`): kept in a fixed outbox the
-//! runner owns, so the helper allocates nothing; the adapter drains it after the run and
-//! delivers each message to its endpoint.
+//! Active messages an invocation sends (`spine_msg_send` to a host endpoint,
+//! `spine_msg_post` to the handlers of the sender's domain): kept in a fixed outbox the
+//! runner owns, so the helpers allocate nothing; the adapter drains it after the run and
+//! delivers each message (a posted one later, from its own queue).
 
 /// Largest payload of a small active message.
 pub const MSG_MAX: usize = spine_abi::spine_msg_md::MSG_MAX as usize;
@@ -10,17 +11,37 @@ pub const MSG_MAX: usize = spine_abi::spine_msg_md::MSG_MAX as usize;
 /// 16 KiB per runner).
 pub const OUTBOX_SLOTS: usize = 64;
 
-/// One message for a host endpoint.
+/// A handler's `source` for a message an extension posted (`spine_msg_post`): this bit
+/// with the sending extension's id in the low 16 bits (endpoint ids stay below it).
+pub const SOURCE_EXTENSION: u32 = 0x8000_0000;
+
+/// Where a message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    /// The host endpoint with this id (`spine_msg_send`).
+    Endpoint(u32),
+    /// Handler `handler` of every extension of the sender's domain (`spine_msg_post`).
+    Handlers,
+}
+
+/// One message an invocation sent.
 #[derive(Debug, Clone, Copy)]
 pub struct OutMsg {
-    /// The endpoint's id.
-    pub endpoint: u32,
+    pub to: Dest,
     pub handler: u8,
     len: u8,
     data: [u8; MSG_MAX],
 }
 
 impl OutMsg {
+    /// A message of `data` (`None` when longer than [`MSG_MAX`]).
+    pub fn new(to: Dest, handler: u8, data: &[u8]) -> Option<OutMsg> {
+        let mut m = OutMsg { to, handler, len: 0, data: [0; MSG_MAX] };
+        m.data.get_mut(..data.len())?.copy_from_slice(data);
+        m.len = data.len() as u8;
+        Some(m)
+    }
+
     pub fn payload(&self) -> &[u8] {
         &self.data[..usize::from(self.len)]
     }
@@ -35,7 +56,7 @@ pub struct Outbox {
 
 impl Default for Outbox {
     fn default() -> Self {
-        let empty = OutMsg { endpoint: 0, handler: 0, len: 0, data: [0; MSG_MAX] };
+        let empty = OutMsg { to: Dest::Handlers, handler: 0, len: 0, data: [0; MSG_MAX] };
         Outbox { msgs: Box::new([empty; OUTBOX_SLOTS]), len: 0 }
     }
 }
@@ -43,14 +64,14 @@ impl Default for Outbox {
 impl Outbox {
     /// Queues a message; `Err` with the helper's errno (positive) when `data` is longer
     /// than [`MSG_MAX`] (`E2BIG`) or the outbox is full (`ENOSPC`).
-    pub(crate) fn push(&mut self, endpoint: u32, handler: u8, data: &[u8]) -> Result<(), i64> {
+    pub(crate) fn push(&mut self, to: Dest, handler: u8, data: &[u8]) -> Result<(), i64> {
         if data.len() > MSG_MAX {
             return Err(spine_abi::errno::E2BIG);
         }
         let Some(slot) = self.msgs.get_mut(self.len) else {
             return Err(spine_abi::errno::ENOSPC);
         };
-        slot.endpoint = endpoint;
+        slot.to = to;
         slot.handler = handler;
         slot.len = data.len() as u8;
         slot.data[..data.len()].copy_from_slice(data);
@@ -125,11 +146,14 @@ mod tests {
     #[test]
     fn the_outbox_holds_64_messages_of_240_bytes() {
         let mut o = Outbox::default();
-        assert_eq!(o.push(1, 2, &[0; 241]), Err(spine_abi::errno::E2BIG));
+        assert_eq!(o.push(Dest::Endpoint(1), 2, &[0; 241]), Err(spine_abi::errno::E2BIG));
         for i in 0..OUTBOX_SLOTS as u32 {
-            o.push(i, 7, &[i as u8; MSG_MAX]).unwrap();
+            let to = if i % 2 == 0 { Dest::Endpoint(i) } else { Dest::Handlers };
+            o.push(to, 7, &[i as u8; MSG_MAX]).unwrap();
         }
-        assert_eq!(o.push(9, 7, b"x"), Err(spine_abi::errno::ENOSPC));
+        assert_eq!(o.push(Dest::Handlers, 7, b"x"), Err(spine_abi::errno::ENOSPC));
+        assert_eq!(o.messages()[4].to, Dest::Endpoint(4));
+        assert_eq!(o.messages()[5].to, Dest::Handlers);
         assert_eq!(o.messages()[3].payload(), &[3u8; MSG_MAX][..]);
         o.clear();
         assert!(o.messages().is_empty());

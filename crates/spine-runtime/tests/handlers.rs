@@ -1,16 +1,17 @@
 //! Active-message handlers (`SEC("spine/handler/N")`): loaded beside the object's XDP
 //! program with its maps, verified against `struct spine_msg_md` and the handler helper
 //! set, run on a message by `XdpRunner::run_message`; `spine_msg_send` queues replies in
-//! the runner's outbox, bounds-checked; a domain that does not grant it refuses the
-//! program at load, naming the helper.
+//! the runner's outbox, bounds-checked, and so does `spine_msg_post` (extension →
+//! extension, for the adapter to run later); a domain that does not grant them refuses
+//! the program at load, naming the helper.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use spine_runtime::{
-    load_object, Domain, DomainSpec, EngineKind, FixedHost, Frame, Geometry, LoadError,
-    LoadOptions, LoadedObject, XdpRunner, MSG_MAX,
+    load_object, Dest, Domain, DomainSpec, EngineKind, FixedHost, Frame, Geometry, LoadError,
+    LoadOptions, LoadedObject, RxInfo, XdpRunner, MSG_MAX,
 };
 
 fn compile(name: &str) -> spine_obj::Object {
@@ -48,7 +49,14 @@ fn run(r: &mut XdpRunner, payload: &[u8], source: u32) -> (u32, Vec<(u32, u8, Ve
     f.load_message(payload).unwrap();
     let mut host = FixedHost::new(1);
     let r0 = r.run_message(&mut f, source, &mut host).expect("no fault");
-    let sent = r.outbox().iter().map(|m| (m.endpoint, m.handler, m.payload().to_vec())).collect();
+    let sent = r
+        .outbox()
+        .iter()
+        .map(|m| {
+            let Dest::Endpoint(e) = m.to else { panic!("a send, not a post") };
+            (e, m.handler, m.payload().to_vec())
+        })
+        .collect();
     (r0, sent)
 }
 
@@ -96,4 +104,161 @@ fn a_domain_that_does_not_grant_spine_msg_send_refuses_the_handler() {
             "{name}: names the helper: {err}"
         );
     }
+}
+
+/// `spine_msg_post` from an XDP program and from a handler queues the message in the
+/// outbox for handler 9 of the domain (`Dest::Handlers`), runs nothing itself, and
+/// answers 0; a handler number out of range gets -EINVAL and queues nothing; on both
+/// engines.
+#[test]
+fn spine_msg_post_queues_messages_for_the_domains_handlers_on_both_engines() {
+    let obj = compile("post_a");
+    for engine in [EngineKind::Interpreter, EngineKind::Jit] {
+        let loaded = load(&obj, engine, granting(&["spine_msg_post"])).unwrap();
+        let numbers: Vec<Option<u8>> = loaded.handlers.iter().map(|h| h.handler()).collect();
+        assert_eq!(numbers, [Some(8), Some(6)]);
+        let mut xdp = XdpRunner::new(loaded.programs[0].clone(), 0).unwrap();
+        let frame: Vec<u8> = (0..60u8).collect();
+        let mut f = Frame::new(Geometry::TEST_RUN);
+        f.load(&frame).unwrap();
+        let mut host = FixedHost::new(1);
+        let v = xdp.run(&mut f, RxInfo::default(), &mut host).unwrap();
+        assert_eq!(v, spine_abi::xdp_action::DROP, "{engine:?}: posted, then dropped");
+        let out: Vec<(Dest, u8, Vec<u8>)> =
+            xdp.outbox().iter().map(|m| (m.to, m.handler, m.payload().to_vec())).collect();
+        assert_eq!(out, vec![(Dest::Handlers, 9, frame[..16].to_vec())], "{engine:?}");
+        let mut fwd = XdpRunner::new(loaded.handlers[0].clone(), 0).unwrap();
+        let mut m = Frame::new(Geometry::TEST_RUN);
+        m.load_message(b"hello").unwrap();
+        assert_eq!(fwd.run_message(&mut m, 3, &mut host).unwrap(), 0);
+        let out: Vec<(Dest, u8, Vec<u8>)> =
+            fwd.outbox().iter().map(|m| (m.to, m.handler, m.payload().to_vec())).collect();
+        let mut want = b"hello".to_vec();
+        want.resize(16, 0);
+        assert_eq!(out, vec![(Dest::Handlers, 9, want)], "{engine:?}");
+        let mut bad = XdpRunner::new(loaded.handlers[1].clone(), 0).unwrap();
+        let mut m = Frame::new(Geometry::TEST_RUN);
+        m.load_message(b"x").unwrap();
+        assert_eq!(bad.run_message(&mut m, 3, &mut host).unwrap() as i32, -22);
+        assert!(bad.outbox().is_empty());
+    }
+}
+
+#[test]
+fn a_domain_that_does_not_grant_spine_msg_post_refuses_the_program() {
+    let obj = compile("post_a");
+    for domain in [granting(&["spine_msg_send"]), Domain::default_domain()] {
+        let name = domain.name().to_string();
+        let err = load(&obj, EngineKind::Jit, domain).unwrap_err().to_string();
+        assert!(err.contains("'post'"), "{name}: names the program: {err}");
+        assert!(
+            err.contains("0x53500002") || err.contains("spine_msg_post"),
+            "{name}: names the helper: {err}"
+        );
+    }
+}
+
+/// A host with bulk data, checking each read as the adapter's does.
+struct BulkHost {
+    inner: FixedHost,
+    data: Vec<u8>,
+    reads: usize,
+}
+
+impl spine_runtime::Host for BulkHost {
+    /// A clock that stands still: the watchdog never cuts a run short here.
+    fn now_ns(&mut self) -> u64 {
+        0
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        self.inner.prandom_u32()
+    }
+    fn trace(&mut self, cpu: usize, line: &[u8]) {
+        self.inner.trace(cpu, line)
+    }
+    fn bulk_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+    fn bulk_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), i64> {
+        self.reads += 1;
+        let end = offset.checked_add(out.len() as u64).filter(|&e| e <= self.data.len() as u64);
+        let Some(end) = end else { return Err(spine_abi::errno::EFAULT) };
+        out.copy_from_slice(&self.data[offset as usize..end as usize]);
+        Ok(())
+    }
+}
+
+/// The answer `bulk.c` sends: the word sum, the length, and its four probe reads'
+/// results.
+fn answer(b: &[u8]) -> (u64, [i64; 5]) {
+    assert_eq!(b.len(), 32);
+    let word = |i: usize| u32::from_ne_bytes(b[8 + i * 4..12 + i * 4].try_into().unwrap());
+    let sum = u64::from_ne_bytes(b[..8].try_into().unwrap());
+    (
+        sum,
+        [0, 1, 2, 3, 4]
+            .map(|i| if i == 0 { i64::from(word(0)) } else { i64::from(word(i) as i32) }),
+    )
+}
+
+/// What `bulk.c` sums: each 64-byte chunk of `data`, zero padded, as native u64 words.
+fn word_sum(data: &[u8]) -> u64 {
+    data.chunks(64)
+        .flat_map(|c| {
+            let mut padded = [0u8; 64];
+            padded[..c.len()].copy_from_slice(c);
+            (0..8).map(move |i| u64::from_ne_bytes(padded[i * 8..i * 8 + 8].try_into().unwrap()))
+        })
+        .fold(0u64, u64::wrapping_add)
+}
+
+/// Bulk messages at the runtime: handler 12 (`bulk.c`) reads bulk data through
+/// `spine_msg_bulk_len`/`spine_msg_bulk_read` in chunks and adds it up exactly, for
+/// lengths on and off the 64-byte chunk size; its reads past the end, at the end and at
+/// a wrapping offset answer -EFAULT (the host checks each), and a message without bulk
+/// data answers -EINVAL to every read; on both engines. A domain that does not grant
+/// the helpers refuses the handler.
+#[test]
+fn bulk_reads_are_bounded_to_the_bulk_data_on_both_engines() {
+    let obj = compile("bulk");
+    let grants = ["map_lookup_elem", "spine_msg_send", "spine_msg_bulk_len", "spine_msg_bulk_read"];
+    for engine in [EngineKind::Interpreter, EngineKind::Jit] {
+        let loaded = load(&obj, engine, granting(&grants)).unwrap();
+        let mut r = XdpRunner::new(loaded.handlers[0].clone(), 0).unwrap();
+        for len in [1usize, 63, 64, 65, 300, 4096] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+            let sum = word_sum(&data);
+            let mut host = BulkHost { inner: FixedHost::new(1), data, reads: 0 };
+            let mut f = Frame::new(Geometry::TEST_RUN);
+            f.load_message(&[]).unwrap();
+            let r0 = r.run_message(&mut f, 5, &mut host).expect("no fault");
+            assert_eq!(r0, 0, "{engine:?} len {len}");
+            let sent = r
+                .outbox()
+                .iter()
+                .map(|m| {
+                    let Dest::Endpoint(e) = m.to else { panic!("a send") };
+                    (e, m.handler, m.payload().to_vec())
+                })
+                .collect::<Vec<_>>();
+            assert_eq!(sent.len(), 1, "one answer");
+            assert_eq!(sent[0].0, 5, "to the source");
+            let want = (sum, [len as i64, -14, -14, -14, 0]);
+            assert_eq!(answer(&sent[0].2), want, "{engine:?} len {len}");
+            assert_eq!(host.reads, len.div_ceil(64) + 4, "{engine:?}: every read reached the host");
+        }
+        // No bulk data: every read is -EINVAL.
+        let mut host = BulkHost { inner: FixedHost::new(1), data: Vec::new(), reads: 0 };
+        let mut f = Frame::new(Geometry::TEST_RUN);
+        f.load_message(&[]).unwrap();
+        r.run_message(&mut f, 5, &mut host).expect("no fault");
+        let m = r.outbox()[0];
+        assert_eq!(answer(m.payload()), (0, [0, -14, -14, -14, -14]), "{engine:?}: empty data");
+        let (_, sent) = run(&mut r, &[], 5);
+        assert_eq!(answer(&sent[0].2), (0, [0, -22, -22, -22, -22]), "{engine:?}: no bulk data");
+    }
+    let err = load(&obj, EngineKind::Jit, granting(&["map_lookup_elem", "spine_msg_send"]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spine_msg_bulk"), "names the helper: {err}");
 }

@@ -145,6 +145,9 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::XDP_LOAD_BYTES => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
         h::XDP_STORE_BYTES => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
         h::SPINE_MSG_SEND => ([Ctx, Anything, Anything, mem_ro, ConstSize], RetType::Integer),
+        h::SPINE_MSG_POST => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
+        h::SPINE_MSG_BULK_LEN => ([Ctx, d, d, d, d], RetType::Integer),
+        h::SPINE_MSG_BULK_READ => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
         _ => return None,
     };
     Some(HelperProto {
@@ -165,7 +168,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 35] = [
+pub const KNOWN_HELPERS: [u32; 38] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -201,6 +204,9 @@ pub const KNOWN_HELPERS: [u32; 35] = [
     h::MAP_LOOKUP_PERCPU_ELEM,
     h::KTIME_GET_TAI_NS,
     h::SPINE_MSG_SEND,
+    h::SPINE_MSG_POST,
+    h::SPINE_MSG_BULK_LEN,
+    h::SPINE_MSG_BULK_READ,
 ];
 
 /// A table of kernel prototypes for a chosen set of helpers.

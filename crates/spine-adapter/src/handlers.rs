@@ -1,0 +1,312 @@
+//! Active-message handlers as the workers see them: one table of every loaded
+//! extension's handlers (`SEC("spine/handler/N")`), published to a [`Slot`] whenever an
+//! extension is loaded or unloaded, as a port's program is published on attach.
+//!
+//! Each worker refreshes its reader once at the top of a round (one `Acquire` load), so
+//! every message of a round is dispatched under one version of the table: an extension
+//! loaded, replaced or unloaded through the control API is reachable (or gone) from the
+//! next round on, for endpoints opened before it as for those opened after. On a change
+//! (cold) the worker keeps its runners of the handlers still in the table (their
+//! extension is the same `Arc`) and makes runners of the new ones.
+//!
+//! Each worker also keeps a fixed queue of messages extensions posted to their domain's
+//! handlers (`spine_msg_post`, [`PostQueue`]); the worker runs them later, never inside
+//! the sender's invocation.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use spine_endpoint::AdapterEnd;
+use spine_runtime::fib_lookup::FibEnv;
+use spine_runtime::{Event, Extension, Host, OutMsg, XdpRunner, MSG_MAX};
+
+use crate::slot::{Slot, SlotReader};
+
+/// One handler of one loaded extension.
+#[derive(Debug)]
+pub(crate) struct HandlerEntry {
+    /// Its extension's domain (index into the adapter's domains).
+    pub domain: u16,
+    /// The handler number.
+    pub number: u8,
+    /// Its extension's id.
+    pub ext: u16,
+    pub prog: Arc<Extension>,
+}
+
+/// Every loaded extension's handlers.
+#[derive(Debug, Default)]
+pub(crate) struct HandlerTable {
+    pub entries: Vec<HandlerEntry>,
+}
+
+/// Publishes the handlers of `exts` ((id, domain index, handlers) of each loaded
+/// extension) to `slot`; `None` when there are none, so a worker with no handler
+/// anywhere keeps an empty runner list.
+pub(crate) fn publish<'a>(
+    slot: &Slot<HandlerTable>,
+    exts: impl Iterator<Item = (u16, u16, &'a [Arc<Extension>])>,
+) {
+    let mut entries = Vec::new();
+    for (ext, domain, handlers) in exts {
+        for h in handlers {
+            if let Some(number) = h.handler() {
+                entries.push(HandlerEntry { domain, number, ext, prog: h.clone() });
+            }
+        }
+    }
+    let table = (!entries.is_empty()).then(|| Arc::new(HandlerTable { entries }));
+    slot.publish(table);
+}
+
+/// This worker's runner of one handler.
+#[derive(Debug)]
+pub(crate) struct HandlerRunner {
+    pub domain: u16,
+    pub number: u8,
+    pub ext: u16,
+    pub runner: XdpRunner,
+}
+
+/// The handler table's slot, and the version each worker runs (so the control side
+/// can tell when a load or unload has reached every worker).
+#[derive(Debug)]
+pub(crate) struct Handlers {
+    pub slot: Arc<Slot<HandlerTable>>,
+    /// By worker: the slot generation whose table it runs.
+    seen: Arc<[AtomicU64]>,
+    /// The adapter's domains by index.
+    domains: Arc<[String]>,
+}
+
+impl Handlers {
+    pub fn new(workers: usize, domains: Vec<String>) -> Self {
+        Handlers {
+            slot: Slot::new(None),
+            seen: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            domains: domains.into(),
+        }
+    }
+
+    /// Worker `me`'s view, starting on the current table.
+    pub fn worker(&self, me: usize) -> WorkerHandlers {
+        let mut w = WorkerHandlers {
+            reader: self.slot.reader(),
+            runners: Vec::new(),
+            seen: self.seen.clone(),
+            last: u64::MAX,
+            domains: self.domains.clone(),
+            posted: PostQueue::new(POST_QUEUE),
+        };
+        w.rebuild(me);
+        w
+    }
+
+    /// Whether every worker runs the table of the last publish.
+    pub fn settled(&self) -> bool {
+        let g = self.slot.generation();
+        self.seen.iter().all(|s| s.load(Ordering::Acquire) >= g)
+    }
+}
+
+/// A worker's runners of the handler table it last picked up.
+#[derive(Debug)]
+pub(crate) struct WorkerHandlers {
+    reader: SlotReader<HandlerTable>,
+    pub runners: Vec<HandlerRunner>,
+    seen: Arc<[AtomicU64]>,
+    /// The generation last stored into `seen`.
+    last: u64,
+    domains: Arc<[String]>,
+    /// Extension → extension messages waiting for their handlers to run.
+    pub posted: PostQueue,
+}
+
+impl WorkerHandlers {
+    /// Once per round: picks up a new table (cold). Costs one `Acquire` load and one
+    /// comparison when nothing changed.
+    #[inline]
+    pub fn refresh(&mut self, me: usize) {
+        if self.reader.refresh_changed() {
+            self.rebuild(me);
+        }
+        if self.reader.seen() != self.last {
+            self.acknowledge(me);
+        }
+    }
+
+    /// The index of domain `name` (cold: a short walk comparing names).
+    #[cold]
+    pub fn domain_index(&self, name: &str) -> Option<u16> {
+        self.domains.iter().position(|d| d == name).map(|i| i as u16)
+    }
+
+    #[cold]
+    fn acknowledge(&mut self, me: usize) {
+        self.last = self.reader.seen();
+        if let Some(s) = self.seen.get(me) {
+            s.store(self.last, Ordering::Release);
+        }
+    }
+
+    /// The runners of the reader's current table: those of handlers still in it are
+    /// kept, the others dropped, new ones made (a runner that cannot be made, as one
+    /// past the extension's CPUs, leaves its handler out on this worker).
+    #[cold]
+    fn rebuild(&mut self, me: usize) {
+        let mut old = std::mem::take(&mut self.runners);
+        let Some(table) = self.reader.current().cloned() else { return };
+        for e in &table.entries {
+            let kept = old.iter().position(|r| Arc::ptr_eq(r.runner.extension(), &e.prog));
+            let runner = match kept {
+                Some(i) => old.swap_remove(i).runner,
+                None => match XdpRunner::new(e.prog.clone(), me) {
+                    Ok(r) => r,
+                    Err(_) => continue,
+                },
+            };
+            self.runners.push(HandlerRunner {
+                domain: e.domain,
+                number: e.number,
+                ext: e.ext,
+                runner,
+            });
+        }
+    }
+}
+
+/// Messages a worker's queue of posted messages holds (about 63 KiB, allocated with the
+/// worker): four outboxes' worth, so a round of bursts that each post their fill fits.
+pub(crate) const POST_QUEUE: usize = 256;
+
+/// A message an extension posted (`spine_msg_post`), waiting for its handlers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Posted {
+    /// The sender's domain: only its extensions' handlers run.
+    pub domain: u16,
+    /// The sender's extension id.
+    pub source: u16,
+    pub handler: u8,
+    len: u8,
+    data: [u8; MSG_MAX],
+}
+
+impl Posted {
+    pub fn payload(&self) -> &[u8] {
+        &self.data[..usize::from(self.len)]
+    }
+}
+
+/// A fixed ring of posted messages: nothing allocates after [`PostQueue::new`]; a push
+/// into a full queue is refused (the caller counts the drop).
+#[derive(Debug)]
+pub(crate) struct PostQueue {
+    slots: Box<[Posted]>,
+    head: usize,
+    len: usize,
+}
+
+impl PostQueue {
+    pub fn new(capacity: usize) -> Self {
+        let empty = Posted { domain: 0, source: 0, handler: 0, len: 0, data: [0; MSG_MAX] };
+        PostQueue { slots: vec![empty; capacity.max(1)].into_boxed_slice(), head: 0, len: 0 }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Queues `msg` from extension `source` of domain `domain`; `false` when full.
+    pub fn push(&mut self, domain: u16, source: u16, msg: &OutMsg) -> bool {
+        if self.len == self.slots.len() {
+            return false;
+        }
+        let at = (self.head + self.len) % self.slots.len();
+        let p = msg.payload();
+        let slot = &mut self.slots[at];
+        slot.domain = domain;
+        slot.source = source;
+        slot.handler = msg.handler;
+        // An outbox message is at most MSG_MAX (240) bytes.
+        slot.len = p.len() as u8;
+        slot.data[..p.len()].copy_from_slice(p);
+        self.len += 1;
+        true
+    }
+
+    /// The oldest message, taken off the queue.
+    pub fn pop(&mut self) -> Option<Posted> {
+        if self.len == 0 {
+            return None;
+        }
+        let p = self.slots[self.head];
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        Some(p)
+    }
+}
+
+/// The host a bulk message's handlers run with: the worker's, plus the message's bulk
+/// data (`len` bytes at offset `off` of its endpoint's buffer area). Every read checks
+/// the range against `len` and, through [`AdapterEnd::read_area`], against the area.
+pub(crate) struct BulkHost<'a> {
+    pub inner: &'a mut dyn Host,
+    pub end: &'a AdapterEnd,
+    pub off: u64,
+    pub len: u32,
+}
+
+impl Host for BulkHost<'_> {
+    fn now_ns(&mut self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        self.inner.prandom_u32()
+    }
+    fn trace(&mut self, cpu: usize, line: &[u8]) {
+        self.inner.trace(cpu, line);
+    }
+    fn event(&mut self, ev: &Event<'_>) {
+        self.inner.event(ev);
+    }
+    fn fib(&self) -> Option<&FibEnv> {
+        self.inner.fib()
+    }
+    fn bulk_len(&self) -> u64 {
+        u64::from(self.len)
+    }
+    fn bulk_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), i64> {
+        let inside = offset.checked_add(out.len() as u64).is_some_and(|e| e <= u64::from(self.len));
+        let at = self.off.checked_add(offset);
+        match at {
+            Some(at) if inside && self.end.read_area(at, out) => Ok(()),
+            _ => Err(spine_abi::errno::EFAULT),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_post_queue_is_bounded_and_first_in_first_out() {
+        let mut q = PostQueue::new(4);
+        let msg = |b: u8| OutMsg::new(spine_runtime::Dest::Handlers, 9, &[b; 3]).unwrap();
+        for b in 0..4 {
+            assert!(q.push(1, 2, &msg(b)));
+        }
+        assert!(!q.push(1, 2, &msg(9)), "full: refused");
+        assert_eq!(q.len(), 4);
+        assert_eq!(q.pop().map(|p| p.payload().to_vec()), Some(vec![0; 3]));
+        assert!(q.push(1, 2, &msg(4)), "room again, wrapping around");
+        let got: Vec<u8> = std::iter::from_fn(|| q.pop()).map(|p| p.payload()[0]).collect();
+        assert_eq!(got, [1, 2, 3, 4]);
+        assert!(q.pop().is_none());
+        let p = {
+            q.push(5, 6, &msg(7));
+            q.pop().unwrap()
+        };
+        assert_eq!((p.domain, p.source, p.handler, p.payload()), (5, 6, 9, &[7u8; 3][..]));
+    }
+}
