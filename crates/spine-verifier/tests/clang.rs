@@ -95,3 +95,31 @@ fn header_walk_reading_past_its_proven_range_is_refused() {
     assert_eq!(prog, "hdr_filter");
     assert!(e.to_string().contains("invalid access to packet"), "{e}");
 }
+
+#[test]
+fn extension_header_walk_in_a_function_advancing_its_callers_cursor() {
+    // The unrolled walk's last step only stores the advanced pointer through the
+    // cursor: the length added to it must keep its bounds all the same.
+    check("ext_cursor");
+}
+
+#[test]
+fn extension_header_walk_with_an_unbounded_length_is_refused() {
+    let (prog, e, _) =
+        *check_with("ext_cursor", &["-DUNBOUNDED_LEN"]).expect_err("unbounded length");
+    assert_eq!(prog, "ext_cursor");
+    assert!(e.to_string().contains("invalid access to packet"), "{e}");
+}
+
+#[test]
+fn length_returned_through_an_out_parameter_keeps_its_bounds() {
+    check("out_param");
+}
+
+#[test]
+fn unbounded_length_returned_through_an_out_parameter_is_refused() {
+    let (prog, e, _) =
+        *check_with("out_param", &["-DUNBOUNDED_LEN"]).expect_err("unbounded length");
+    assert_eq!(prog, "out_param");
+    assert!(e.to_string().contains("invalid access to packet"), "{e}");
+}
