@@ -112,6 +112,25 @@ fn extension_header_walk_with_an_unbounded_length_is_refused() {
 }
 
 #[test]
+fn extension_header_walk_kept_as_a_bounded_loop() {
+    // Each iteration advances the cursor by a different length: joined at the loop
+    // head, the cursor's offset grows without bound; unrolled, as in the kernel, each
+    // iteration keeps the range it proved.
+    check_with("ext_cursor", &["-DLOOPS"]).unwrap_or_else(|b| {
+        let (prog, e, log) = *b;
+        panic!("ext_cursor/{prog} (bounded loop) refused: {e}\n{log}")
+    });
+}
+
+#[test]
+fn extension_header_walk_kept_as_a_loop_with_an_unbounded_length_is_refused() {
+    let (prog, e, _) =
+        *check_with("ext_cursor", &["-DLOOPS", "-DUNBOUNDED_LEN"]).expect_err("unbounded length");
+    assert_eq!(prog, "ext_cursor");
+    assert!(e.to_string().contains("invalid access to packet"), "{e}");
+}
+
+#[test]
 fn length_returned_through_an_out_parameter_keeps_its_bounds() {
     check("out_param");
 }

@@ -39,6 +39,7 @@ loops! {
     bounded_index_loop_writing_packet,
     bpf_loop_with_huge_count,
     countdown_loop,
+    cursor_loop_variable_steps,
     do_while_stack_buffer,
     huge_counted_loop,
     infinite_empty_loop,

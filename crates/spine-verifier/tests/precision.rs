@@ -360,10 +360,13 @@ fn a_state_still_being_explored_does_not_prune() {
     // In the loop, `p` is first cached with r6 = 4 while its taken side (`use`, where
     // r6 moves a pointer) is still pending. The next iteration arrives with r6 up to
     // 100; that state may not be pruned by the cached one, whose marks do not yet say
-    // that r6 matters.
+    // that r6 matters. (Each iteration reads a new byte into r5: with r5 the same in
+    // every iteration, `use` could never see r6 = 100, and a verifier that unrolls
+    // the loop rightly accepts.)
     let k = refused(
         "mov %r6, 4
          head: mov %r0, 0
+         ldxb %r5, [%r2+1]
          jeq %r5, 200, p
          p: jeq %r5, 1, use
          mov %r6, 100
