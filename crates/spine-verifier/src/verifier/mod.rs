@@ -47,6 +47,9 @@ const PATH_KEPT: usize = 256;
 const MAX_UNROLL: u32 = 64;
 /// States a loop head caches, all paths together, before it joins them instead.
 const UNROLLED_STATES_PER_HEAD: usize = 1024;
+/// Once this share (1/n) of the instruction budget is spent, loop heads join: a loop of
+/// unknown count with a long, branchy body still converges within the budget.
+const UNROLL_BUDGET_SHARE: u64 = 2;
 /// Distinct shapes a loop head may collect before the program is too complex.
 const MAX_SHAPES_PER_HEAD: usize = 512;
 /// Up to this many shapes, a new state is checked against all of them.
@@ -602,8 +605,9 @@ impl<'a> Verifier<'a> {
     /// cursor advanced by a different length in each). A state included whole in the
     /// one an earlier iteration of this path cached here stops the path: that state's
     /// exploration, still in progress, covers it. Past [`MAX_UNROLL`] iterations of
-    /// one path, or [`UNROLLED_STATES_PER_HEAD`] states at the head, the states are
-    /// joined instead ([`Self::head`]), so a loop of unknown or large count still ends.
+    /// one path, [`UNROLLED_STATES_PER_HEAD`] states at the head, or half of the
+    /// instruction budget, the states are joined instead ([`Self::head`]), so a loop
+    /// of unknown or large count still ends.
     fn loop_head(&mut self, pc: usize, st: State) -> Result<Option<State>, Fail> {
         let mut depth = 0u32;
         let mut covered = false;
@@ -631,7 +635,10 @@ impl<'a> Verifier<'a> {
             self.mark_chain(all_numbers(&st), false);
             return Ok(None);
         }
-        if depth >= MAX_UNROLL || self.cached_total[pc] >= UNROLLED_STATES_PER_HEAD {
+        if depth >= MAX_UNROLL
+            || self.cached_total[pc] >= UNROLLED_STATES_PER_HEAD
+            || self.processed >= self.env.limits.max_insns / UNROLL_BUDGET_SHARE
+        {
             return self.head(pc, st, false);
         }
         let before = self.nodes.len();
