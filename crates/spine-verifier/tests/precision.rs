@@ -410,3 +410,27 @@ fn histories_copied_to_pending_paths_count_against_the_memory_limit() {
         Err(e) => assert!(matches!(e.kind, K::TooComplex { .. }), "{:?}", e.kind),
     }
 }
+
+#[test]
+fn a_loop_iteration_stopped_by_an_earlier_one_marks_what_it_holds() {
+    // The loop is unrolled: the first path comes back to `head` with r6 = 0, a state
+    // the first iteration's (still being explored) includes, and stops there. `x` was
+    // cached on the way, and its only continuations have finished: the one that
+    // stopped must have marked r6 in it, or the taken side of `jeq` (r6 = 100, which
+    // the next iteration adds to the packet pointer) would be pruned at `x`.
+    let k = refused(
+        "mov %r6, 0
+         head: mov %r7, %r2
+         add %r7, %r6
+         ldxb %r0, [%r7+0]
+         ldxb %r5, [%r2+1]
+         jeq %r5, 7, bad
+         mov %r6, 0
+         x: ldxb %r5, [%r2+2]
+         jne %r5, 0, head
+         exit
+         bad: mov %r6, 100
+         ja x",
+    );
+    assert!(is_packet_oob(&k), "{k:?}");
+}
