@@ -1,5 +1,6 @@
 //! A corpus of programs in the shapes public XDP projects write (written for this
-//! project): IPv6 extension-header walks, IPv4 options and a TCP-options walk with an MSS
+//! project): IPv6 extension-header walks (inline, and in a non-inlined parser advancing
+//! its caller's cursor), IPv4 options and a TCP-options walk with an MSS
 //! clamp, IPIP/GRE/GUE decapsulation, a consistent-hash balancer with an LRU connection
 //! table and non-inlined functions, a QinQ VLAN pop. Each is built with its loops unrolled
 //! and, where it has loops, kept as bounded loops. For every build: what the kernel's
@@ -101,6 +102,8 @@ fn ipv6_packets() -> Vec<Vec<u8>> {
         chain(&[0; 9], 6, &t80),
         chain(&[60, 60, 60, 60, 60, 60, 60], 6, &t22),
         chain(&[], 58, &[128, 0, 0, 0]),
+        chain(&[51, 135], 6, &t22),
+        chain(&[0, 44], 17, &udp(1, 2, b"y")),
     ]
 }
 
@@ -217,8 +220,9 @@ fn lb_setup(p: &mut Pair) {
     }
 }
 
-const CASES: [Case; 5] = [
+const CASES: [Case; 6] = [
     Case { file: "ipv6_ext", loops: true, packets: ipv6_packets, setup: no_setup },
+    Case { file: "ipv6_ext_fn", loops: true, packets: ipv6_packets, setup: no_setup },
     Case { file: "tcp_mss", loops: true, packets: tcp_mss_packets, setup: no_setup },
     Case { file: "decap", loops: false, packets: decap_packets, setup: no_setup },
     Case { file: "lb", loops: false, packets: lb_packets, setup: lb_setup },

@@ -341,8 +341,9 @@ fn liveness(
 }
 
 /// Registers whose *value* may matter for safety: it may flow into a comparison, an
-/// address, a size argument, a spill through the frame pointer, or a function's
-/// return value. Any other scalar may be forgotten at a prune point without losing a
+/// address, a size argument, a store (through the frame pointer, or through a pointer
+/// that may lead into another frame's stack), pointer arithmetic (whose other operand
+/// may be a pointer), or a function's return value. Any other scalar may be forgotten at a prune point without losing a
 /// program the verifier could otherwise accept, which lets states that differ only in
 /// such values (counters, checksums, verdicts) prune each other.
 fn relevance(
@@ -361,6 +362,13 @@ fn relevance(
             op::ALU | op::ALU64 => {
                 if i.code & 0xf0 == op::MOV {
                     (out & !bit(i.dst)) | if dst_rel { src } else { 0 }
+                } else if x && i.class() == op::ALU64 && matches!(i.code & 0xf0, op::ADD | op::SUB)
+                {
+                    // Pointer arithmetic: when one operand is a pointer, the other's
+                    // bounds are checked here and become the result's offset, which
+                    // matters wherever the pointer goes (a store into another frame's
+                    // stack or a map keeps it), not only through this register.
+                    out | bit(i.dst) | src
                 } else {
                     out | if dst_rel { src } else { 0 }
                 }
@@ -374,7 +382,12 @@ fn relevance(
                 if atomic && i.imm & op::FETCH != 0 {
                     inn &= !bit(i.src);
                 }
-                if i.dst == spine_isa::FP {
+                if !atomic {
+                    // Through the frame pointer, or through a pointer that may lead
+                    // to another frame's stack (a caller's struct filled by a callee):
+                    // the slot keeps the value, and it may be read back.
+                    inn |= bit(i.src);
+                } else if i.dst == spine_isa::FP {
                     inn |= bit(i.src);
                 }
                 if atomic && i.imm == op::ATOMIC_CMPXCHG {
@@ -443,6 +456,34 @@ mod tests {
         assert!(c.prune[2] && c.prune[5]);
         assert_eq!(c.live[2], 0b11, "r0 and r1 live in the loop");
         assert_eq!(c.live[0], 0, "nothing live at entry but what is written first");
+    }
+
+    #[test]
+    fn values_stored_or_added_to_a_pointer_stay_relevant() {
+        // r3 is a packet pointer, r7 points into a caller's stack: the length in r1 is
+        // added to r3, which leaves only through the store; the length in r2 is itself
+        // stored through r7 (an out-parameter). Both must be kept at the prune points.
+        let c = cfg("ldxdw %r3, [%r1+0]
+             ldxb %r1, [%r3+1]
+             ldxb %r2, [%r3+2]
+             jeq %r2, 0, +0
+             add %r3, %r1
+             stxdw [%r7+16], %r3
+             stxdw [%r7+8], %r2
+             mov %r0, 0
+             exit")
+        .expect("valid");
+        assert!(c.prune[4]);
+        assert_ne!(c.relevant[4] & (1 << 1), 0, "the length added to a pointer");
+        assert_ne!(c.relevant[4] & (1 << 2), 0, "the value stored through a pointer");
+        // A number whose value nothing depends on is still forgotten.
+        let c = cfg("mov %r2, 5
+             jeq %r1, 0, +0
+             add %r2, 1
+             mov %r0, 0
+             exit")
+        .expect("valid");
+        assert_eq!(c.relevant[2] & (1 << 2), 0);
     }
 
     #[test]

@@ -134,6 +134,7 @@ attacks! {
     pkt_check_other_packet_pointer,
     pkt_many_paths_one_past_range,
     pkt_compare_32bit,
+    pkt_counted_loop_last_iteration_past_range,
     pkt_end_dereference,
     pkt_insufficient_check,
     pkt_negative_fixed_offset,

@@ -95,3 +95,50 @@ fn header_walk_reading_past_its_proven_range_is_refused() {
     assert_eq!(prog, "hdr_filter");
     assert!(e.to_string().contains("invalid access to packet"), "{e}");
 }
+
+#[test]
+fn extension_header_walk_in_a_function_advancing_its_callers_cursor() {
+    // The unrolled walk's last step only stores the advanced pointer through the
+    // cursor: the length added to it must keep its bounds all the same.
+    check("ext_cursor");
+}
+
+#[test]
+fn extension_header_walk_with_an_unbounded_length_is_refused() {
+    let (prog, e, _) =
+        *check_with("ext_cursor", &["-DUNBOUNDED_LEN"]).expect_err("unbounded length");
+    assert_eq!(prog, "ext_cursor");
+    assert!(e.to_string().contains("invalid access to packet"), "{e}");
+}
+
+#[test]
+fn extension_header_walk_kept_as_a_bounded_loop() {
+    // Each iteration advances the cursor by a different length: joined at the loop
+    // head, the cursor's offset grows without bound; unrolled, as in the kernel, each
+    // iteration keeps the range it proved.
+    check_with("ext_cursor", &["-DLOOPS"]).unwrap_or_else(|b| {
+        let (prog, e, log) = *b;
+        panic!("ext_cursor/{prog} (bounded loop) refused: {e}\n{log}")
+    });
+}
+
+#[test]
+fn extension_header_walk_kept_as_a_loop_with_an_unbounded_length_is_refused() {
+    let (prog, e, _) =
+        *check_with("ext_cursor", &["-DLOOPS", "-DUNBOUNDED_LEN"]).expect_err("unbounded length");
+    assert_eq!(prog, "ext_cursor");
+    assert!(e.to_string().contains("invalid access to packet"), "{e}");
+}
+
+#[test]
+fn length_returned_through_an_out_parameter_keeps_its_bounds() {
+    check("out_param");
+}
+
+#[test]
+fn unbounded_length_returned_through_an_out_parameter_is_refused() {
+    let (prog, e, _) =
+        *check_with("out_param", &["-DUNBOUNDED_LEN"]).expect_err("unbounded length");
+    assert_eq!(prog, "out_param");
+    assert!(e.to_string().contains("invalid access to packet"), "{e}");
+}

@@ -39,6 +39,7 @@ loops! {
     bounded_index_loop_writing_packet,
     bpf_loop_with_huge_count,
     countdown_loop,
+    cursor_loop_variable_steps,
     do_while_stack_buffer,
     huge_counted_loop,
     infinite_empty_loop,
@@ -51,4 +52,48 @@ loops! {
     packet_walk_until_end,
     tlv_walk,
     while_true_guarded_packet_read,
+}
+
+#[test]
+fn long_branchy_loop_of_unknown_count_still_converges() {
+    // A loop of unknown count whose body (three branches on a packet byte, then 4,000
+    // instructions) moves an index the stack read after it depends on: every iteration
+    // arrives with different numbers, so unrolling it would spend the whole instruction
+    // budget; past half of it, the loop head joins and widens instead.
+    let mut src = String::from(
+        "ldxw %r2, [%r1+0]
+         ldxw %r3, [%r1+4]
+         mov %r4, %r2
+         add %r4, 8
+         jgt %r4, %r3, out
+         stdw [%r10-8], 0
+         stdw [%r10-16], 0
+         stdw [%r10-24], 0
+         stdw [%r10-32], 0
+         mov %r6, 0
+         loop: ldxb %r5, [%r2+0]\n",
+    );
+    for k in 0..3 {
+        src.push_str(&format!(
+            "jset %r5, {}, a{k}\nadd %r6, {}\nja b{k}\na{k}: add %r6, {}\nb{k}: and %r6, 31\n",
+            1 << k,
+            k + 1,
+            2 * k + 3
+        ));
+    }
+    for k in 0..4000 {
+        src.push_str(if k % 2 == 0 { "mov %r0, %r6\n" } else { "add %r0, 1\n" });
+    }
+    src.push_str(
+        "mov %r7, %r10
+         add %r7, -32
+         add %r7, %r6
+         ldxb %r0, [%r7+0]
+         ldxb %r5, [%r2+1]
+         jne %r5, 0, loop
+         out: mov %r0, 2
+         exit\n",
+    );
+    let v = common::accept(&src);
+    assert!(v.insns_processed < 1_000_000, "{} processed", v.insns_processed);
 }

@@ -360,10 +360,13 @@ fn a_state_still_being_explored_does_not_prune() {
     // In the loop, `p` is first cached with r6 = 4 while its taken side (`use`, where
     // r6 moves a pointer) is still pending. The next iteration arrives with r6 up to
     // 100; that state may not be pruned by the cached one, whose marks do not yet say
-    // that r6 matters.
+    // that r6 matters. (Each iteration reads a new byte into r5: with r5 the same in
+    // every iteration, `use` could never see r6 = 100, and a verifier that unrolls
+    // the loop rightly accepts.)
     let k = refused(
         "mov %r6, 4
          head: mov %r0, 0
+         ldxb %r5, [%r2+1]
          jeq %r5, 200, p
          p: jeq %r5, 1, use
          mov %r6, 100
@@ -406,4 +409,28 @@ fn histories_copied_to_pending_paths_count_against_the_memory_limit() {
         Ok(v) => panic!("verified with {} insns processed", v.insns_processed),
         Err(e) => assert!(matches!(e.kind, K::TooComplex { .. }), "{:?}", e.kind),
     }
+}
+
+#[test]
+fn a_loop_iteration_stopped_by_an_earlier_one_marks_what_it_holds() {
+    // The loop is unrolled: the first path comes back to `head` with r6 = 0, a state
+    // the first iteration's (still being explored) includes, and stops there. `x` was
+    // cached on the way, and its only continuations have finished: the one that
+    // stopped must have marked r6 in it, or the taken side of `jeq` (r6 = 100, which
+    // the next iteration adds to the packet pointer) would be pruned at `x`.
+    let k = refused(
+        "mov %r6, 0
+         head: mov %r7, %r2
+         add %r7, %r6
+         ldxb %r0, [%r7+0]
+         ldxb %r5, [%r2+1]
+         jeq %r5, 7, bad
+         mov %r6, 0
+         x: ldxb %r5, [%r2+2]
+         jne %r5, 0, head
+         exit
+         bad: mov %r6, 100
+         ja x",
+    );
+    assert!(is_packet_oob(&k), "{k:?}");
 }

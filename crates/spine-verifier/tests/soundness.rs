@@ -507,6 +507,27 @@ const SEEDS: &[&str] = &[
      ldxh %r0, [%r7+6]
      mov %r0, 2
      exit",
+    // A counted loop advancing a packet cursor by a length read from the packet (kept
+    // precise only when the loop is unrolled), each step checked against the end.
+    "ldxdw %r2, [%r1+0]
+     ldxdw %r3, [%r1+8]
+     mov %r6, 4
+     mov %r4, %r2
+     add %r4, 2
+     jgt %r4, %r3, +11
+     ldxb %r5, [%r2+1]
+     and %r5, 7
+     add %r5, 1
+     add %r2, %r5
+     sub %r6, 1
+     jne %r6, 0, -9
+     mov %r4, %r2
+     add %r4, 4
+     jgt %r4, %r3, +2
+     ldxw %r0, [%r2+0]
+     stxb [%r2+3], %r0
+     mov %r0, 2
+     exit",
     // A counted loop over a map value.
     "stw [%r10-4], 0
      mov %r2, %r10

@@ -2,18 +2,22 @@
 //! the abstract state of [`crate::state`], checking each instruction against the rules
 //! in `alu`, `mem`, `jmp` and `call`.
 //!
-//! Termination without unrolling: at loop heads (back-edge targets) and at callback
-//! call sites, states of the same shape are joined, and widened after a few visits;
-//! elsewhere, at prune points, a state already covered by a cached one stops its path.
+//! Loops: at a loop head (a back-edge target) the loop is first unrolled as the kernel
+//! does, its states cached like at any prune point, and a state included in the one an
+//! earlier iteration of the same path left there stops; past a number of iterations
+//! per path (or of states at the head), and at callback call sites, states of the same
+//! shape are joined instead, and widened after a few visits, so that every loop ends.
+//! Elsewhere, at prune points, a state already covered by a cached one stops its path.
 //! Pruning against a kept loop-head state whose exploration is still in progress is
 //! sound here because only safety is proven, never termination (the run-time watchdog
 //! owns that): the explored states form a set closed under successors.
 //!
 //! Precision (`crate::precise`): a cached state at a prune point compares only the
 //! scalars marked precise in it, so it prunes only once every path below it has
-//! finished (`Node::branches`), when its marks are final. A path arriving at a loop
-//! head marks every number it holds (the kept states there are compared whole), and
-//! the path leaving the head starts a fresh chain of nodes.
+//! finished (`Node::branches`), when its marks are final. A path stopped by an earlier
+//! iteration's state, or arriving at a joining loop head, marks every number it holds
+//! (those states are compared whole); the path leaving a joining head starts a fresh
+//! chain of nodes.
 
 mod alu;
 mod call;
@@ -38,6 +42,14 @@ const WIDEN_AFTER: u32 = 3;
 const HARD_WIDEN_AFTER: u32 = 24;
 /// Instructions of the failing path a level-1 log shows (the last ones).
 const PATH_KEPT: usize = 256;
+/// Iterations of a loop one path unrolls (its states cached at the head as at any
+/// prune point, compared by their precise numbers) before the head joins its states.
+const MAX_UNROLL: u32 = 64;
+/// States a loop head caches, all paths together, before it joins them instead.
+const UNROLLED_STATES_PER_HEAD: usize = 1024;
+/// Once this share (1/n) of the instruction budget is spent, loop heads join: a loop of
+/// unknown count with a long, branchy body still converges within the budget.
+const UNROLL_BUDGET_SHARE: u64 = 2;
 /// Distinct shapes a loop head may collect before the program is too complex.
 const MAX_SHAPES_PER_HEAD: usize = 512;
 /// Up to this many shapes, a new state is checked against all of them.
@@ -91,6 +103,11 @@ struct Node {
     /// A joined loop-head state: compared whole, and marks stop here (the states
     /// arriving at the head were marked for every number they hold).
     barrier: bool,
+    /// A state cached at a loop head while the loop is unrolled: the head and the
+    /// state, which later iterations on the same path are compared with.
+    unrolled: Option<Box<(usize, State)>>,
+    /// The nearest node above this one (itself excluded) with `unrolled` set.
+    unrolled_above: u32,
 }
 
 struct LoopEntry {
@@ -272,6 +289,8 @@ impl<'a> Verifier<'a> {
             marks: Marks::default(),
             branches: 1,
             barrier: false,
+            unrolled: None,
+            unrolled_above: NO_NODE,
         });
         self.pending.push(Pending {
             pc: 0,
@@ -329,7 +348,7 @@ impl<'a> Verifier<'a> {
             if self.cfg.prune[pc] {
                 self.sanitize(&mut st, pc);
                 let next = if self.cfg.loop_head[pc] {
-                    self.head(pc, st, false)?
+                    self.loop_head(pc, st)?
                 } else {
                     self.visit(pc, st)?
                 };
@@ -501,12 +520,19 @@ impl<'a> Verifier<'a> {
         }
         self.cached_total[pc] += 1;
         let node = self.nodes.len() as u32;
+        let unrolled_above = match self.nodes.get(self.cur_node as usize) {
+            Some(p) if p.unrolled.is_some() => self.cur_node,
+            Some(p) => p.unrolled_above,
+            None => NO_NODE,
+        };
         self.nodes.push(Node {
             parent: self.cur_node,
             hist: std::mem::take(&mut self.hist),
             marks: Marks::default(),
             branches: 1,
             barrier: false,
+            unrolled: None,
+            unrolled_above,
         });
         self.cur_node = node;
         self.cache[pc].push(Cached { shape, state: st.clone(), node, hits: 0, misses: 0 });
@@ -574,6 +600,60 @@ impl<'a> Verifier<'a> {
         self.mark_chain(m, true);
     }
 
+    /// Loop head: the loop is unrolled as the kernel does, its states cached like at
+    /// any prune point, so that a bounded loop keeps what each iteration proved (a
+    /// cursor advanced by a different length in each). A state included whole in the
+    /// one an earlier iteration of this path cached here stops the path: that state's
+    /// exploration, still in progress, covers it. Past [`MAX_UNROLL`] iterations of
+    /// one path, [`UNROLLED_STATES_PER_HEAD`] states at the head, or half of the
+    /// instruction budget, the states are joined instead ([`Self::head`]), so a loop
+    /// of unknown or large count still ends.
+    fn loop_head(&mut self, pc: usize, st: State) -> Result<Option<State>, Fail> {
+        let mut depth = 0u32;
+        let mut covered = false;
+        let mut n = match self.nodes.get(self.cur_node as usize) {
+            Some(c) if c.unrolled.is_some() => self.cur_node,
+            Some(c) => c.unrolled_above,
+            None => NO_NODE,
+        };
+        while n != NO_NODE {
+            let node = &self.nodes[n as usize];
+            if let Some(u) = &node.unrolled {
+                if u.0 == pc {
+                    depth += 1;
+                    if u.1.includes(&st) {
+                        covered = true;
+                        break;
+                    }
+                }
+            }
+            n = node.unrolled_above;
+        }
+        if covered {
+            // Compared whole with a state whose marks are not final: every number
+            // this path holds mattered.
+            self.mark_chain(all_numbers(&st), false);
+            return Ok(None);
+        }
+        if depth >= MAX_UNROLL
+            || self.cached_total[pc] >= UNROLLED_STATES_PER_HEAD
+            || self.processed >= self.env.limits.max_insns / UNROLL_BUDGET_SHARE
+        {
+            return self.head(pc, st, false);
+        }
+        let before = self.nodes.len();
+        let next = self.visit(pc, st)?;
+        if let Some(s) = &next {
+            let cached = self.nodes.len() > before;
+            let node = &mut self.nodes[self.cur_node as usize];
+            if cached && !node.barrier {
+                node.unrolled = Some(Box::new((pc, s.clone())));
+                self.state_bytes += s.weight();
+            }
+        }
+        Ok(next)
+    }
+
     /// Loop head (or, with `callback`, a callback call site): `None` if a kept state
     /// covers `st`; otherwise the state to continue with, joined (and widened) with the
     /// kept state of the same shape. Kept states are compared whole, so every number
@@ -591,6 +671,8 @@ impl<'a> Verifier<'a> {
                 marks: Marks::default(),
                 branches: 1,
                 barrier: true,
+                unrolled: None,
+                unrolled_above: NO_NODE,
             });
             self.hist.clear();
         }
