@@ -156,8 +156,13 @@ pub enum ProgCmd {
         #[arg(long)]
         pcap_in: PathBuf,
         /// Every packet that leaves (XDP_PASS, XDP_TX, XDP_REDIRECT), as pcap.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "kernel")]
         pcap_out: Option<PathBuf>,
+        /// Run every packet through the kernel too (BPF_PROG_TEST_RUN, one run each; needs
+        /// root) and compare after each: the verdict, the bytes out and every map. Exits
+        /// 1 on a difference. The watchdog is off on spine's side, as the kernel has none.
+        #[arg(long)]
+        kernel: bool,
         #[arg(long)]
         json: bool,
     },
@@ -179,7 +184,10 @@ pub fn main(cmd: ProgCmd) -> Result<ExitCode> {
         ProgCmd::Run { load, data_in, data_out, repeat, kernel, json } => {
             run(&load, &data_in, data_out.as_deref(), repeat.max(1), kernel, json)
         }
-        ProgCmd::Test { load, pcap_in, pcap_out, json } => {
+        ProgCmd::Test { load, pcap_in, kernel: true, json, .. } => {
+            test_against_kernel(&load, &pcap_in, json)
+        }
+        ProgCmd::Test { load, pcap_in, pcap_out, json, .. } => {
             test(&load, &pcap_in, pcap_out.as_deref(), json)
         }
     }
@@ -493,6 +501,62 @@ fn test(args: &LoadArgs, pcap_in: &Path, pcap_out: Option<&Path>, json: bool) ->
     let ns = if run > 0 { busy.as_nanos() as f64 / run as f64 } else { 0.0 };
     counts.print(capture.packets.len(), ns, json);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `prog test --kernel`: the capture through spine and the kernel side by side
+/// (`spine_difftest::Pair`), compared after every packet.
+fn test_against_kernel(args: &LoadArgs, pcap_in: &Path, json: bool) -> Result<ExitCode> {
+    spine_sys::probe().context("--kernel needs bpf(2) (run as root)")?;
+    // Per-CPU maps are compared slot by slot: the kernel runs the test on the calling
+    // CPU, and spine runs as CPU 0.
+    spine_sys::pin_current_thread(0).context("pinning to CPU 0")?;
+    let obj = read_object(
+        &args.file,
+        args.section.as_deref(),
+        args.prog_type,
+        args.btf.as_deref(),
+        &args.max_entries,
+    )?;
+    let mut pair =
+        spine_difftest::Pair::load_parsed(&obj, args.section.as_deref(), 0, args.engine.into())
+            .with_context(|| format!("loading {}", args.file.display()))?;
+    for a in mapargs::collect(&args.maps, args.maps_file.as_deref())? {
+        let Some(m) = pair.spine_map(&a.map) else {
+            bail!("{}: the program has no map '{}' both sides can write", a.at, a.map);
+        };
+        let (key, value) =
+            mapargs::sized(&a, m.def().key_size as usize, m.def().value_size as usize)?;
+        pair.update(&a.map, &key, &value).with_context(|| format!("{}: map '{}'", a.at, a.map))?;
+    }
+    let bytes = std::fs::read(pcap_in).with_context(|| format!("reading {}", pcap_in.display()))?;
+    let capture = spine_ports::read_capture(&bytes)
+        .with_context(|| format!("reading {}", pcap_in.display()))?;
+    let packets: Vec<Vec<u8>> = capture.packets.into_iter().map(|p| p.data).collect();
+    const SHOWN: usize = 20;
+    let report = pair.run(&packets, SHOWN)?;
+    if json {
+        let verdicts: serde_json::Map<String, serde_json::Value> = VERDICT_NAMES
+            .iter()
+            .zip(report.verdicts)
+            .map(|(n, c)| (n.to_string(), json!(c)))
+            .collect();
+        let mismatches: Vec<String> = report.mismatches.iter().map(|m| m.to_string()).collect();
+        println!(
+            "{}",
+            json!({"packets": report.packets, "verdicts": verdicts,
+                   "multi_buffer": report.multi_buffer, "refused_by_both": report.refused,
+                   "map_checks": report.map_checks, "mismatches": mismatches})
+        );
+    } else {
+        println!("spine and the kernel: {report}");
+        for m in &report.mismatches {
+            println!("  {m}");
+        }
+        if report.mismatches.len() >= SHOWN {
+            println!("  (stopped after {SHOWN} mismatches)");
+        }
+    }
+    Ok(if report.mismatches.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 const VERDICT_NAMES: [&str; 6] =

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use spine_maps::Map;
 use spine_runtime::{
-    load_object, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, LoadedObject, RxInfo,
-    XdpRunner, MAX_FRAGS,
+    load_selected, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, LoadedObject,
+    RxInfo, XdpRunner, MAX_FRAGS,
 };
 use spine_sys::{KernelMap, KernelObject, TestRun};
 
@@ -179,13 +179,13 @@ impl Pair {
         cpu: usize,
         engine: EngineKind,
     ) -> Result<Pair, DiffError> {
-        let prog = obj
-            .program(section)
-            .ok_or_else(|| DiffError::NoProgram(section.map(str::to_string)))?;
+        let prog = spine_runtime::select_program(obj, section)
+            .map_err(|_| DiffError::NoProgram(section.map(str::to_string)))?;
         let opts =
             LoadOptions { ncpus: spine_sys::possible_cpus(), engine, ..LoadOptions::default() };
-        let loaded = load_object(obj, &opts)?;
-        let ext = loaded.program(section)?.clone();
+        // The chosen program and its tail-call targets, as the kernel side loads them:
+        // a sibling of another type, or one either verifier refuses, stays out.
+        let (loaded, ext) = load_selected(obj, section, &opts)?;
         let maps = (0..ext.maps().len())
             .filter_map(|i| ext.maps().data(i).map(|_| i))
             .filter_map(|i| match ext.maps().get(i) {
