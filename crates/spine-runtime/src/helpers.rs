@@ -608,6 +608,16 @@ impl Env for XdpEnv<'_> {
                 let key = mem.slice(a[1], map.def().key_size as usize).ok_or_else(bad_ptr)?;
                 map_result(map.delete(key, self.cpu))
             }
+            helper::MAP_PUSH_ELEM => {
+                let map = self.map(a[0])?;
+                let value = mem.slice(a[1], map.def().value_size as usize).ok_or_else(bad_ptr)?;
+                map_result(map.push(value, a[2]))
+            }
+            helper::MAP_POP_ELEM | helper::MAP_PEEK_ELEM => {
+                let map = self.map(a[0])?;
+                let out = mem.slice_mut(a[1], map.def().value_size as usize).ok_or_else(bad_ptr)?;
+                map_result(map.pop_or_peek(out, id == helper::MAP_POP_ELEM))
+            }
             helper::SPINE_MSG_SEND => {
                 // `spine_msg_send(ctx, endpoint, handler, data, len)`: the verifier proved
                 // `data` readable for `len`; the run-time checks hold for the interpreter
