@@ -266,6 +266,7 @@ pub mod errno {
     pub const EFAULT: i64 = 14;
     pub const EEXIST: i64 = 17;
     pub const EINVAL: i64 = 22;
+    pub const ENODEV: i64 = 19;
     pub const ENOSPC: i64 = 28;
     pub const ERANGE: i64 = 34;
     pub const EOPNOTSUPP: i64 = 95;

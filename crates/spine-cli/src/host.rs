@@ -25,6 +25,9 @@ impl Host for CliHost {
     fn now_ns(&mut self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
+    fn tai_ns(&mut self) -> u64 {
+        spine_adapter::sys::tai_ns()
+    }
     fn prandom_u32(&mut self) -> u32 {
         (splitmix64(&mut self.rng) >> 32) as u32
     }

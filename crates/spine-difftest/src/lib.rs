@@ -253,6 +253,12 @@ impl Pair {
         Ok((ours, theirs))
     }
 
+    /// Spine's host (its clock, generator and the interfaces' MTUs that
+    /// `bpf_check_mtu` reads; loopback by default, as the kernel's test run).
+    pub fn host_mut(&mut self) -> &mut FixedHost {
+        &mut self.host
+    }
+
     /// The kernel's side: its maps (in the object's order) and program.
     pub fn kernel(&self) -> &KernelObject {
         &self.kernel

@@ -55,6 +55,9 @@ pub const XDP_HELPERS: &[u32] = {
         LOOP,
         SPIN_LOCK,
         SPIN_UNLOCK,
+        JIFFIES64,
+        CHECK_MTU,
+        KTIME_GET_TAI_NS,
     ]
 };
 
@@ -77,6 +80,7 @@ const NOT_FOR_HANDLERS: &[u32] = {
         XDP_GET_BUFF_LEN,
         XDP_LOAD_BYTES,
         XDP_STORE_BYTES,
+        CHECK_MTU,
     ]
 };
 
