@@ -5,8 +5,8 @@
 //! stack, the packet and an array value, and results into the stack and an array value.
 //! Verdicts, bytes and maps (the next element and the counters) are compared after
 //! every packet on both engines, and the elements left are drained and compared at the
-//! end. The verifier's verdicts are compared too: a pop into the packet is refused by
-//! both. Needs root (bpf(2)); without it each test says SKIP loudly and passes.
+//! end. The verifier's verdicts are compared too: a pop into the packet, and a push or
+//! a pop on a `BPF_F_RDONLY_PROG` queue, are refused by both. Needs root (bpf(2)); without it each test says SKIP loudly and passes.
 
 mod common;
 
@@ -116,4 +116,29 @@ fn a_pop_into_the_packet_is_refused_by_both() {
     // The object's other programs still load on both sides.
     let ok = obj.program(Some("queue_ops")).expect("program");
     spine_sys::load_object_program(&obj, ok).expect("kernel loads queue_ops");
+}
+
+#[test]
+fn a_read_only_queue_is_peeked_but_not_written_by_both() {
+    if !kernel_available() {
+        return;
+    }
+    for (n, program, accepted) in
+        [(1, "ro_peek", true), (2, "ro_push", false), (3, "ro_pop", false)]
+    {
+        let object = common::fixture("queue", program, &[&format!("-DRO_PROG={n}")]);
+        let obj = spine_obj::parse(&object).expect("parse");
+        let prog = obj.program(Some(program)).expect("program");
+        let kernel = spine_sys::load_object_program(&obj, prog);
+        assert_eq!(kernel.is_ok(), accepted, "kernel on {program}");
+        for engine in ENGINES {
+            match Pair::load(&object, Some(program), 0, engine) {
+                Ok(_) => assert!(accepted, "{engine:?}: spine accepted {program}"),
+                Err(e) => {
+                    assert!(!accepted, "{engine:?}: spine refused {program}: {e}");
+                    assert!(e.to_string().contains("read-only map 'ro'"), "{e}");
+                }
+            }
+        }
+    }
 }
