@@ -53,7 +53,13 @@ fuzz_target!(|data: &[u8]| {
             insns,
             functions: vec![(0, "fuzz".into())],
         }],
-        maps: vec![map("arr", ARRAY, 4, 16, 4), map("hash", HASH, 8, 8, 8), map("pcpu", PERCPU_ARRAY, 4, 8, 2)],
+        maps: vec![
+            map("arr", ARRAY, 4, 16, 4),
+            map("hash", HASH, 8, 8, 8),
+            map("pcpu", PERCPU_ARRAY, 4, 8, 2),
+            map("queue", QUEUE, 0, 8, 4),
+            map("stack", STACK, 0, 12, 2),
+        ],
         skipped: Vec::new(),
         btf: None,
     };

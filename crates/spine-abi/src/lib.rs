@@ -21,6 +21,8 @@ pub mod map_type {
     pub const DEVMAP: u32 = 14;
     pub const CPUMAP: u32 = 16;
     pub const XSKMAP: u32 = 17;
+    pub const QUEUE: u32 = 22;
+    pub const STACK: u32 = 23;
     pub const DEVMAP_HASH: u32 = 25;
     pub const RINGBUF: u32 = 27;
     /// spine's endpoint map (`SPINE_MAP_TYPE_ENDPOINT` in `include/spine_helpers.h`): an
@@ -45,6 +47,8 @@ pub mod map_type {
             DEVMAP => "devmap",
             CPUMAP => "cpumap",
             XSKMAP => "xskmap",
+            QUEUE => "queue",
+            STACK => "stack",
             DEVMAP_HASH => "devmap_hash",
             RINGBUF => "ringbuf",
             SPINE_ENDPOINT => "spine_endpoint",
@@ -147,6 +151,9 @@ pub mod helper {
     pub const XDP_ADJUST_META: u32 = 54;
     pub const XDP_ADJUST_TAIL: u32 = 65;
     pub const FIB_LOOKUP: u32 = 69;
+    pub const MAP_PUSH_ELEM: u32 = 87;
+    pub const MAP_POP_ELEM: u32 = 88;
+    pub const MAP_PEEK_ELEM: u32 = 89;
     pub const SPIN_LOCK: u32 = 93;
     pub const SPIN_UNLOCK: u32 = 94;
     pub const JIFFIES64: u32 = 118;
@@ -200,6 +207,9 @@ pub mod helper {
             XDP_ADJUST_META => "bpf_xdp_adjust_meta",
             XDP_ADJUST_TAIL => "bpf_xdp_adjust_tail",
             FIB_LOOKUP => "bpf_fib_lookup",
+            MAP_PUSH_ELEM => "bpf_map_push_elem",
+            MAP_POP_ELEM => "bpf_map_pop_elem",
+            MAP_PEEK_ELEM => "bpf_map_peek_elem",
             SPIN_LOCK => "bpf_spin_lock",
             SPIN_UNLOCK => "bpf_spin_unlock",
             JIFFIES64 => "bpf_jiffies64",
@@ -269,6 +279,7 @@ pub mod errno {
     pub const EFAULT: i64 = 14;
     pub const EEXIST: i64 = 17;
     pub const EINVAL: i64 = 22;
+    pub const ENODEV: i64 = 19;
     pub const ENOSPC: i64 = 28;
     pub const ERANGE: i64 = 34;
     pub const EOPNOTSUPP: i64 = 95;

@@ -66,6 +66,11 @@ impl Host for WorkerHost {
     }
 
     #[inline]
+    fn tai_ns(&mut self) -> u64 {
+        crate::sys::tai_ns()
+    }
+
+    #[inline]
     fn prandom_u32(&mut self) -> u32 {
         (splitmix64(&mut self.rng) >> 32) as u32
     }

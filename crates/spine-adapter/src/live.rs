@@ -759,6 +759,19 @@ impl Live {
         m.delete_user(key).map_err(Self::map_err(ext, map, "delete", Some(key)))
     }
 
+    /// `BPF_MAP_LOOKUP_AND_DELETE_ELEM` on a queue or stack: the element popped (the
+    /// oldest of a queue, the newest of a stack), or `None` when it is empty. Push with
+    /// [`Live::map_update`] and peek with [`Live::map_lookup`], both with an empty key.
+    pub fn map_pop(&self, ext: &str, map: &str) -> Result<Option<Vec<u8>>, LiveError> {
+        let m = self.map(ext, map)?;
+        let mut out = vec![0u8; m.def().value_size as usize];
+        match m.lookup_and_delete_user(&[], &mut out, 0) {
+            Ok(()) => Ok(Some(out)),
+            Err(e) if e.errno().abs() == i64::from(libc::ENOENT) => Ok(None),
+            Err(e) => Err(Self::map_err(ext, map, "lookup_and_delete", None)(e)),
+        }
+    }
+
     /// `BPF_MAP_GET_NEXT_KEY`: the key after `key` (the first one for `None`), or
     /// `None` after the last.
     pub fn map_next_key(

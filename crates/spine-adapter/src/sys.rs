@@ -1,15 +1,24 @@
 //! The few operating-system calls the adapter makes itself, all off the packet path
-//! except the clock: the monotonic clock extensions read (`bpf_ktime_get_ns` is
-//! `CLOCK_MONOTONIC` in the kernel), an interface's index (for ports whose type does not
+//! except the clocks: the monotonic clock extensions read (`bpf_ktime_get_ns` is
+//! `CLOCK_MONOTONIC` in the kernel) and `CLOCK_TAI` (`bpf_ktime_get_tai_ns`), an interface's index (for ports whose type does not
 //! report it), and a SIGINT flag so `spine run` stops cleanly on Ctrl-C.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `CLOCK_MONOTONIC` in nanoseconds, the clock the kernel's `bpf_ktime_get_ns` reads.
 pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CLOCK_TAI in nanoseconds (`bpf_ktime_get_tai_ns`); 0 if the clock cannot be read.
+pub fn tai_ns() -> u64 {
+    clock_ns(libc::CLOCK_TAI)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec into `ts`, which lives across the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     if rc != 0 {
         return 0;
     }

@@ -154,6 +154,9 @@ pub enum MapCmd {
     Delete { ext: String, map: String, key: String },
     /// The key after KEY (the first one without KEY).
     NextKey { ext: String, map: String, key: Option<String> },
+    /// Take the next element of a queue or stack (push with `update EXT MAP '' VALUE`,
+    /// peek with `lookup EXT MAP ''`).
+    Pop { ext: String, map: String },
 }
 
 pub fn ext(cmd: ExtCmd, conn: &Conn) -> Result<()> {
@@ -236,6 +239,10 @@ pub fn ext(cmd: ExtCmd, conn: &Conn) -> Result<()> {
 
 /// A key or value from the command line, sized for the map.
 fn arg_bytes(s: &str, size: usize, what: &str, ext: &str, map: &str) -> Result<Vec<u8>> {
+    // A queue's or stack's key: none (`''` on the command line).
+    if size == 0 && s.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     let b = mapargs::bytes(s).with_context(|| {
         format!(
             "extension '{ext}', map '{map}': {what} '{s}' is neither a decimal integer nor hex bytes"
@@ -336,6 +343,16 @@ pub fn map(cmd: MapCmd, conn: &Conn) -> Result<()> {
             match next {
                 Some(n) => println!("next key: {}", hex(&n)),
                 None => println!("no next key"),
+            }
+        }
+        MapCmd::Pop { ext, map } => {
+            let v = c.pop(&ext, &map)?;
+            if conn.json {
+                return print_json(&serde_json::json!({ "value": v.as_deref().map(hex) }));
+            }
+            match v {
+                Some(v) => println!("value: {}", hex(&v)),
+                None => println!("empty"),
             }
         }
     }

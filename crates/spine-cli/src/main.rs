@@ -64,7 +64,7 @@ enum Cmd {
         #[command(flatten)]
         conn: control::Conn,
     },
-    /// Maps of a running adapter's extensions: list, dump, lookup, update, delete.
+    /// Maps of a running adapter's extensions: list, dump, lookup, update, delete, pop (queues and stacks).
     Map {
         #[command(subcommand)]
         cmd: control::MapCmd,

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::proto::{
     hex, unhex, ApiError, AttachRequest, Attachment, DomainView, Dump, ErrorBody, ExtView,
-    KeyRequest, MapView, NextKey, PortView, Totals, UpdateRequest, Version, VERSION,
+    KeyRequest, MapView, NextKey, Popped, PortView, Totals, UpdateRequest, Version, VERSION,
 };
 
 /// Why a request failed.
@@ -508,6 +508,15 @@ impl Client {
         match n.next_key {
             None => Ok(None),
             Some(k) => unhex(&k).map(Some).ok_or_else(|| self.protocol("a key that is not hex")),
+        }
+    }
+
+    /// Pops queue or stack `map`: its next element, `None` when it is empty.
+    pub fn pop(&mut self, ext: &str, map: &str) -> Result<Option<Vec<u8>>, ClientError> {
+        let p: Popped = self.call("POST", &Self::map_path(ext, map, "pop"), None)?;
+        match p.value {
+            None => Ok(None),
+            Some(v) => unhex(&v).map(Some).ok_or_else(|| self.protocol("a value that is not hex")),
         }
     }
 

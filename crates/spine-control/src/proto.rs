@@ -89,6 +89,12 @@ pub struct NextKey {
     pub next_key: Option<String>,
 }
 
+/// `POST .../pop`: the element a queue or stack gave, `None` when it was empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Popped {
+    pub value: Option<String>,
+}
+
 /// `GET .../entries`: the map and every entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dump {

@@ -37,7 +37,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::proto::{
     hex, unhex, ApiError, AttachRequest, Attachment, Dump, Entry, ErrorBody, KeyRequest, NextKey,
-    TraceRequest, UpdateRequest, Version, VERSION,
+    Popped, TraceRequest, UpdateRequest, Version, VERSION,
 };
 use crate::tls::{TlsConfig, TlsError};
 
@@ -542,6 +542,10 @@ fn parse<T: for<'de> Deserialize<'de>>(body: Result<Bytes, BytesRejection>) -> R
 }
 
 fn key_bytes(what: &str, s: &str) -> Result<Vec<u8>, Fail> {
+    // A queue's or stack's key is empty (`key_size` 0); no other map accepts one.
+    if what == "key" && s.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     unhex(s).ok_or_else(|| {
         Fail::new(StatusCode::BAD_REQUEST, "bad_request", format!("{what} '{s}' is not hex bytes"))
     })
@@ -579,6 +583,7 @@ fn router(app: App, cfg: &ServerConfig) -> Router {
         .route("/extensions/{ext}/maps/{map}/update", post(update))
         .route("/extensions/{ext}/maps/{map}/delete", post(delete_key))
         .route("/extensions/{ext}/maps/{map}/next_key", post(next_key))
+        .route("/extensions/{ext}/maps/{map}/pop", post(pop))
         .route("/extensions/{ext}/maps/{map}/records", get(records))
         .route("/stats", get(|State(a): State<App>| async move { Json(a.live.totals()) }))
         .route("/trace/start", post(trace_start))
@@ -805,6 +810,15 @@ async fn next_key(
     let key = r.key.as_deref().map(|k| key_bytes("key", k)).transpose()?;
     let next = a.live.map_next_key(&ext, &map, key.as_deref())?;
     Ok(Json(NextKey { next_key: next.as_deref().map(hex) }))
+}
+
+/// `POST .../pop`: pops a queue or stack (`BPF_MAP_LOOKUP_AND_DELETE_ELEM`).
+async fn pop(
+    State(a): State<App>,
+    UrlPath((ext, map)): UrlPath<(String, String)>,
+) -> Reply<Popped> {
+    let value = a.live.map_pop(&ext, &map)?;
+    Ok(Json(Popped { value: value.as_deref().map(hex) }))
 }
 
 /// `POST /v1/trace/start` with `{"events": N}` (or no body: 65,536 per worker).

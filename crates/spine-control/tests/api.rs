@@ -40,6 +40,12 @@ fn maps_object() -> &'static [u8] {
     fixture("maps", &OBJ)
 }
 
+/// A queue `seen` that `push_seen` feeds with byte 14 of every frame.
+fn queue_object() -> &'static [u8] {
+    static OBJ: OnceLock<Vec<u8>> = OnceLock::new();
+    fixture("queue", &OBJ)
+}
+
 fn frame(i: u8) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5, i];
     f.resize(60, 0xee);
@@ -568,4 +574,54 @@ fn replacement_through_the_api_under_load_loses_no_packet() {
     let t = &report.totals;
     assert_eq!(t.extension("a").unwrap().runs, ha);
     assert_eq!(t.extension("b").unwrap().runs, hb);
+}
+
+#[test]
+fn a_queue_is_pushed_peeked_and_popped_through_the_client() {
+    let dir = TempDir::new("queue");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    c.load("q", queue_object(), Some("push_seen"), None).unwrap();
+    c.attach("q", "wire").unwrap();
+    // Traffic pushes the frames' byte 14 (0..31, replayed endlessly).
+    let got = loop {
+        if let Some(v) = c.pop("q", "seen").unwrap() {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(u64::from_le_bytes(got.clone().try_into().unwrap()) < 32, "{got:?}");
+    // A second instance that no traffic reaches (its own maps): user space alone.
+    c.load("u", queue_object(), Some("push_seen"), None).unwrap();
+    assert_eq!(c.pop("u", "seen").unwrap(), None, "empty");
+    let e = c.lookup("u", "seen", &[]).unwrap_err();
+    assert_eq!(e.api().unwrap().errno, Some(2), "peek on an empty queue: {e}");
+    // Update with an empty key pushes; lookup peeks; pop takes, oldest first.
+    for v in [7u64, 8, 9] {
+        c.update("u", "seen", &[], &v.to_le_bytes(), 0).unwrap();
+    }
+    assert_eq!(c.lookup("u", "seen", &[]).unwrap(), 7u64.to_le_bytes());
+    assert_eq!(c.pop("u", "seen").unwrap(), Some(7u64.to_le_bytes().to_vec()));
+    assert_eq!(c.pop("u", "seen").unwrap(), Some(8u64.to_le_bytes().to_vec()));
+    // No keys: delete and get_next_key are EINVAL, as in the kernel.
+    assert_eq!(c.delete("u", "seen", &[]).unwrap_err().api().unwrap().errno, Some(22));
+    assert_eq!(c.next_key("u", "seen", None).unwrap_err().api().unwrap().errno, Some(22));
+    // Full: a plain push is E2BIG, BPF_EXIST drops the oldest.
+    for v in 0..7u64 {
+        c.update("u", "seen", &[], &v.to_le_bytes(), 0).unwrap();
+    }
+    let e = c.update("u", "seen", &[], &99u64.to_le_bytes(), 0).unwrap_err();
+    assert_eq!(e.api().unwrap().errno, Some(7), "{e}");
+    c.update("u", "seen", &[], &99u64.to_le_bytes(), 2).unwrap();
+    assert_eq!(
+        c.pop("u", "seen").unwrap(),
+        Some(0u64.to_le_bytes().to_vec()),
+        "9, the oldest, went"
+    );
+    // Pop on a map that is no queue: ENOTSUPP, naming the map.
+    c.load("b", live_object(), Some("version_b"), None).unwrap();
+    let e = c.pop("b", "table").unwrap_err();
+    assert!(e.to_string().contains("'table'"), "{e}");
+    assert_eq!(e.api().unwrap().errno, Some(524), "{e}");
 }

@@ -30,6 +30,8 @@ use crate::MapError;
 ///   (`E2BIG`).
 /// - ring buffer: `key_size == 0`, `value_size == 0`, `max_entries` (the data size) a
 ///   power of two and a multiple of 4096; flag `NUMA_NODE` only.
+/// - queue, stack: `key_size == 0`, `value_size` 1..=4 MiB (`KMALLOC_MAX_SIZE`; more is
+///   `E2BIG`), `max_entries >= 1`; flags `NUMA_NODE` and the access flags only.
 /// - array_of_maps, hash_of_maps: `value_size == 4` (an fd in the kernel), otherwise an
 ///   array's or a hash's rules (arrays without `MMAPABLE`, `INNER_MAP` and the program
 ///   access flags); created with an inner template ([`crate::Map::create_outer`]).
@@ -154,6 +156,10 @@ pub(crate) enum Plan {
     /// `ARRAY_OF_MAPS` or `HASH_OF_MAPS`.
     Outer {
         hash: bool,
+    },
+    /// `QUEUE` or (`stack`) `STACK`.
+    Queue {
+        stack: bool,
     },
 }
 
@@ -286,6 +292,27 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
                 return Err(MapError::MapFlags { map, flags });
             }
             Plan::Perf
+        }
+        mt::QUEUE | mt::STACK => {
+            // `queue_stack_map_alloc_check`: one combined EINVAL, then E2BIG for a
+            // value user space could not copy.
+            if def.max_entries == 0 {
+                return Err(MapError::ZeroEntries { map });
+            }
+            if def.key_size != 0 {
+                return Err(MapError::KeySize { map, key_size: def.key_size, min: 0, max: 0 });
+            }
+            if def.value_size == 0 {
+                let max = KMALLOC_MAX_SIZE as u32;
+                return Err(MapError::ValueSize { map, value_size: 0, min: 1, max });
+            }
+            if flags & !(mf::NUMA_NODE | ACCESS_MASK) != 0 || !access_ok(flags) {
+                return Err(MapError::MapFlags { map, flags });
+            }
+            if u64::from(def.value_size) > KMALLOC_MAX_SIZE {
+                return Err(too_large_value(map, def.value_size, KMALLOC_MAX_SIZE as u32));
+            }
+            Plan::Queue { stack: def.map_type == mt::STACK }
         }
         map_type => return Err(MapError::Unsupported { map, map_type }),
     };

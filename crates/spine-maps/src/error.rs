@@ -23,6 +23,9 @@ pub const EOVERFLOW: i64 = 75;
 pub enum ProgOp {
     Update,
     Delete,
+    Push,
+    Pop,
+    Peek,
 }
 
 impl std::fmt::Display for ProgOp {
@@ -30,6 +33,9 @@ impl std::fmt::Display for ProgOp {
         f.write_str(match self {
             ProgOp::Update => "bpf_map_update_elem",
             ProgOp::Delete => "bpf_map_delete_elem",
+            ProgOp::Push => "bpf_map_push_elem",
+            ProgOp::Pop => "bpf_map_pop_elem",
+            ProgOp::Peek => "bpf_map_peek_elem",
         })
     }
 }
@@ -181,6 +187,10 @@ pub enum MapError {
     WriteOnly { map: Arc<str> },
     #[error("map {map}: CPU {cpu} out of range ({ncpus} CPUs)")]
     CpuOutOfRange { map: Arc<str>, cpu: usize, ncpus: usize },
+    #[error("map {map}: a queue or stack has no keys to delete or list (push, pop and peek its elements)")]
+    NoKeys { map: Arc<str> },
+    #[error("map {map}: lookup-and-delete is supported on queue and stack maps only")]
+    PopUnsupported { map: Arc<str> },
 }
 
 impl MapError {
@@ -215,6 +225,7 @@ impl MapError {
             | MapError::NotFromProgram { .. }
             | MapError::ZeroIfindex { .. }
             | MapError::DeleteOutOfRange { .. }
+            | MapError::NoKeys { .. }
             | MapError::NotReserved { .. } => EINVAL,
             MapError::EntryProgram { map_type, .. } => {
                 // An fd that names no usable program: `__dev_map_alloc_node` fails with
@@ -227,6 +238,7 @@ impl MapError {
             }
             MapError::InnerNotSupported { .. }
             | MapError::NoElements { .. }
+            | MapError::PopUnsupported { .. }
             | MapError::PerfSlotUnreadable { .. } => ENOTSUPP,
             MapError::InnerByFd { .. } => EBADF,
             MapError::SpinLockType { .. } => EOPNOTSUPP,
@@ -309,6 +321,8 @@ impl MapError {
             | MapError::OtherCpuSlot { map, .. }
             | MapError::PerfRingFull { map, .. }
             | MapError::PerfSlotUnreadable { map }
+            | MapError::NoKeys { map }
+            | MapError::PopUnsupported { map }
             | MapError::NotReserved { map, .. } => map,
         }
     }

@@ -17,6 +17,7 @@ use crate::hash::{HashTab, KeyHash, Side};
 use crate::lpm::LpmTrie;
 use crate::outer::{InnerRef, OuterMap};
 use crate::perf::PerfEventArray;
+use crate::queue::QueueStack;
 use crate::ringbuf::RingBuf;
 use crate::storage::Arena;
 use crate::xskmap::XskMap;
@@ -67,6 +68,7 @@ enum Inner {
     RingBuf(RingBuf),
     Perf(PerfEventArray),
     Outer(OuterMap),
+    Queue(QueueStack),
 }
 
 /// A map with kernel semantics. `Send + Sync`: share it with `Arc`.
@@ -170,6 +172,10 @@ impl Map {
                 let bytes = budget(OuterMap::bytes(&def, hash, ncpus).ok_or_else(overflow)?)?;
                 (Inner::Outer(OuterMap::new(&def, template, hash, ncpus, opts.seed)?), bytes)
             }
+            Plan::Queue { stack } => {
+                let bytes = budget(QueueStack::bytes(&def))?;
+                (Inner::Queue(QueueStack::new(&def, stack)?), bytes)
+            }
         };
         let readable = def.flags & mf::WRONLY_PROG == 0;
         let span = |arena: &Arena, writable: bool| ValueSpan {
@@ -193,6 +199,8 @@ impl Map {
             Inner::Perf(_) => Box::new([]),
             // Inner-map handles are opaque to programs, as kernel map pointers are.
             Inner::Outer(_) => Box::new([]),
+            // Elements are copied in and out by the helpers.
+            Inner::Queue(_) => Box::new([]),
         };
         // check_budget bounded `bytes` by `max_bytes`, a u64.
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
@@ -288,7 +296,7 @@ impl Map {
             Inner::DevMapHash(d) => d.lookup(key),
             Inner::CpuMap(c) => c.entries().lookup(key),
             Inner::XskMap(c) => c.entries().lookup(key),
-            Inner::RingBuf(_) | Inner::Perf(_) => None,
+            Inner::RingBuf(_) | Inner::Perf(_) | Inner::Queue(_) => None,
             Inner::Outer(o) => o.lookup(key),
         }
     }
@@ -319,6 +327,47 @@ impl Map {
             Inner::Lpm(t) => t.delete(key),
             _ => Err(MapError::NotFromProgram { map: self.name(), op: ProgOp::Delete }),
         }
+    }
+
+    /// The queue or stack, without building an error for other maps.
+    #[inline]
+    fn queue(&self) -> Option<&QueueStack> {
+        match &self.inner {
+            Inner::Queue(q) => Some(q),
+            _ => None,
+        }
+    }
+
+    /// `bpf_map_push_elem` from a program on a `QUEUE` or `STACK`: `value` is
+    /// `value_size` bytes; flags `BPF_ANY`, or `BPF_EXIST` to drop the oldest element
+    /// when full (anything else `EINVAL`); full without `BPF_EXIST` is `Full` (`E2BIG`).
+    /// `BPF_F_RDONLY_PROG` maps refuse with `EPERM` (the kernel's verifier refuses the
+    /// program); other map types with `NotFromProgram`.
+    pub fn push(&self, value: &[u8], flags: u64) -> Result<(), MapError> {
+        let Some(q) = self.queue() else {
+            return Err(MapError::NotFromProgram { map: self.name(), op: ProgOp::Push });
+        };
+        if self.def.flags & mf::RDONLY_PROG != 0 {
+            return Err(MapError::ReadOnly { map: self.name(), why: ReadOnlyReason::RdonlyProg });
+        }
+        self.check_len(value.len(), self.def.value_size as usize)?;
+        q.push(value, flags)
+    }
+
+    /// `bpf_map_pop_elem` (`delete`) or `bpf_map_peek_elem` from a program: the oldest
+    /// element of a queue, the newest of a stack, copied to `out` (`value_size` bytes);
+    /// an empty map zeroes `out` and answers `NotFound` (`ENOENT`), as the kernel.
+    /// A pop on a `BPF_F_RDONLY_PROG` map is `EPERM`; other map types `NotFromProgram`.
+    pub fn pop_or_peek(&self, out: &mut [u8], delete: bool) -> Result<(), MapError> {
+        let Some(q) = self.queue() else {
+            let op = if delete { ProgOp::Pop } else { ProgOp::Peek };
+            return Err(MapError::NotFromProgram { map: self.name(), op });
+        };
+        if delete && self.def.flags & mf::RDONLY_PROG != 0 {
+            return Err(MapError::ReadOnly { map: self.name(), why: ReadOnlyReason::RdonlyProg });
+        }
+        self.check_len(out.len(), self.def.value_size as usize)?;
+        q.get(out, delete)
     }
 
     // ---- user side (bpf(2)) ----
@@ -405,7 +454,36 @@ impl Map {
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
             Inner::Perf(_) => Err(MapError::PerfSlotUnreadable { map: self.name() }),
             Inner::Outer(o) => o.lookup_user(key, out),
+            // The kernel's `bpf_map_copy_value` peeks.
+            Inner::Queue(q) => q.get(out, false),
         }
+    }
+
+    /// `BPF_MAP_LOOKUP_AND_DELETE_ELEM` on a `QUEUE` or `STACK`: pops the next element
+    /// into `out` (`value_size` bytes; `key` is empty). As the kernel: `EPERM` unless
+    /// user space may both read and write (frozen, `BPF_F_RDONLY` or `BPF_F_WRONLY`
+    /// maps), any flag `EINVAL`, an empty map `ENOENT`. Other map types are
+    /// `PopUnsupported` (`ENOTSUPP`; the kernel's hash maps have it, spine's not yet).
+    pub fn lookup_and_delete_user(
+        &self,
+        key: &[u8],
+        out: &mut [u8],
+        flags: u64,
+    ) -> Result<(), MapError> {
+        if flags & !LOCK != 0 {
+            return Err(MapError::InvalidFlags { map: self.name(), flags });
+        }
+        self.check_user_read()?;
+        self.check_user_write()?;
+        let Some(q) = self.queue() else {
+            return Err(MapError::PopUnsupported { map: self.name() });
+        };
+        if flags != 0 {
+            return Err(MapError::InvalidFlags { map: self.name(), flags });
+        }
+        self.check_key(key)?;
+        self.check_len(out.len(), self.def.value_size as usize)?;
+        q.get(out, true)
     }
 
     /// `BPF_MAP_UPDATE_ELEM`: `value` is [`Map::user_value_size`] bytes (each CPU's
@@ -433,6 +511,8 @@ impl Map {
             Inner::Perf(_) if flags != 0 => Err(MapError::InvalidFlags { map: self.name(), flags }),
             Inner::Perf(p) => p.open(u32::from_ne_bytes([key[0], key[1], key[2], key[3]])),
             Inner::Outer(_) => Err(MapError::InnerByFd { map: self.name() }),
+            // The kernel's `bpf_map_update_value` pushes (the key is NULL).
+            Inner::Queue(q) => q.push(value, flags),
         }
     }
 
@@ -474,6 +554,7 @@ impl Map {
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
             Inner::Perf(p) => p.close(u32::from_ne_bytes([key[0], key[1], key[2], key[3]])),
             Inner::Outer(o) => o.delete(key),
+            Inner::Queue(_) => Err(MapError::NoKeys { map: self.name() }),
         }
     }
 
@@ -500,6 +581,7 @@ impl Map {
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
             Inner::Perf(p) => p.next_key(key, out),
             Inner::Outer(o) => o.next_key(key, out),
+            Inner::Queue(_) => Err(MapError::NoKeys { map: self.name() }),
         }
     }
 
@@ -708,6 +790,7 @@ impl Map {
             Inner::RingBuf(_) => 0,
             Inner::Perf(p) => p.len(),
             Inner::Outer(o) => o.len(),
+            Inner::Queue(q) => q.len(),
         }
     }
 
@@ -731,7 +814,9 @@ impl Map {
             Inner::CpuMap(c) => c.entries().values(),
             Inner::XskMap(c) => c.entries().values(),
             Inner::RingBuf(r) => r.data(),
-            Inner::Perf(_) | Inner::Outer(_) => unreachable!("no value spans"),
+            Inner::Perf(_) | Inner::Outer(_) | Inner::Queue(_) => {
+                unreachable!("no value spans")
+            }
         };
         (arena, (addr - arena.base().as_ptr() as u64) as usize)
     }

@@ -90,9 +90,11 @@ pub(crate) fn check(spec: &MapSpec) -> Result<(), MapErrorKind> {
     if map_type::name(t) == "unknown" {
         return Err(MapErrorKind::UnknownType(t));
     }
-    // A ring buffer has neither key nor value; everything else has both.
+    // A ring buffer has neither key nor value, a queue or stack no key; everything else
+    // has both.
+    let keyless = matches!(t, map_type::QUEUE | map_type::STACK);
     if t != map_type::RINGBUF {
-        if spec.key_size == 0 {
+        if spec.key_size == 0 && !keyless {
             return Err(MapErrorKind::ZeroKeySize);
         }
         if spec.value_size == 0 {
@@ -311,6 +313,9 @@ mod tests {
         assert_eq!(check(&spec(RINGBUF, 0, 0, 4096)), Ok(()));
         assert_eq!(check_sized(&spec(RINGBUF, 0, 0, 0)), Err(MapErrorKind::ZeroMaxEntries));
         assert_eq!(check(&spec(PERF_EVENT_ARRAY, 4, 4, 0)), Ok(()));
+        assert_eq!(check(&spec(QUEUE, 0, 8, 16)), Ok(()));
+        assert_eq!(check(&spec(STACK, 0, 8, 16)), Ok(()));
+        assert_eq!(check(&spec(STACK, 0, 0, 16)), Err(MapErrorKind::ZeroValueSize));
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub const XDP_HELPERS: &[u32] = {
         MAP_LOOKUP_ELEM,
         MAP_UPDATE_ELEM,
         MAP_DELETE_ELEM,
+        MAP_PUSH_ELEM,
+        MAP_POP_ELEM,
+        MAP_PEEK_ELEM,
         KTIME_GET_NS,
         TRACE_PRINTK,
         GET_PRANDOM_U32,
@@ -52,6 +55,9 @@ pub const XDP_HELPERS: &[u32] = {
         LOOP,
         SPIN_LOCK,
         SPIN_UNLOCK,
+        JIFFIES64,
+        CHECK_MTU,
+        KTIME_GET_TAI_NS,
     ]
 };
 
@@ -79,6 +85,7 @@ const NOT_FOR_HANDLERS: &[u32] = {
         XDP_GET_BUFF_LEN,
         XDP_LOAD_BYTES,
         XDP_STORE_BYTES,
+        CHECK_MTU,
     ]
 };
 

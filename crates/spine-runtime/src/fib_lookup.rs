@@ -104,6 +104,13 @@ impl FibEnv {
         self
     }
 
+    /// The MTU of interface `ifindex` (configured, else in the FIB), for
+    /// `bpf_check_mtu`.
+    pub fn mtu(&self, ifindex: u32) -> Option<u32> {
+        let state = self.fib.load();
+        self.iface(&state, ifindex).map(|i| i.mtu)
+    }
+
     /// Interface `ifindex`: the configured one, else the one FIB state `st` holds.
     pub fn iface<'a>(&'a self, st: &'a FibState, ifindex: u32) -> Option<&'a Iface> {
         match self.ifaces.binary_search_by_key(&ifindex, |i| i.ifindex) {

@@ -502,6 +502,43 @@ impl<'a> XdpEnv<'a> {
         }
     }
 
+    /// `bpf_check_mtu` from XDP, as the kernel's `bpf_xdp_check_mtu`: flags `-EINVAL`
+    /// (no multi-buffer check in the XDP variant), an unknown device `-ENODEV` (ifindex
+    /// 0 is the ingress device); the length checked is the head's (`data_end - data`)
+    /// or, when `*mtu_len` is not zero, `*mtu_len` plus the Ethernet header, plus
+    /// `len_diff`, against the device's MTU plus the Ethernet header:
+    /// `BPF_MTU_CHK_RET_FRAG_NEEDED` (1) above it, 0 otherwise; `*mtu_len` becomes the
+    /// device's MTU. In `int` arithmetic, as the kernel's.
+    fn check_mtu(
+        &mut self,
+        ifindex: u32,
+        mtu_len: u64,
+        len_diff: i32,
+        flags: u64,
+        mem: &mut Memory,
+    ) -> Result<u64, CallAbort> {
+        const FRAG_NEEDED: u64 = 1;
+        if flags != 0 {
+            return Ok(neg(errno::EINVAL));
+        }
+        let c = self.ctx();
+        let dev = if ifindex == 0 { c.ingress_ifindex } else { ifindex };
+        let Some(mtu) = self.host.mtu(dev) else { return Ok(neg(errno::ENODEV)) };
+        let slot = mem
+            .slice_mut(mtu_len, 4)
+            .ok_or(CallAbort::Fault("bpf_check_mtu's mtu_len outside the program's memory"))?;
+        let given = u32::from_ne_bytes([slot[0], slot[1], slot[2], slot[3]]);
+        let hard_header = ETH_HLEN as u32;
+        let mut len = (c.data_end - c.data) as i32;
+        if given != 0 {
+            len = given.wrapping_add(hard_header) as i32;
+        }
+        let len = len.wrapping_add(len_diff);
+        let dev_len = mtu.wrapping_add(hard_header) as i32;
+        slot.copy_from_slice(&mtu.to_ne_bytes());
+        Ok(if len > dev_len { FRAG_NEEDED } else { 0 })
+    }
+
     fn tail_call(&mut self, map: u64, index: u64) -> Result<u64, CallAbort> {
         let Some(pa) = map_index(map).and_then(|i| self.maps.progs(i)) else {
             return Err(CallAbort::Fault("argument 2 is not a program array"));
@@ -613,6 +650,16 @@ impl Env for XdpEnv<'_> {
                 let key = mem.slice(a[1], map.def().key_size as usize).ok_or_else(bad_ptr)?;
                 map_result(map.delete(key, self.cpu))
             }
+            helper::MAP_PUSH_ELEM => {
+                let map = self.map(a[0])?;
+                let value = mem.slice(a[1], map.def().value_size as usize).ok_or_else(bad_ptr)?;
+                map_result(map.push(value, a[2]))
+            }
+            helper::MAP_POP_ELEM | helper::MAP_PEEK_ELEM => {
+                let map = self.map(a[0])?;
+                let out = mem.slice_mut(a[1], map.def().value_size as usize).ok_or_else(bad_ptr)?;
+                map_result(map.pop_or_peek(out, id == helper::MAP_POP_ELEM))
+            }
             helper::SPINE_MSG_SEND => {
                 // `spine_msg_send(ctx, endpoint, handler, data, len)`: the verifier proved
                 // `data` readable for `len`; the run-time checks hold for the interpreter
@@ -673,6 +720,12 @@ impl Env for XdpEnv<'_> {
             // base, so the precise reading is a valid coarse one.
             helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS | helper::KTIME_GET_COARSE_NS => {
                 self.host.now_ns()
+            }
+            helper::JIFFIES64 => self.host.jiffies64(),
+            helper::KTIME_GET_TAI_NS => self.host.tai_ns(),
+            helper::CHECK_MTU => {
+                self.check_ctx(a[0])?;
+                return self.check_mtu(a[1] as u32, a[2], a[3] as i32, a[4], mem);
             }
             helper::GET_PRANDOM_U32 => u64::from(self.host.prandom_u32()),
             helper::GET_SMP_PROCESSOR_ID => self.cpu as u64,

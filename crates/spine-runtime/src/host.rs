@@ -39,10 +39,38 @@ pub trait Host {
     fn bulk_read(&mut self, _offset: u64, _out: &mut [u8]) -> Result<(), i64> {
         Err(spine_abi::errno::EINVAL)
     }
+    /// The MTU of interface `ifindex`, for `bpf_check_mtu`; `None` (the helper answers
+    /// `-ENODEV`) for an interface the host does not know. The default asks the FIB's
+    /// interfaces ([`Host::fib`]; configured, or mirrored from the kernel).
+    fn mtu(&self, ifindex: u32) -> Option<u32> {
+        self.fib().and_then(|f| f.mtu(ifindex))
+    }
+    /// `bpf_jiffies64`: the kernel's `jiffies_64`, a tick count at [`JIFFIES_HZ`] that
+    /// starts at the kernel's `INITIAL_JIFFIES` (5 minutes before its 32-bit wrap). The
+    /// default derives it from [`Host::now_ns`], as the kernel's ticks follow its
+    /// monotonic clock.
+    fn jiffies64(&mut self) -> u64 {
+        INITIAL_JIFFIES.wrapping_add(self.now_ns() / (1_000_000_000 / JIFFIES_HZ))
+    }
+    /// CLOCK_TAI in nanoseconds, for `bpf_ktime_get_tai_ns`. The default is
+    /// [`Host::now_ns`] (a host without a TAI clock: deterministic tests); the adapter's
+    /// and the command line's hosts read the system's CLOCK_TAI.
+    fn tai_ns(&mut self) -> u64 {
+        self.now_ns()
+    }
 }
 
+/// The tick rate of spine's `bpf_jiffies64`: the reference kernel's `CONFIG_HZ` (250,
+/// Linux 6.18 as configured here). A program that converts jiffies with another
+/// `CONFIG_HZ` sees time pass at another speed, as on a kernel built with another.
+pub const JIFFIES_HZ: u64 = 250;
+
+/// The kernel's `INITIAL_JIFFIES`: `(unsigned long)(unsigned int)(-300 * HZ)`.
+pub const INITIAL_JIFFIES: u64 = (-300i64 * JIFFIES_HZ as i64) as u32 as u64;
+
 /// A deterministic host for tests and replays: a clock that advances by a fixed step at
-/// each read, a seeded generator, and trace lines kept in memory.
+/// each read, a seeded generator, trace lines kept in memory, and the interfaces'
+/// MTUs (`mtus`: the kernel test run's device, loopback, ifindex 1 with MTU 65536).
 #[derive(Debug, Clone)]
 pub struct FixedHost {
     pub now: u64,
@@ -51,11 +79,23 @@ pub struct FixedHost {
     pub lines: Vec<(usize, Vec<u8>)>,
     /// Events, rendered (`fault <ext>: ...`, `detached <ext> ...`).
     pub events: Vec<String>,
+    /// `(ifindex, mtu)` of the interfaces `bpf_check_mtu` knows.
+    pub mtus: Vec<(u32, u32)>,
 }
+
+/// The loopback device: what the kernel's test run receives on (`RxInfo::default`).
+pub const LOOPBACK: (u32, u32) = (1, 65536);
 
 impl FixedHost {
     pub fn new(seed: u64) -> Self {
-        FixedHost { now: 0, step: 1000, rng: seed, lines: Vec::new(), events: Vec::new() }
+        FixedHost {
+            now: 0,
+            step: 1000,
+            rng: seed,
+            lines: Vec::new(),
+            events: Vec::new(),
+            mtus: vec![LOOPBACK],
+        }
     }
 }
 
@@ -63,6 +103,9 @@ impl Host for FixedHost {
     fn now_ns(&mut self) -> u64 {
         self.now += self.step;
         self.now
+    }
+    fn mtu(&self, ifindex: u32) -> Option<u32> {
+        self.mtus.iter().find(|(i, _)| *i == ifindex).map(|(_, m)| *m)
     }
     fn prandom_u32(&mut self) -> u32 {
         (splitmix64(&mut self.rng) >> 32) as u32

@@ -30,7 +30,7 @@ pub use ext::{
 pub use frags::{Frags, MAX_FRAGS};
 pub use frame::{Bounds, Frame, FrameError, Geometry, ETH_HLEN};
 pub use helpers::{Redirect, MAX_TAIL_CALLS};
-pub use host::{splitmix64, Event, FixedHost, Host};
+pub use host::{splitmix64, Event, FixedHost, Host, INITIAL_JIFFIES, JIFFIES_HZ};
 pub use maps::{map_index, MapTable, ProgArray, ProgArrayError, RtMap, MAP_HANDLE_BASE, MAX_MAPS};
 pub use msg::{
     applet_of_section, handler_of_section, AppletHook, Dest, OutMsg, Outbox, MSG_MAX, OUTBOX_SLOTS,

@@ -328,5 +328,16 @@ fn the_clock_helpers_read_the_hosts_monotonic_clock() {
         };
         let (mono, boot, coarse) = (read(0), read(1), read(2));
         assert!(mono > 0 && boot >= mono && coarse >= boot, "{engine:?}: {mono} {boot} {coarse}");
+        // jiffies: the kernel's INITIAL_JIFFIES plus the host's clock in 4 ms ticks
+        // (250 Hz); the fixed host's clock is at 4 µs. A second later: 250 ticks more.
+        let (jiffies, tai) = (read(3), read(4));
+        assert_eq!(jiffies, spine_runtime::INITIAL_JIFFIES, "{engine:?}");
+        assert_eq!(spine_runtime::INITIAL_JIFFIES, 0xfffe_db08, "-300 * HZ as a u32");
+        assert!(tai > coarse, "{engine:?}: TAI {tai} (the fixed host's TAI is its clock)");
+        host.now += 1_000_000_000;
+        runner.run(&mut packet(0, 64), RxInfo::default(), &mut host).unwrap();
+        let later = read(3);
+        assert_eq!(later - jiffies, spine_runtime::JIFFIES_HZ, "{engine:?}");
+        assert!(read(4) >= tai + 1_000_000_000, "{engine:?}");
     }
 }

@@ -208,6 +208,28 @@ impl KernelMap {
         }
     }
 
+    /// `BPF_MAP_LOOKUP_AND_DELETE_ELEM`: reads the value of `key` into `out` and removes
+    /// it (a queue's or stack's pop, with an empty `key`); `Ok(false)` if there is none
+    /// (`ENOENT`). Lengths as for [`lookup`](Self::lookup).
+    pub fn lookup_and_delete(
+        &self,
+        key: &[u8],
+        out: &mut [u8],
+        flags: u64,
+    ) -> Result<bool, SysError> {
+        let cmd = Cmd::MapLookupAndDeleteElem;
+        self.check_key(cmd, key)?;
+        self.check_value(cmd, out.len())?;
+        let mut attr = self.elem_attr(sys::uptr(key), sys::uptr_mut(out), flags);
+        // SAFETY: the kernel reads key_size bytes of `key` (none: the pointer is null
+        // then) and writes user_value_size bytes to `out`; both lengths were checked.
+        match unsafe { bpf(cmd, &mut attr) } {
+            Ok(_) => Ok(true),
+            Err(e) if e.is(libc::ENOENT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// [`lookup`](Self::lookup) into a new buffer.
     pub fn lookup_vec(&self, key: &[u8]) -> Result<Option<Vec<u8>>, SysError> {
         let mut out = vec![0u8; self.user_value_size()];

@@ -28,6 +28,7 @@ pub(crate) enum Cmd {
     ProgGetFdById = 13,
     ObjGetInfoByFd = 15,
     BtfLoad = 18,
+    MapLookupAndDeleteElem = 21,
     MapFreeze = 22,
     LinkCreate = 28,
 }
@@ -47,6 +48,7 @@ impl Cmd {
             Cmd::ObjGetInfoByFd => "BPF_OBJ_GET_INFO_BY_FD",
             Cmd::LinkCreate => "BPF_LINK_CREATE",
             Cmd::MapFreeze => "BPF_MAP_FREEZE",
+            Cmd::MapLookupAndDeleteElem => "BPF_MAP_LOOKUP_AND_DELETE_ELEM",
             Cmd::BtfLoad => "BPF_BTF_LOAD",
         }
     }

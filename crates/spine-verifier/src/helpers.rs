@@ -16,6 +16,10 @@ pub enum ArgType {
     MapKey,
     /// `value_size` readable bytes of that map (`ARG_PTR_TO_MAP_VALUE`).
     MapValue,
+    /// `value_size` writable bytes of that map's value that the helper fills
+    /// (`ARG_PTR_TO_MAP_VALUE | MEM_UNINIT | MEM_WRITE`, `bpf_map_pop_elem`'s and
+    /// `bpf_map_peek_elem`'s buffer): they need not be initialised and are afterwards.
+    UninitMapValue,
     /// Memory of the size in the next argument (`ARG_PTR_TO_MEM`): read by the helper
     /// when `rdonly`, written otherwise; `maybe_null` also takes a NULL with size 0.
     Mem { rdonly: bool, maybe_null: bool },
@@ -100,6 +104,10 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::MAP_LOOKUP_PERCPU_ELEM => {
             ([ConstMapPtr, MapKey, Anything, d, d], RetType::MapValueOrNull)
         }
+        h::MAP_PUSH_ELEM => ([ConstMapPtr, MapValue, Anything, d, d], RetType::Integer),
+        h::MAP_POP_ELEM | h::MAP_PEEK_ELEM => {
+            ([ConstMapPtr, UninitMapValue, d, d, d], RetType::Integer)
+        }
         h::KTIME_GET_NS
         | h::GET_PRANDOM_U32
         | h::GET_SMP_PROCESSOR_ID
@@ -168,7 +176,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 38] = [
+pub const KNOWN_HELPERS: [u32; 41] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -185,6 +193,9 @@ pub const KNOWN_HELPERS: [u32; 38] = [
     h::XDP_ADJUST_META,
     h::XDP_ADJUST_TAIL,
     h::FIB_LOOKUP,
+    h::MAP_PUSH_ELEM,
+    h::MAP_POP_ELEM,
+    h::MAP_PEEK_ELEM,
     h::SPIN_LOCK,
     h::SPIN_UNLOCK,
     h::JIFFIES64,
@@ -250,6 +261,9 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
         mt::RINGBUF => matches!(id, h::RINGBUF_OUTPUT | h::RINGBUF_RESERVE | h::RINGBUF_QUERY),
         mt::PERF_EVENT_ARRAY => id == h::PERF_EVENT_OUTPUT,
         mt::ARRAY_OF_MAPS | mt::HASH_OF_MAPS => id == h::MAP_LOOKUP_ELEM,
+        mt::QUEUE | mt::STACK => {
+            matches!(id, h::MAP_PUSH_ELEM | h::MAP_POP_ELEM | h::MAP_PEEK_ELEM)
+        }
         _ => true,
     };
     let func_ok = match id {
@@ -273,6 +287,10 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
         ),
         h::MAP_LOOKUP_PERCPU_ELEM => {
             matches!(map_type, mt::PERCPU_ARRAY | mt::PERCPU_HASH | mt::LRU_PERCPU_HASH)
+        }
+        // The kernel also allows push and peek on a bloom filter, which spine lacks.
+        h::MAP_PUSH_ELEM | h::MAP_POP_ELEM | h::MAP_PEEK_ELEM => {
+            matches!(map_type, mt::QUEUE | mt::STACK)
         }
         _ => true,
     };
@@ -309,5 +327,14 @@ mod tests {
         assert!(map_func_compatible(h::REDIRECT_MAP, mt::XSKMAP));
         assert!(!map_func_compatible(h::REDIRECT_MAP, mt::HASH));
         assert!(map_func_compatible(h::MAP_UPDATE_ELEM, mt::LPM_TRIE));
+        for q in [mt::QUEUE, mt::STACK] {
+            for id in [h::MAP_PUSH_ELEM, h::MAP_POP_ELEM, h::MAP_PEEK_ELEM] {
+                assert!(map_func_compatible(id, q));
+                assert!(!map_func_compatible(id, mt::HASH));
+            }
+            for id in [h::MAP_LOOKUP_ELEM, h::MAP_UPDATE_ELEM, h::MAP_DELETE_ELEM, h::LOOP] {
+                assert!(!map_func_compatible(id, q), "{id} on {q}");
+            }
+        }
     }
 }

@@ -906,3 +906,47 @@ fn spilled_numbers_a_check_depends_on_keep_their_value() {
          exit",
     );
 }
+
+/// `bpf_map_pop_elem` and `bpf_map_peek_elem` fill an uninitialised stack buffer (the
+/// kernel's `MEM_UNINIT`), which may then be read; a push reads a map value's bytes.
+#[test]
+fn queue_pop_and_peek_fill_an_uninitialised_buffer() {
+    accept(
+        "mov %r2, %r10
+         add %r2, -8
+         lddw %r1, map[11]
+         call 88
+         ldxdw %r6, [%r10-8]
+         mov %r2, %r10
+         add %r2, -16
+         lddw %r1, map[11]
+         call 89
+         ldxdw %r7, [%r10-16]
+         stw [%r10-20], 0
+         mov %r2, %r10
+         add %r2, -20
+         lddw %r1, map[0]
+         call 1
+         jeq %r0, 0, out
+         mov %r2, %r0
+         lddw %r1, map[11]
+         mov %r3, 2
+         call 87
+         out: mov %r0, 2
+         exit",
+    );
+}
+
+/// Peeking a read-only stack is reading it: allowed, as in the kernel.
+#[test]
+fn queue_peek_on_a_read_only_stack() {
+    accept(
+        "mov %r2, %r10
+         add %r2, -8
+         lddw %r1, map[12]
+         call 89
+         ldxdw %r0, [%r10-8]
+         mov %r0, 2
+         exit",
+    );
+}

@@ -12,6 +12,7 @@ mod lru;
 mod model;
 mod model_entries;
 mod outer;
+mod queue;
 mod ringbuf;
 mod stress;
 

@@ -275,6 +275,10 @@ impl Verifier<'_> {
                         map_type: info.map_type,
                     });
                 }
+                // `record_func_map`: "write into map forbidden".
+                if matches!(helper, h::MAP_PUSH_ELEM | h::MAP_POP_ELEM) && info.read_only {
+                    return Err(K::ReadOnlyMap { map: m as u32, name: info.name.clone() });
+                }
                 meta.map = Some(m);
             }
             ArgType::MapKey | ArgType::MapValue => {
@@ -295,6 +299,25 @@ impl Verifier<'_> {
                     r,
                     &Scalar::constant(size.into()),
                     HelperAccess::Read,
+                )?;
+            }
+            ArgType::UninitMapValue => {
+                let Some(m) = meta.map else { return Err(wrong("map_ptr first")) };
+                // No packet either: the kernel's pop and peek prototypes lack
+                // `pkt_access` ("helper access to the packet is not allowed").
+                if !is_mem_kind(r.kind)
+                    || matches!(r.kind, Kind::MapKey { .. } | Kind::Packet | Kind::PacketMeta)
+                {
+                    return Err(wrong("stack, map_value or mem (the packet is not allowed)"));
+                }
+                let size = self.maps[m].value_size;
+                self.helper_mem(
+                    st,
+                    helper,
+                    reg,
+                    r,
+                    &Scalar::constant(size.into()),
+                    HelperAccess::Uninit,
                 )?;
             }
             ArgType::Mem { rdonly, maybe_null } => {

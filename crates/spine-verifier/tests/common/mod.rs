@@ -20,6 +20,8 @@ pub const DATA: usize = 7; // .data-like: array, value 64, 1 entry
 pub const PERCPU: usize = 8; // percpu array key 4 value 8
 pub const LOCKED: usize = 9; // array key 4 value 16, a bpf_spin_lock at offset 0
 pub const LOCKED_HASH: usize = 10; // hash key 4 value 16, a bpf_spin_lock at offset 8
+pub const QUEUE: usize = 11; // queue, value 8, 4 entries
+pub const RO_STACK: usize = 12; // stack, value 8, BPF_F_RDONLY_PROG
 
 pub fn maps() -> Vec<MapInfo> {
     let mut rodata = MapInfo::new(".rodata", mt::ARRAY, 4, 32, 1);
@@ -30,6 +32,8 @@ pub fn maps() -> Vec<MapInfo> {
     locked.spin_lock = Some(0);
     let mut locked_hash = MapInfo::new("locked_hash", mt::HASH, 4, 16, 8);
     locked_hash.spin_lock = Some(8);
+    let mut ro_stack = MapInfo::new("ro_stack", mt::STACK, 0, 8, 4);
+    ro_stack.read_only = true;
     vec![
         MapInfo::new("array", mt::ARRAY, 4, 64, 8),
         MapInfo::new("hash", mt::HASH, 8, 16, 64),
@@ -42,6 +46,8 @@ pub fn maps() -> Vec<MapInfo> {
         MapInfo::new("percpu", mt::PERCPU_ARRAY, 4, 8, 4),
         locked,
         locked_hash,
+        MapInfo::new("queue", mt::QUEUE, 0, 8, 4),
+        ro_stack,
     ]
 }
 
