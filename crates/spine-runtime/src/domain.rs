@@ -300,6 +300,7 @@ mod tests {
             max_entries: entries,
             flags: 0,
             spin_lock: None,
+            timer: None,
         };
         Arc::new(Map::create(def, &MapOptions::default()).unwrap())
     }

@@ -394,6 +394,7 @@ fn map_info(spec: &spine_obj::MapSpec) -> MapInfo {
         read_only,
         inner: spec.inner.as_deref().map(|i| Box::new(map_info(i))),
         spin_lock: spec.spin_lock,
+        timer: spec.timer,
         frozen,
     }
 }

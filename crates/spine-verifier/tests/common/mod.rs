@@ -20,6 +20,8 @@ pub const DATA: usize = 7; // .data-like: array, value 64, 1 entry
 pub const PERCPU: usize = 8; // percpu array key 4 value 8
 pub const LOCKED: usize = 9; // array key 4 value 16, a bpf_spin_lock at offset 0
 pub const LOCKED_HASH: usize = 10; // hash key 4 value 16, a bpf_spin_lock at offset 8
+pub const TIMERS: usize = 11; // array key 4 value 32, a bpf_timer at offset 8
+pub const TIMER_HASH: usize = 12; // hash key 4 value 24, a bpf_timer at offset 0
 
 pub fn maps() -> Vec<MapInfo> {
     let mut rodata = MapInfo::new(".rodata", mt::ARRAY, 4, 32, 1);
@@ -30,6 +32,10 @@ pub fn maps() -> Vec<MapInfo> {
     locked.spin_lock = Some(0);
     let mut locked_hash = MapInfo::new("locked_hash", mt::HASH, 4, 16, 8);
     locked_hash.spin_lock = Some(8);
+    let mut timers = MapInfo::new("timers", mt::ARRAY, 4, 32, 4);
+    timers.timer = Some(8);
+    let mut timer_hash = MapInfo::new("timer_hash", mt::HASH, 4, 24, 16);
+    timer_hash.timer = Some(0);
     vec![
         MapInfo::new("array", mt::ARRAY, 4, 64, 8),
         MapInfo::new("hash", mt::HASH, 8, 16, 64),
@@ -42,6 +48,8 @@ pub fn maps() -> Vec<MapInfo> {
         MapInfo::new("percpu", mt::PERCPU_ARRAY, 4, 8, 4),
         locked,
         locked_hash,
+        timers,
+        timer_hash,
     ]
 }
 
