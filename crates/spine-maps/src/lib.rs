@@ -49,6 +49,7 @@ pub mod perf;
 pub mod ringbuf;
 mod spinlock;
 mod storage;
+pub mod timer;
 mod value_lock;
 mod xskmap;
 
@@ -60,6 +61,7 @@ pub use map::{ArrayLayout, Map, ValueSpan};
 pub use outer::InnerRef;
 pub use perf::PerfEventArray;
 pub use ringbuf::RingBuf;
+pub use timer::{DueTimer, TimerCallback, Timers};
 
 #[cfg(test)]
 mod tests;

@@ -52,6 +52,10 @@ pub const XDP_HELPERS: &[u32] = {
         LOOP,
         SPIN_LOCK,
         SPIN_UNLOCK,
+        TIMER_INIT,
+        TIMER_SET_CALLBACK,
+        TIMER_START,
+        TIMER_CANCEL,
     ]
 };
 

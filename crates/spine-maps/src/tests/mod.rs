@@ -14,6 +14,7 @@ mod model_entries;
 mod outer;
 mod ringbuf;
 mod stress;
+mod timers;
 
 use crate::{Map, MapDef, MapError, MapOptions};
 
