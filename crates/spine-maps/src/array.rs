@@ -28,6 +28,8 @@ pub(crate) struct ArrayMap {
     spin_lock: Option<usize>,
     /// The elements' `bpf_timer`s, when the value holds one.
     timers: Option<Timers>,
+    /// Offset of the value's `bpf_timer`, with `timers`.
+    timer_at: Option<usize>,
 }
 
 impl ArrayMap {
@@ -69,6 +71,7 @@ impl ArrayMap {
             values,
             spin_lock: def.spin_lock.map(|o| o as usize),
             timers: def.timer.map(|_| Timers::new(def.max_entries as usize)),
+            timer_at: def.timer.map(|o| o as usize),
         })
     }
 
@@ -258,6 +261,10 @@ impl ArrayMap {
             // The lock word reads as zero (`check_and_init_map_value`).
             if let Some(l) = self.spin_lock {
                 out[l..l + 4].fill(0);
+            }
+            // So does the timer: its state is not in the value (`check_and_init_map_value`).
+            if let Some(t) = self.timer_at {
+                out[t..t + spine_abi::timer::SIZE as usize].fill(0);
             }
         }
         Ok(())

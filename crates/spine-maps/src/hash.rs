@@ -105,6 +105,8 @@ pub(crate) struct HashTab {
     /// The elements' `bpf_timer`s (plain and LRU hash maps), one per pool element;
     /// freed whenever an element is unlinked.
     timers: Option<Timers>,
+    /// Offset of the value's `bpf_timer`, with `timers`.
+    timer_at: Option<usize>,
 }
 
 /// Element and byte counts of a hash map with this definition.
@@ -222,6 +224,7 @@ impl HashTab {
             user_lock: Mutex::new(()),
             spin_lock: def.spin_lock.map(|o| o as usize),
             timers: def.timer.map(|_| Timers::new(s.pool)),
+            timer_at: def.timer.map(|o| o as usize),
         })
     }
 
@@ -407,6 +410,10 @@ impl HashTab {
             self.values.read(self.value_off(idx, 0), &mut out[..self.value_size]);
             if let Some(l) = self.spin_lock {
                 out[l..l + 4].fill(0);
+            }
+            // So does the timer: its state is not in the value (`check_and_init_map_value`).
+            if let Some(t) = self.timer_at {
+                out[t..t + spine_abi::timer::SIZE as usize].fill(0);
             }
         }
         Ok(())

@@ -136,3 +136,45 @@ fn the_callback_starts_from_its_arguments_alone() {
     let e = verify_src(&src).expect_err("r7 is not the callback's");
     assert!(matches!(e.kind, K::UninitRegister { reg: 7 }), "{e}");
 }
+
+/// A timer in an inner map's value is refused: the runtime reaches timers in the
+/// program's own maps only (the kernel allows them).
+#[test]
+fn a_timer_in_an_inner_maps_value_is_refused() {
+    use spine_abi::map_type as mt;
+    use spine_verifier::{verify, xdp_ctx, KernelHelpers, Limits, MapInfo, VerifyEnv};
+    let mut inner = MapInfo::new("inner", mt::ARRAY, 4, 24, 4);
+    inner.timer = Some(8);
+    let mut outer = MapInfo::new("outer", mt::ARRAY_OF_MAPS, 4, 4, 4);
+    outer.inner = Some(Box::new(inner));
+    let maps = [outer];
+    let insns = common::asm(
+        "stw [%r10-4], 0
+         mov %r2, %r10
+         add %r2, -4
+         lddw %r1, map[0]
+         call 1
+         jeq %r0, 0, out
+         mov %r1, %r0
+         mov %r2, %r10
+         add %r2, -4
+         call 1
+         jeq %r0, 0, out
+         mov %r1, %r0
+         add %r1, 8
+         call 172
+         out: mov %r0, 2
+         exit",
+    );
+    let ctx = xdp_ctx();
+    let helpers = KernelHelpers::xdp();
+    let env = VerifyEnv {
+        ctx: &ctx,
+        helpers: &helpers,
+        maps: &maps,
+        limits: Limits::default(),
+        log_level: 0,
+    };
+    let e = verify(&insns, &env).expect_err("an inner map's timer");
+    assert!(matches!(e.kind, K::HelperArgType { helper: 172, reg: 1, .. }), "{e}");
+}

@@ -51,6 +51,11 @@ fn an_array_update_frees_the_elements_timer() {
     m.update_user(&k32(3), &[0xff; 24], 0).expect("user update");
     assert!(!t.is_armed(e3));
     assert_eq!(t.next_expiry(), None);
+    // The timer field reads as zeros from user space, whatever was written over it.
+    let mut v = [0u8; 24];
+    m.lookup_user(&k32(3), &mut v).expect("lookup");
+    assert_eq!(v[..8], [0xff; 8]);
+    assert_eq!(v[8..24], [0; 16]);
 }
 
 #[test]

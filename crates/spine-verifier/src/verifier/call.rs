@@ -454,6 +454,10 @@ impl Verifier<'_> {
                 let Kind::MapValue { map } = r.kind else {
                     return Err(wrong("map_value with a bpf_timer"));
                 };
+                // spine's runtime finds a timer among the program's own maps only.
+                if usize::from(map) >= self.env.maps.len() {
+                    return Err(wrong("a value of the program's own map (not an inner map)"));
+                }
                 let Some(off) = r.const_off() else {
                     return Err(wrong("map_value at a constant offset"));
                 };
