@@ -151,6 +151,10 @@ pub struct Extension {
     pub(crate) timer_entries: Vec<(usize, Engine)>,
 }
 
+/// The `bpf_timer` helpers.
+const TIMER_HELPERS: [u32; 4] =
+    [helper::TIMER_INIT, helper::TIMER_SET_CALLBACK, helper::TIMER_START, helper::TIMER_CANCEL];
+
 /// Where the instructions of a timer entry's program sit against the extension's own:
 /// two further on, behind the wrapper.
 pub(crate) const TIMER_WRAPPER_LEN: usize = 2;
@@ -373,7 +377,12 @@ fn verify_with(
         return Err(LoadError::WrongType { program: prog.name.clone(), prog_type: prog.prog_type });
     }
     opts.domain.check_insns(prog.insns.len())?;
-    let ids = if handler { opts.domain.handler_helpers() } else { opts.domain.xdp_helpers() };
+    let mut ids = if handler { opts.domain.handler_helpers() } else { opts.domain.xdp_helpers() };
+    if handler || is_applet(prog) {
+        // Only port programs' timers are fired (by the workers' rounds); handlers and
+        // applets have no runner that would, so they may not arm one.
+        ids.retain(|&id| !TIMER_HELPERS.contains(&id));
+    }
     let helpers = KernelHelpers::only(&ids);
     let env = VerifyEnv {
         ctx,

@@ -161,3 +161,12 @@ fn timers_go_with_their_elements() {
         assert_eq!(tick(&mut hrunner, &mut h, 1 << 40).fired, 0);
     }
 }
+
+/// Handlers (and applets) have no runner that fires timers: they may not arm one.
+#[test]
+fn a_message_handler_may_not_arm_a_timer() {
+    let obj = compile("timers_handler");
+    let err = load_object(&obj, &LoadOptions::default()).expect_err("refused");
+    let shown = err.to_string();
+    assert!(shown.contains("bpf_timer_init#169 is not allowed"), "{shown}");
+}
