@@ -168,6 +168,20 @@ impl Timers {
         }
     }
 
+    /// The extension `owner` is gone: every timer whose callback it set is cancelled and
+    /// loses its callback (it stays initialised, as after `bpf_timer_cancel`), so no
+    /// timer waits on a runner that will never come.
+    pub fn drop_owner(&self, owner: u64) {
+        let mut s = self.lock();
+        let Slots { slots, armed } = &mut *s;
+        for slot in slots.iter_mut().filter(|t| t.callback.is_some_and(|c| c.owner == owner)) {
+            slot.callback = None;
+            slot.armed = None;
+        }
+        armed.retain(|&e| slots[e as usize].armed.is_some());
+        self.recompute_next(&s);
+    }
+
     /// Every timer freed (the map's contents are going).
     pub fn free_all(&self) {
         let mut s = self.lock();
@@ -296,5 +310,21 @@ mod tests {
         assert_eq!(t.init(1, t::CLOCK_MONOTONIC), 0, "free again after the element went");
         t.free_all();
         assert_eq!(t.cancel(1, false), -EINVAL);
+    }
+
+    #[test]
+    fn an_owners_timers_go_with_it() {
+        let t = Timers::new(3);
+        let other = TimerCallback { owner: 8, pc: 1 };
+        for (e, cb) in [(0, CB), (1, other), (2, CB)] {
+            assert_eq!(t.init(e, t::CLOCK_MONOTONIC), 0);
+            assert_eq!(t.set_callback(e, cb), 0);
+            assert_eq!(t.start(e, 10 * u64::from(e + 1), 0, 0, 0), 0);
+        }
+        t.drop_owner(CB.owner);
+        assert_eq!(t.next_expiry(), Some(20), "only the other owner's timer is armed");
+        assert!(!t.is_armed(0) && t.is_armed(1) && !t.is_armed(2));
+        assert_eq!(t.start(0, 10, 0, 0, 0), -EINVAL, "its callback went too");
+        assert_eq!(t.init(0, t::CLOCK_MONOTONIC), -EBUSY, "still initialised");
     }
 }

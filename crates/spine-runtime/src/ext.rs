@@ -222,6 +222,19 @@ impl LoadedObject {
     }
 }
 
+impl Drop for Extension {
+    /// The timers whose callbacks it set in its maps (which may outlive it: a domain's
+    /// shared maps) are cancelled: no runner of it is left to fire them.
+    fn drop(&mut self) {
+        if self.timer_entries.is_empty() {
+            return;
+        }
+        for t in self.maps.data_maps().filter_map(|m| m.timers()) {
+            t.drop_owner(self.id);
+        }
+    }
+}
+
 impl Drop for LoadedObject {
     fn drop(&mut self) {
         for m in self.maps.iter() {

@@ -170,3 +170,18 @@ fn a_message_handler_may_not_arm_a_timer() {
     let shown = err.to_string();
     assert!(shown.contains("bpf_timer_init#169 is not allowed"), "{shown}");
 }
+
+/// A map may outlive the extension that armed its timers (a domain's shared map): the
+/// extension's timers are cancelled when it goes, since nothing would fire them.
+#[test]
+fn an_extensions_timers_are_cancelled_when_it_goes() {
+    let loaded = load(EngineKind::Interpreter);
+    let ext = loaded.program(Some("arm")).unwrap().clone();
+    let map = ext.map("timers").unwrap().clone();
+    let mut runner = XdpRunner::new(ext.clone(), 0).unwrap();
+    let mut h = host(1_000);
+    send(&mut runner, &mut h, 2);
+    assert_eq!(map.timers().unwrap().next_expiry(), Some(1_500));
+    drop((runner, ext, loaded));
+    assert_eq!(map.timers().unwrap().next_expiry(), None);
+}
