@@ -26,6 +26,7 @@ fn map(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u
         inner: None,
         init_slots: Vec::new(),
         spin_lock: None,
+        timer: None,
         btf_key_type_id: 0,
         btf_value_type_id: 0,
     }

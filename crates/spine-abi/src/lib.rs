@@ -166,6 +166,10 @@ pub mod helper {
     pub const KTIME_GET_COARSE_NS: u32 = 160;
     pub const CHECK_MTU: u32 = 163;
     pub const FOR_EACH_MAP_ELEM: u32 = 164;
+    pub const TIMER_INIT: u32 = 169;
+    pub const TIMER_SET_CALLBACK: u32 = 170;
+    pub const TIMER_START: u32 = 171;
+    pub const TIMER_CANCEL: u32 = 172;
     pub const LOOP: u32 = 181;
     pub const XDP_GET_BUFF_LEN: u32 = 188;
     pub const XDP_LOAD_BYTES: u32 = 189;
@@ -222,6 +226,10 @@ pub mod helper {
             KTIME_GET_COARSE_NS => "bpf_ktime_get_coarse_ns",
             CHECK_MTU => "bpf_check_mtu",
             FOR_EACH_MAP_ELEM => "bpf_for_each_map_elem",
+            TIMER_INIT => "bpf_timer_init",
+            TIMER_SET_CALLBACK => "bpf_timer_set_callback",
+            TIMER_START => "bpf_timer_start",
+            TIMER_CANCEL => "bpf_timer_cancel",
             LOOP => "bpf_loop",
             XDP_GET_BUFF_LEN => "bpf_xdp_get_buff_len",
             XDP_LOAD_BYTES => "bpf_xdp_load_bytes",
@@ -235,6 +243,20 @@ pub mod helper {
             _ => return None,
         })
     }
+}
+
+/// `struct bpf_timer` and the flags of the timer helpers (`bpf_timer_init`'s clock ids,
+/// `bpf_timer_start`'s `BPF_F_TIMER_*`).
+pub mod timer {
+    /// `sizeof(struct bpf_timer)`; it is 8-aligned in a map value.
+    pub const SIZE: u32 = 16;
+    pub const CLOCK_REALTIME: u64 = 0;
+    pub const CLOCK_MONOTONIC: u64 = 1;
+    pub const CLOCK_BOOTTIME: u64 = 7;
+    /// `nsecs` is an absolute time on the timer's clock, not a delay.
+    pub const F_TIMER_ABS: u64 = 1 << 0;
+    /// Fire on the CPU that started the timer (spine always does).
+    pub const F_TIMER_CPU_PIN: u64 = 1 << 1;
 }
 
 /// `bpf_perf_event_output`'s flags: the slot (`BPF_F_INDEX_MASK`, with
@@ -282,5 +304,6 @@ pub mod errno {
     pub const ENODEV: i64 = 19;
     pub const ENOSPC: i64 = 28;
     pub const ERANGE: i64 = 34;
+    pub const EDEADLK: i64 = 35;
     pub const EOPNOTSUPP: i64 = 95;
 }

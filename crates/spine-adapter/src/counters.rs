@@ -133,6 +133,8 @@ pub struct ExtCounters {
     pub bytes: u64,
     pub verdicts: Verdicts,
     pub faults: u64,
+    /// `bpf_timer` callbacks run (their faults are in `faults`).
+    pub timers: u64,
 }
 
 /// A worker's own activity.
@@ -239,6 +241,9 @@ pub struct ExtTotals {
     pub bytes: u64,
     pub verdicts: Verdicts,
     pub faults: u64,
+    /// `bpf_timer` callbacks run.
+    #[serde(default)]
+    pub timers: u64,
     pub detached: bool,
 }
 
@@ -306,6 +311,7 @@ impl Totals {
                 t.bytes += c.bytes;
                 t.verdicts.add(&c.verdicts);
                 t.faults += c.faults;
+                t.timers += c.timers;
             }
         }
         Totals {

@@ -341,9 +341,36 @@ impl Worker {
         if rx && self.handlers.posted.len() > 0 {
             work += self.run_posted();
         }
+        work += self.fire_timers();
         self.counters.worker.rounds += 1;
         if work == 0 {
             self.counters.worker.idle_rounds += 1;
+        }
+        work
+    }
+
+    /// Runs the due `bpf_timer` callbacks of the programs this worker runs (those armed
+    /// on this worker), each an invocation bounded by the watchdog and counted to its
+    /// extension. The clock is read once per round, and only when an attached program
+    /// sets timers; each runner runs at most `MAX_TIMERS_PER_CALL` callbacks a round.
+    fn fire_timers(&mut self) -> usize {
+        let mut now = None;
+        let mut work = 0;
+        for p in 0..self.progs.len() {
+            let e = usize::from(self.progs[p].ext);
+            let Some(r) = self.progs[p].runner.as_mut() else { continue };
+            if !r.extension().has_timers() {
+                continue;
+            }
+            let now = *now.get_or_insert_with(crate::sys::monotonic_ns);
+            let run = r.run_timers(now, &mut self.host);
+            if run.fired > 0 {
+                if let Some(c) = self.counters.exts.get_mut(e) {
+                    c.timers += u64::from(run.fired);
+                    c.faults += u64::from(run.faults);
+                }
+                work += run.fired as usize;
+            }
         }
         work
     }

@@ -10,6 +10,7 @@ use spine_abi::update_flags::{EXIST, LOCK, NOEXIST};
 
 use crate::def::{round8, MapDef};
 use crate::storage::{Arena, ARENA_ALIGN};
+use crate::timer::Timers;
 use crate::value_lock::{self, LockGuard, Waiter};
 use crate::MapError;
 
@@ -25,6 +26,10 @@ pub(crate) struct ArrayMap {
     values: Arena,
     /// Offset of the value's `bpf_spin_lock`.
     spin_lock: Option<usize>,
+    /// The elements' `bpf_timer`s, when the value holds one.
+    timers: Option<Timers>,
+    /// Offset of the value's `bpf_timer`, with `timers`.
+    timer_at: Option<usize>,
 }
 
 impl ArrayMap {
@@ -65,6 +70,8 @@ impl ArrayMap {
             cpu_stride,
             values,
             spin_lock: def.spin_lock.map(|o| o as usize),
+            timers: def.timer.map(|_| Timers::new(def.max_entries as usize)),
+            timer_at: def.timer.map(|o| o as usize),
         })
     }
 
@@ -105,11 +112,34 @@ impl ArrayMap {
                 self.values.write_except(off, value, hole);
             }
         }
+        // An update frees the element's timer (`bpf_obj_free_fields` after the copy).
+        if let Some(t) = &self.timers {
+            t.free(i);
+        }
         Ok(())
     }
 
     pub(crate) fn values(&self) -> &Arena {
         &self.values
+    }
+
+    pub(crate) fn timers(&self) -> Option<&Timers> {
+        self.timers.as_ref()
+    }
+
+    /// The element whose value starts at byte `off` of the values, if one does.
+    pub(crate) fn elem_at(&self, off: usize) -> Option<u32> {
+        let i = u32::try_from(off / self.stride).ok()?;
+        (off.is_multiple_of(self.stride) && i < self.max_entries && !self.percpu).then_some(i)
+    }
+
+    /// Element `i`'s value (CPU 0's) and its key.
+    pub(crate) fn elem(&self, i: u32, key: &mut [u8]) -> Option<NonNull<u8>> {
+        if i >= self.max_entries || key.len() != 4 {
+            return None;
+        }
+        key.copy_from_slice(&i.to_ne_bytes());
+        Some(self.values.ptr_at(self.off(i, 0)))
     }
 
     pub(crate) fn stride(&self) -> usize {
@@ -231,6 +261,10 @@ impl ArrayMap {
             // The lock word reads as zero (`check_and_init_map_value`).
             if let Some(l) = self.spin_lock {
                 out[l..l + 4].fill(0);
+            }
+            // So does the timer: its state is not in the value (`check_and_init_map_value`).
+            if let Some(t) = self.timer_at {
+                out[t..t + spine_abi::timer::SIZE as usize].fill(0);
             }
         }
         Ok(())

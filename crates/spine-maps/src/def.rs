@@ -48,6 +48,8 @@ pub struct MapDef {
     pub flags: u32,
     /// Offset of the value's `struct bpf_spin_lock` (from the object's BTF), if any.
     pub spin_lock: Option<u32>,
+    /// Offset of the value's `struct bpf_timer` (from the object's BTF), if any.
+    pub timer: Option<u32>,
 }
 
 impl MapDef {
@@ -67,7 +69,14 @@ impl MapDef {
             max_entries,
             flags,
             spin_lock: None,
+            timer: None,
         }
+    }
+
+    /// The same definition with a `struct bpf_timer` at `off` in the value.
+    pub fn with_timer(mut self, off: Option<u32>) -> MapDef {
+        self.timer = off;
+        self
     }
 
     /// The same definition with a `struct bpf_spin_lock` at `off` in the value.
@@ -192,6 +201,7 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
     }
     check_common(def, ncpus)?;
     check_spin_lock(def)?;
+    check_timer(def)?;
     let map = def.name.clone();
     let flags = def.flags;
     let mut out = def.clone();
@@ -400,6 +410,26 @@ fn check_spin_lock(def: &MapDef) -> Result<(), MapError> {
     Ok(())
 }
 
+/// `map_check_btf` for a value with a `bpf_timer`: inside the value, 8-byte aligned,
+/// not overlapping a `bpf_spin_lock`, and only in arrays, hash and LRU hash maps (the
+/// kernel's `EOPNOTSUPP` for the others).
+fn check_timer(def: &MapDef) -> Result<(), MapError> {
+    let Some(off) = def.timer else { return Ok(()) };
+    let map = def.name.clone();
+    if !matches!(def.map_type, mt::ARRAY | mt::HASH | mt::LRU_HASH) {
+        return Err(MapError::TimerType { map, map_type: def.map_type });
+    }
+    let size = spine_abi::timer::SIZE;
+    let overlaps_lock = def.spin_lock.is_some_and(|l| l < off + size && off < l + 4);
+    if !off.is_multiple_of(8)
+        || u64::from(off) + u64::from(size) > u64::from(def.value_size)
+        || overlaps_lock
+    {
+        return Err(MapError::TimerPlace { map, off, value_size: def.value_size });
+    }
+    Ok(())
+}
+
 /// `bpf_map_flags_access_ok`: programs may not be read-only and write-only at once.
 fn access_ok(flags: u32) -> bool {
     !(flags & mf::RDONLY_PROG != 0 && flags & mf::WRONLY_PROG != 0)
@@ -553,6 +583,24 @@ mod tests {
             Ok(_) => 0,
             Err(e) => e.errno(),
         }
+    }
+
+    #[test]
+    fn timers_only_in_arrays_and_hashes_inside_the_value_and_aligned() {
+        use spine_abi::errno::{EINVAL, EOPNOTSUPP};
+        let timer = |t: u32, v: u32, off: u32, lock: Option<u32>| {
+            let def = MapDef::new("t", t, 4, v, 4, 0).with_timer(Some(off)).with_spin_lock(lock);
+            check(&def, 2).err().map_or(0, |e| e.errno())
+        };
+        assert_eq!(timer(mt::ARRAY, 16, 0, None), 0);
+        assert_eq!(timer(mt::HASH, 32, 8, None), 0);
+        assert_eq!(timer(mt::LRU_HASH, 24, 8, None), 0);
+        assert_eq!(timer(mt::PERCPU_ARRAY, 16, 0, None), -EOPNOTSUPP);
+        assert_eq!(timer(mt::LRU_PERCPU_HASH, 16, 0, None), -EOPNOTSUPP);
+        assert_eq!(timer(mt::ARRAY, 24, 4, None), -EINVAL, "4-aligned only");
+        assert_eq!(timer(mt::ARRAY, 16, 8, None), -EINVAL, "past the value's end");
+        assert_eq!(timer(mt::ARRAY, 24, 0, Some(12)), -EINVAL, "over the lock");
+        assert_eq!(timer(mt::ARRAY, 24, 8, Some(0)), 0);
     }
 
     #[test]

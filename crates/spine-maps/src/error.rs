@@ -163,6 +163,10 @@ pub enum MapError {
     SpinLockType { map: Arc<str>, map_type: u32 },
     #[error("map {map}: struct bpf_spin_lock at offset {off} does not fit a {value_size}-byte value aligned")]
     SpinLockPlace { map: Arc<str>, off: u32, value_size: u32 },
+    #[error("map {map}: a struct bpf_timer is not supported in a {} map (arrays, hash and LRU hash maps only)", map_type::name(*map_type))]
+    TimerType { map: Arc<str>, map_type: u32 },
+    #[error("map {map}: struct bpf_timer at offset {off} does not fit a {value_size}-byte value 8-aligned, clear of its bpf_spin_lock")]
+    TimerPlace { map: Arc<str>, off: u32, value_size: u32 },
     #[error("map {map}: its bpf_spin_lock stayed taken too long (a program waits 10 ms, user space a second)")]
     LockTimeout { map: Arc<str> },
     #[error("map {map}: no such key")]
@@ -212,6 +216,7 @@ impl MapError {
             | MapError::InvalidFlags { .. }
             | MapError::NoSpinLock { .. }
             | MapError::SpinLockPlace { .. }
+            | MapError::TimerPlace { .. }
             | MapError::PrefixLen { .. }
             | MapError::DeleteFromArray { .. }
             | MapError::CpuOutOfRange { .. }
@@ -241,7 +246,7 @@ impl MapError {
             | MapError::PopUnsupported { .. }
             | MapError::PerfSlotUnreadable { .. } => ENOTSUPP,
             MapError::InnerByFd { .. } => EBADF,
-            MapError::SpinLockType { .. } => EOPNOTSUPP,
+            MapError::SpinLockType { .. } | MapError::TimerType { .. } => EOPNOTSUPP,
             MapError::LockTimeout { .. } => EBUSY,
             MapError::QueueSize { .. } => EOVERFLOW,
             MapError::NoSuchCpu { .. } => ENODEV,
@@ -289,6 +294,8 @@ impl MapError {
             | MapError::NoSpinLock { map }
             | MapError::SpinLockType { map, .. }
             | MapError::SpinLockPlace { map, .. }
+            | MapError::TimerType { map, .. }
+            | MapError::TimerPlace { map, .. }
             | MapError::LockTimeout { map }
             | MapError::NotFound { map }
             | MapError::Exists { map }

@@ -39,6 +39,7 @@ use crate::jhash::jhash;
 use crate::lru::Lru;
 use crate::spinlock::SpinLock;
 use crate::storage::{zeroed_slice, Arena, ARENA_ALIGN};
+use crate::timer::Timers;
 use crate::value_lock::{self, LockGuard, Waiter};
 use crate::MapError;
 
@@ -101,6 +102,11 @@ pub(crate) struct HashTab {
     user_lock: Mutex<()>,
     /// Offset of the value's `bpf_spin_lock` (plain hash maps only).
     spin_lock: Option<usize>,
+    /// The elements' `bpf_timer`s (plain and LRU hash maps), one per pool element;
+    /// freed whenever an element is unlinked.
+    timers: Option<Timers>,
+    /// Offset of the value's `bpf_timer`, with `timers`.
+    timer_at: Option<usize>,
 }
 
 /// Element and byte counts of a hash map with this definition.
@@ -217,7 +223,30 @@ impl HashTab {
             lru,
             user_lock: Mutex::new(()),
             spin_lock: def.spin_lock.map(|o| o as usize),
+            timers: def.timer.map(|_| Timers::new(s.pool)),
+            timer_at: def.timer.map(|o| o as usize),
         })
+    }
+
+    pub(crate) fn timers(&self) -> Option<&Timers> {
+        self.timers.as_ref()
+    }
+
+    /// The element whose value starts at byte `off` of the values (plain maps).
+    pub(crate) fn elem_at(&self, off: usize) -> Option<u32> {
+        let i = u32::try_from(off / self.stride).ok()?;
+        let pool = self.next.len();
+        (off.is_multiple_of(self.stride) && (i as usize) < pool && !self.percpu).then_some(i)
+    }
+
+    /// Element `idx`'s value (CPU 0's) and its key (as last written: the caller knows
+    /// the element is in the map, its timer being armed).
+    pub(crate) fn elem(&self, idx: u32, key: &mut [u8]) -> Option<NonNull<u8>> {
+        if idx as usize >= self.next.len() || key.len() != self.key_size {
+            return None;
+        }
+        self.read_key(idx, key);
+        Some(self.values.ptr_at(self.value_off(idx, 0)))
     }
 
     pub(crate) fn values(&self) -> &Arena {
@@ -322,6 +351,10 @@ impl HashTab {
     /// Unlinks `idx` from `b` if it is there (lock held). The element keeps its own link
     /// so that a reader standing on it walks on.
     fn unlink(&self, b: &Bucket, idx: u32) -> bool {
+        // The element leaves the map (deleted, replaced, evicted): so does its timer.
+        if let Some(t) = &self.timers {
+            t.free(idx);
+        }
         let after = self.next[idx as usize].load(Relaxed);
         let mut cur = b.head.load(Relaxed);
         if cur == idx {
@@ -377,6 +410,10 @@ impl HashTab {
             self.values.read(self.value_off(idx, 0), &mut out[..self.value_size]);
             if let Some(l) = self.spin_lock {
                 out[l..l + 4].fill(0);
+            }
+            // So does the timer: its state is not in the value (`check_and_init_map_value`).
+            if let Some(t) = self.timer_at {
+                out[t..t + spine_abi::timer::SIZE as usize].fill(0);
             }
         }
         Ok(())

@@ -52,6 +52,7 @@ mod queue;
 pub mod ringbuf;
 mod spinlock;
 mod storage;
+pub mod timer;
 mod value_lock;
 mod xskmap;
 
@@ -64,6 +65,7 @@ pub use outer::InnerRef;
 pub use perf::PerfEventArray;
 pub use ringbuf::RingBuf;
 pub use xskmap::XSK_ENDPOINT;
+pub use timer::{DueTimer, TimerCallback, Timers};
 
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,7 @@ use crate::perf::PerfEventArray;
 use crate::queue::QueueStack;
 use crate::ringbuf::RingBuf;
 use crate::storage::Arena;
+use crate::timer::Timers;
 use crate::xskmap::XskMap;
 use crate::MapError;
 
@@ -271,6 +272,41 @@ impl Map {
             return Err(MapError::ReadOnly { map: self.name(), why: ReadOnlyReason::RdonlyProg });
         }
         Ok(())
+    }
+
+    /// The `bpf_timer`s of the map's values, if its values hold one.
+    pub fn timers(&self) -> Option<&Timers> {
+        match &self.inner {
+            Inner::Array(a) => a.timers(),
+            Inner::Hash(h) => h.timers(),
+            _ => None,
+        }
+    }
+
+    /// The element whose value holds its `bpf_timer` at address `addr` (what a program
+    /// passes the timer helpers), if one does.
+    pub fn timer_elem(&self, addr: u64) -> Option<u32> {
+        let value = addr.checked_sub(u64::from(self.def.timer?))?;
+        let (arena, elem_at): (&Arena, &dyn Fn(usize) -> Option<u32>) = match &self.inner {
+            Inner::Array(a) => (a.values(), &|o| a.elem_at(o)),
+            Inner::Hash(h) => (h.values(), &|o| h.elem_at(o)),
+            _ => return None,
+        };
+        let off = value.checked_sub(arena.base().as_ptr() as u64)?;
+        if off >= arena.len() as u64 {
+            return None;
+        }
+        elem_at(usize::try_from(off).ok()?)
+    }
+
+    /// The value of element `elem` (a slot of [`Map::timers`]) with its key written to
+    /// `key` (`key_size` bytes): what a timer callback is called with.
+    pub fn timer_target(&self, elem: u32, key: &mut [u8]) -> Option<NonNull<u8>> {
+        match &self.inner {
+            Inner::Array(a) => a.elem(elem, key),
+            Inner::Hash(h) => h.elem(elem, key),
+            _ => None,
+        }
     }
 
     // ---- program side (helpers) ----

@@ -32,6 +32,7 @@ struct Def {
     inner: Option<Box<Def>>,
     values_offset: Option<u64>,
     spin_lock: Option<u32>,
+    timer: Option<u32>,
     key_type: u32,
     value_type: u32,
 }
@@ -112,22 +113,41 @@ fn pointee(btf: &Btf<'_>, m: &Member) -> u32 {
 /// itself, or one of its top-level members (the kernel's `btf_find_field` for
 /// `BPF_SPIN_LOCK`); two locks are refused.
 fn find_spin_lock(btf: &Btf<'_>, m: &Member) -> Result<Option<u32>, MapErrorKind> {
+    find_field(btf, m, "bpf_spin_lock", 4, "one 4-byte aligned struct bpf_spin_lock at most")
+}
+
+/// Where the value type holds its `struct bpf_timer` (16 bytes, 8-aligned), found as
+/// [`find_spin_lock`] finds the lock (`BPF_TIMER`); two timers are refused.
+fn find_timer(btf: &Btf<'_>, m: &Member) -> Result<Option<u32>, MapErrorKind> {
+    find_field(btf, m, "bpf_timer", 16, "one 8-byte aligned struct bpf_timer at most")
+}
+
+/// The offset of the one struct `name` of `size` bytes, aligned to `min(size, 8)`, that
+/// is the value type or a top-level member of it.
+fn find_field(
+    btf: &Btf<'_>,
+    m: &Member,
+    name: &str,
+    size: u32,
+    refusal: &'static str,
+) -> Result<Option<u32>, MapErrorKind> {
     let err = btf_err("value");
     let Some(Type::Ptr { target }) = btf.get(m.ty) else { return Ok(None) };
     let (id, ty) = btf.skip_mods(*target).map_err(err)?;
-    let is_lock = |id: u32, ty: &Type| {
-        matches!(ty, Type::Struct { size: 4, .. }) && btf.type_name(id) == "bpf_spin_lock"
+    let is_field = |id: u32, ty: &Type| {
+        matches!(ty, Type::Struct { size: s, .. } if *s == size) && btf.type_name(id) == name
     };
-    if is_lock(id, ty) {
+    if is_field(id, ty) {
         return Ok(Some(0));
     }
     let Type::Struct { members, .. } = ty else { return Ok(None) };
+    let align_bits = size.min(8) * 8;
     let mut found = None;
     for mem in members {
         let (mid, mty) = btf.skip_mods(mem.ty).map_err(btf_err("value"))?;
-        if is_lock(mid, mty) {
-            if found.is_some() || mem.bitfield_size != 0 || mem.bit_offset % 32 != 0 {
-                return Err(bad("value", "one 4-byte aligned struct bpf_spin_lock at most"));
+        if is_field(mid, mty) {
+            if found.is_some() || mem.bitfield_size != 0 || mem.bit_offset % align_bits != 0 {
+                return Err(bad("value", refusal));
             }
             found = Some(mem.bit_offset / 8);
         }
@@ -172,6 +192,7 @@ fn parse_members(
                 def.value.set(get_type_size(btf, m, name)?, "value_size", "value")?;
                 def.value_type = pointee(btf, m);
                 def.spin_lock = find_spin_lock(btf, m)?;
+                def.timer = find_timer(btf, m)?;
             }
             "pinning" => {
                 if !outer {
@@ -245,6 +266,7 @@ fn to_spec(name: &str, def: &Def) -> Result<MapSpec, ObjError> {
     spec.numa_node = def.numa_node;
     spec.map_extra = def.map_extra;
     spec.spin_lock = def.spin_lock;
+    spec.timer = def.timer;
     spec.btf_key_type_id = def.key_type;
     spec.btf_value_type_id = def.value_type;
     check(&spec).map_err(|kind| ObjError::Map { map: name.to_string(), kind })?;

@@ -139,6 +139,7 @@ pub(crate) fn blank_spec(name: &str, origin: MapOrigin) -> MapSpec {
         inner: None,
         init_slots: Vec::new(),
         spin_lock: None,
+        timer: None,
         btf_key_type_id: 0,
         btf_value_type_id: 0,
     }

@@ -50,6 +50,8 @@ pub struct MapSpec {
     /// Offset of the `struct bpf_spin_lock` in the value (a top-level member of the
     /// value type, found through BTF as the kernel finds it); `None` without one.
     pub spin_lock: Option<u32>,
+    /// Offset of the `struct bpf_timer` in the value, found as `spin_lock` is.
+    pub timer: Option<u32>,
     /// Ids of the key and value types in [`Object::btf`] (`__type(key, T)`,
     /// `__type(value, T)`), what `BPF_MAP_CREATE` takes as `btf_key_type_id` and
     /// `btf_value_type_id`; 0 when the definition gives none.

@@ -58,6 +58,10 @@ pub const XDP_HELPERS: &[u32] = {
         JIFFIES64,
         CHECK_MTU,
         KTIME_GET_TAI_NS,
+        TIMER_INIT,
+        TIMER_SET_CALLBACK,
+        TIMER_START,
+        TIMER_CANCEL,
     ]
 };
 
@@ -312,6 +316,7 @@ mod tests {
             max_entries: entries,
             flags: 0,
             spin_lock: None,
+            timer: None,
         };
         Arc::new(Map::create(def, &MapOptions::default()).unwrap())
     }

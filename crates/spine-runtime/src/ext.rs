@@ -139,7 +139,27 @@ pub struct Extension {
     handler: Option<u8>,
     /// For an endpoint applet (`SEC("spine/applet/tx|rx")`): its hook.
     applet: Option<crate::msg::AppletHook>,
+    /// Unique among the extensions of this process: a timer's callback names its
+    /// extension by it.
+    id: u64,
+    /// The functions `lddw PSEUDO_FUNC` names (sorted): what `bpf_timer_set_callback`
+    /// accepts.
+    pub(crate) callbacks: Vec<usize>,
+    /// For each timer callback (its first instruction), the program entered through
+    /// it: the program behind a two-instruction wrapper that calls it and exits (see
+    /// [`timer_wrapper`]). Empty unless the program calls `bpf_timer_set_callback`.
+    pub(crate) timer_entries: Vec<(usize, Engine)>,
 }
+
+/// The `bpf_timer` helpers.
+const TIMER_HELPERS: [u32; 4] =
+    [helper::TIMER_INIT, helper::TIMER_SET_CALLBACK, helper::TIMER_START, helper::TIMER_CANCEL];
+
+/// Where the instructions of a timer entry's program sit against the extension's own:
+/// two further on, behind the wrapper.
+pub(crate) const TIMER_WRAPPER_LEN: usize = 2;
+
+static NEXT_EXTENSION_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl std::fmt::Debug for Extension {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -199,6 +219,19 @@ impl LoadedObject {
                 .map(|p| format!("{} ({})", p.section, p.name))
                 .collect(),
         })
+    }
+}
+
+impl Drop for Extension {
+    /// The timers whose callbacks it set in its maps (which may outlive it: a domain's
+    /// shared maps) are cancelled: no runner of it is left to fire them.
+    fn drop(&mut self) {
+        if self.timer_entries.is_empty() {
+            return;
+        }
+        for t in self.maps.data_maps().filter_map(|m| m.timers()) {
+            t.drop_owner(self.id);
+        }
     }
 }
 
@@ -357,7 +390,12 @@ fn verify_with(
         return Err(LoadError::WrongType { program: prog.name.clone(), prog_type: prog.prog_type });
     }
     opts.domain.check_insns(prog.insns.len())?;
-    let ids = if handler { opts.domain.handler_helpers() } else { opts.domain.xdp_helpers() };
+    let mut ids = if handler { opts.domain.handler_helpers() } else { opts.domain.xdp_helpers() };
+    if handler || is_applet(prog) {
+        // Only port programs' timers are fired (by the workers' rounds); handlers and
+        // applets have no runner that would, so they may not arm one.
+        ids.retain(|&id| !TIMER_HELPERS.contains(&id));
+    }
     let helpers = KernelHelpers::only(&ids);
     let env = VerifyEnv {
         ctx,
@@ -394,6 +432,7 @@ fn map_info(spec: &spine_obj::MapSpec) -> MapInfo {
         read_only,
         inner: spec.inner.as_deref().map(|i| Box::new(map_info(i))),
         spin_lock: spec.spin_lock,
+        timer: spec.timer,
         frozen,
     }
 }
@@ -428,24 +467,36 @@ fn load_program(
     } else {
         0
     };
-    let engine = match opts.engine {
-        EngineKind::Interpreter => Engine::Interp(
-            Interpreter::new(insns.clone())
-                .map_err(|source| LoadError::Interp { program: program.clone(), source })?,
-        ),
-        EngineKind::Jit => {
-            let jopts = JitOptions {
-                proven: Some(vec![true; insns.len()]),
-                budget: opts.watchdog,
-                native_helpers: crate::helpers::native_helpers(),
-                inline_array_lookups: inline_lookups(maps),
-            };
-            Engine::Jit(
-                spine_jit::compile(&insns, &jopts)
-                    .map_err(|source| LoadError::Jit { program: program.clone(), source })?,
-            )
-        }
+    let build = |insns: &[Insn]| -> Result<Engine, LoadError> {
+        Ok(match opts.engine {
+            EngineKind::Interpreter => Engine::Interp(
+                Interpreter::new(insns.to_vec())
+                    .map_err(|source| LoadError::Interp { program: program.clone(), source })?,
+            ),
+            EngineKind::Jit => {
+                let jopts = JitOptions {
+                    proven: Some(vec![true; insns.len()]),
+                    budget: opts.watchdog,
+                    native_helpers: crate::helpers::native_helpers(),
+                    inline_array_lookups: inline_lookups(maps),
+                };
+                Engine::Jit(
+                    spine_jit::compile(insns, &jopts)
+                        .map_err(|source| LoadError::Jit { program: program.clone(), source })?,
+                )
+            }
+        })
     };
+    let engine = build(&insns)?;
+    let callbacks = spine_vm::callback_entries(&insns);
+    let sets_timers =
+        insns.iter().any(|i| i.is_helper_call() && i.imm as u32 == helper::TIMER_SET_CALLBACK);
+    let mut timer_entries = Vec::new();
+    if sets_timers {
+        for &pc in &callbacks {
+            timer_entries.push((pc, build(&timer_wrapper(&insns, pc))?));
+        }
+    }
     Ok(Extension {
         name: program,
         section: prog.section.clone(),
@@ -465,7 +516,23 @@ fn load_program(
         inlined_loops: verified.inlined_loops,
         handler: crate::msg::handler_of_section(&prog.section).filter(|_| is_handler(prog)),
         applet: crate::msg::applet_of_section(&prog.section).filter(|_| is_applet(prog)),
+        id: NEXT_EXTENSION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        callbacks,
+        timer_entries,
     })
+}
+
+/// The program a timer callback at `entry` runs as: `call entry; exit` in front of the
+/// extension's instructions, whose relative jumps and calls all stay valid. The
+/// callback then runs as the verifier checked it: a function called with r1-r3 (map,
+/// key, value) below a frame that holds nothing, its r0 the run's.
+pub(crate) fn timer_wrapper(insns: &[Insn], entry: usize) -> Vec<Insn> {
+    let mut w = Vec::with_capacity(insns.len() + TIMER_WRAPPER_LEN);
+    // `call` goes to pc + 1 + imm: the callback, `TIMER_WRAPPER_LEN` further on.
+    w.push(Insn::new(op::JMP | op::CALL, 0, op::PSEUDO_CALL, 0, (entry + 1) as i32));
+    w.push(Insn::new(op::JMP | op::EXIT, 0, 0, 0, 0));
+    w.extend_from_slice(insns);
+    w
 }
 
 /// Array lookups the JIT may expand inline, as the kernel's verifier inlines them: plain
@@ -562,6 +629,15 @@ impl Extension {
     /// Faults and attachment state, shared by every worker.
     pub fn health(&self) -> &Health {
         &self.health
+    }
+    /// This extension's id among the extensions of the process (what its timers'
+    /// callbacks name).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    /// Whether the program may set timer callbacks (its runners fire its timers).
+    pub fn has_timers(&self) -> bool {
+        !self.timer_entries.is_empty()
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use spine_abi::{errno, helper};
 use spine_jit::NativeHelper;
-use spine_maps::{Map, RingBuf};
+use spine_maps::{Map, RingBuf, TimerCallback};
 use spine_vm::{BudgetVerdict, CallAbort, Env, Fault, Iteration, Memory, Region, RunLimits, Step};
 
 use crate::csum;
@@ -114,6 +114,12 @@ pub(crate) struct XdpEnv<'a> {
     pub running: *const Extension,
     /// Where `spine_msg_send` puts the messages it sends (the runner's).
     pub outbox: &'a mut crate::msg::Outbox,
+    /// How far the running program's instructions sit from the extension's own: 0, or
+    /// [`crate::ext::TIMER_WRAPPER_LEN`] in a timer callback's run, whose pcs (and
+    /// function addresses) are the wrapper's.
+    pub pc_shift: usize,
+    /// In a timer callback's run: the map (id) and element whose timer it is.
+    pub in_timer: Option<(u32, u32)>,
 }
 
 impl Drop for XdpEnv<'_> {
@@ -539,6 +545,50 @@ impl<'a> XdpEnv<'a> {
         Ok(if len > dev_len { FRAG_NEEDED } else { 0 })
     }
 
+    /// The map and element of the `bpf_timer` at `addr`: one of the object's maps
+    /// whose value holds a timer exactly there (the verifier proved it; this keeps the
+    /// runtime safe regardless: an address that names no timer is a fault). Timers in
+    /// inner maps are not reached.
+    fn timer(&self, addr: u64) -> Result<(&'a Map, u32), CallAbort> {
+        let maps: &'a MapTable = self.maps;
+        (0..maps.len())
+            .filter_map(|i| maps.data(i))
+            .filter(|m| m.timers().is_some())
+            .find_map(|m| Some((m, m.timer_elem(addr)?)))
+            .ok_or(CallAbort::Fault("argument 1 is not a bpf_timer in a map value"))
+    }
+
+    /// `bpf_timer_init`, `_set_callback`, `_start`, `_cancel`, with the kernel's
+    /// return values ([`spine_maps::Timers`]).
+    fn timer_call(&mut self, id: u32, a: [u64; 5]) -> Result<u64, CallAbort> {
+        let (map, elem) = self.timer(a[0])?;
+        let timers = map.timers().ok_or(CallAbort::Fault("no timers"))?;
+        let r = match id {
+            helper::TIMER_INIT => {
+                if !self.resolve(a[1]).is_some_and(|m| std::ptr::eq(m, map)) {
+                    return Err(CallAbort::Fault("argument 2 is not the timer's map"));
+                }
+                timers.init(elem, a[2])
+            }
+            helper::TIMER_SET_CALLBACK => {
+                // SAFETY: `running` is the extension the runner runs now, kept alive
+                // for the run.
+                let ext = unsafe { &*self.running };
+                let pc = a[1]
+                    .checked_sub(self.pc_shift as u64)
+                    .and_then(|f| spine_vm::callback_pc(f, &ext.callbacks))
+                    .ok_or(CallAbort::Fault(spine_vm::NOT_A_CALLBACK))?;
+                let callback = TimerCallback { owner: ext.id(), pc: pc as u32 };
+                timers.set_callback(elem, callback)
+            }
+            helper::TIMER_START => {
+                timers.start(elem, a[1], a[2], self.host.now_ns(), self.cpu as u32)
+            }
+            _ => timers.cancel(elem, self.in_timer == Some((map.id(), elem))),
+        };
+        Ok(r as u64)
+    }
+
     fn tail_call(&mut self, map: u64, index: u64) -> Result<u64, CallAbort> {
         let Some(pa) = map_index(map).and_then(|i| self.maps.progs(i)) else {
             return Err(CallAbort::Fault("argument 2 is not a program array"));
@@ -825,6 +875,10 @@ impl Env for XdpEnv<'_> {
             helper::RINGBUF_SUBMIT => return self.commit_record(a[0], a[1], false),
             helper::RINGBUF_DISCARD => return self.commit_record(a[0], a[1], true),
             helper::RINGBUF_QUERY => self.ringbuf(a[0])?.query(a[1]),
+            helper::TIMER_INIT
+            | helper::TIMER_SET_CALLBACK
+            | helper::TIMER_START
+            | helper::TIMER_CANCEL => return self.timer_call(id, a),
             helper::SPIN_LOCK | helper::SPIN_UNLOCK => {
                 // The word must be writable program memory (a map value); the verifier
                 // proved it is the value's lock, this keeps the runtime safe regardless.
@@ -857,6 +911,8 @@ impl Env for XdpEnv<'_> {
             helper::LOOP => {
                 // `bpf_loop(u32 nr_loops, callback, ctx, u64 flags)`; where the kernel
                 // inlines it, the count is checked whole and -E2BIG is a 32-bit move.
+                // A timer callback's run numbers its instructions from the wrapper.
+                let pc = pc.wrapping_sub(self.pc_shift);
                 // SAFETY: `running` is the extension the runner is running now, which
                 // it keeps alive for the run (its own or a tail-call target's `Arc`).
                 let inlined = unsafe { &*self.running }.inlined_loops.binary_search(&pc).is_ok();

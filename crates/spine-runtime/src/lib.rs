@@ -38,4 +38,6 @@ pub use msg::{
 };
 pub use spine_verifier::{VerifyError, VerifyErrorKind};
 pub use watchdog::{FaultOutcome, FaultPolicy, Health};
-pub use xdp::{Budget, RunnerError, RxInfo, Verdict, XdpBurst, XdpRunner};
+pub use xdp::{
+    Budget, RunnerError, RxInfo, TimerRun, Verdict, XdpBurst, XdpRunner, MAX_TIMERS_PER_CALL,
+};

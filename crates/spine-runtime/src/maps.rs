@@ -292,6 +292,7 @@ fn map_def(spec: &MapSpec) -> MapDef {
         max_entries: spec.max_entries,
         flags: spec.flags,
         spin_lock: spec.spin_lock,
+        timer: spec.timer,
     }
 }
 
@@ -684,6 +685,7 @@ mod tests {
             inner: None,
             init_slots: Vec::new(),
             spin_lock: None,
+            timer: None,
             btf_key_type_id: 0,
             btf_value_type_id: 0,
         }

@@ -93,7 +93,7 @@ impl XdpRunner {
             return Err(RunnerError::Cpu { cpu, ncpus: m.ncpus() });
         }
         let spans: usize = maps.data_maps().map(|m| m.value_spans().len()).sum();
-        let walks = walks_maps(&ext);
+        let walks = walks_maps(&ext) || ext.has_timers();
         let needed = spans + PER_RUN_REGIONS + usize::from(walks);
         if needed > MAX_REGIONS {
             return Err(RunnerError::TooManyRegions { needed });
@@ -133,6 +133,8 @@ impl XdpRunner {
         // SAFETY: the stack's words are boxed, owned by this runner next to `mem`, so the
         // address stays valid as long as `mem`; engines borrow it mutably while they run.
         unsafe { mem.push(stack_region) }.expect("room counted above");
+        // A timer callback gets its key there too (slot 0: the wrapper's frame walks
+        // no map).
         let mut cb_keys = walks.then(|| vec![0u64; CB_KEYS_BYTES / 8].into_boxed_slice());
         if let Some(keys) = &mut cb_keys {
             let r = Region {
@@ -265,6 +267,100 @@ impl XdpRunner {
         b.run_one(buf, bounds)
     }
 
+    /// Runs the callbacks of this extension's timers that are due at `now` (ns, on the
+    /// host's clock, which `bpf_timer_start` read) and fire on this runner's CPU, at
+    /// most [`MAX_TIMERS_PER_CALL`] of them, earliest first. Each is an invocation of
+    /// its own, bounded by the watchdog's budget; a fault is counted against the
+    /// extension as any invocation's. A callback that starts its timer again (a
+    /// periodic timer) runs again at a later call once that time comes. The adapter's
+    /// workers call this once per round; tests call it with a fake clock.
+    pub fn run_timers(&mut self, now: u64, host: &mut dyn Host) -> TimerRun {
+        let mut run = TimerRun::default();
+        if !self.ext.has_timers() || !self.is_attached() {
+            return run;
+        }
+        let ext = self.ext.clone();
+        let maps = ext.maps();
+        for index in 0..maps.len() {
+            let Some(map) = maps.data(index) else { continue };
+            let Some(timers) = map.timers() else { continue };
+            while (run.fired as usize) < MAX_TIMERS_PER_CALL && timers.any_due(now) {
+                let Some(due) = timers.take_due(now, self.cpu as u32, ext.id()) else { break };
+                run.fired += 1;
+                if self.fire_timer(&ext, index, map, due, host).is_err() {
+                    run.faults += 1;
+                    if !self.is_attached() {
+                        return run;
+                    }
+                }
+            }
+        }
+        run
+    }
+
+    /// Runs one due timer's callback: r1 = its map, r2 = its key (lent in the key
+    /// memory's slot 0), r3 = its value.
+    fn fire_timer(
+        &mut self,
+        ext: &Arc<Extension>,
+        index: usize,
+        map: &spine_maps::Map,
+        due: spine_maps::DueTimer,
+        host: &mut dyn Host,
+    ) -> Result<u64, Box<Fault>> {
+        let no_entry = || {
+            let reason = "no timer entry for this callback";
+            Box::new(Fault::Helper { pc: 0, id: spine_abi::helper::TIMER_SET_CALLBACK, reason })
+        };
+        let Some((_, engine)) =
+            ext.timer_entries.iter().find(|(pc, _)| *pc == due.callback.pc as usize)
+        else {
+            return Err(no_entry());
+        };
+        let key_size = map.def().key_size as usize;
+        let keys = self.cb_keys.as_mut().filter(|_| key_size <= crate::helpers::CB_KEY_MAX);
+        let Some(keys) = keys else { return Err(no_entry()) };
+        let key_ptr = keys.as_mut_ptr().cast::<u8>();
+        // SAFETY: `keys` holds `CB_KEYS_BYTES` >= `CB_KEY_MAX` >= `key_size` bytes.
+        let key = unsafe { std::slice::from_raw_parts_mut(key_ptr, key_size) };
+        let Some(value) = map.timer_target(due.elem, key) else { return Err(no_entry()) };
+        let args = [
+            crate::maps::MAP_HANDLE_BASE + index as u64,
+            key_ptr as u64,
+            value.as_ptr() as u64,
+            0,
+            0,
+        ];
+        if ext.stats().zeroed_stack > 0 {
+            // The callback's frame lies below the wrapper's: zero every frame.
+            self.stack.zero_top(Stack::BYTES);
+        }
+        // SAFETY: an empty region grants access to nothing; no packet is lent.
+        unsafe { self.mem.set(self.pkt_region, Region::default()) };
+        let cpu = self.cpu;
+        let mut b = self.burst(Geometry::TEST_RUN, RxInfo::default(), host);
+        b.env.pc_shift = crate::ext::TIMER_WRAPPER_LEN;
+        b.env.in_timer = Some((map.id(), due.elem));
+        b.env.running = &**ext;
+        let env = &mut b.env;
+        let r = match engine {
+            Engine::Interp(vm) => vm.run(args, b.mem, b.stack, env, b.limits),
+            // SAFETY: the JIT registered `helpers::native_helpers`, which take the
+            // `XdpEnv` passed here as their runtime pointer; `mem` has held the region
+            // of `stack` since the runner was made.
+            Engine::Jit(code) => unsafe {
+                code.run_with_env_runtime_on_registered_stack(args, b.mem, b.stack, env, b.limits)
+            },
+        };
+        if !env.held.is_empty() {
+            env.held.release(env.maps);
+        }
+        r.map_err(|fault| {
+            record_fault(ext, cpu, &fault, env.host);
+            Box::new(fault)
+        })
+    }
+
     /// The active messages the last burst (or run) sent, oldest first.
     pub fn outbox(&self) -> &[crate::msg::OutMsg] {
         self.outbox.messages()
@@ -315,6 +411,8 @@ impl XdpRunner {
                     .map_or(std::ptr::null_mut(), |k| k.as_mut_ptr().cast::<u8>()),
                 running: std::ptr::null(),
                 outbox: &mut self.outbox,
+                pc_shift: 0,
+                in_timer: None,
             },
             ext: &self.ext,
             cpu: self.cpu,
@@ -348,6 +446,19 @@ impl XdpRunner {
             *v = b.run(buf, bounds);
         }
     }
+}
+
+/// Most timer callbacks one [`XdpRunner::run_timers`] call runs: a worker's round
+/// stays bounded however many timers are due (the rest wait for the next call).
+pub const MAX_TIMERS_PER_CALL: usize = 64;
+
+/// What one [`XdpRunner::run_timers`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimerRun {
+    /// Callbacks run.
+    pub fired: u32,
+    /// Of those, the ones that faulted (each counted against the extension).
+    pub faults: u32,
 }
 
 /// What one packet of a burst came to.

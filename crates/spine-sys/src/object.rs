@@ -49,9 +49,9 @@ pub enum LoadError {
     Prog { program: String, error: SysError },
     #[error("map '{map}': slot {slot} names program '{program}', which the object does not have")]
     NoSlotProgram { map: String, slot: u32, program: String },
-    #[error("map '{map}' holds a bpf_spin_lock, which the kernel finds only through BTF, and the object's BTF did not load: {error}")]
+    #[error("map '{map}' holds a bpf_spin_lock or bpf_timer, which the kernel finds only through BTF, and the object's BTF did not load: {error}")]
     Btf { map: String, error: SysError },
-    #[error("map '{map}' holds a bpf_spin_lock, but the object has no BTF the kernel could load")]
+    #[error("map '{map}' holds a bpf_spin_lock or bpf_timer, but the object has no BTF the kernel could load")]
     NoBtf { map: String },
 }
 
@@ -137,9 +137,10 @@ fn all_specs(obj: &Object) -> impl Iterator<Item = &MapSpec> {
 }
 
 /// `BPF_BTF_LOAD` of the object's BTF. A failure matters only if a map needs BTF (its
-/// value holds a `bpf_spin_lock`); otherwise the maps are created without it.
+/// value holds a `bpf_spin_lock` or a `bpf_timer`); otherwise the maps are created
+/// without it.
 fn load_btf(obj: &Object) -> Result<Option<OwnedFd>, LoadError> {
-    let needs = all_specs(obj).find(|m| m.spin_lock.is_some());
+    let needs = all_specs(obj).find(|m| m.spin_lock.is_some() || m.timer.is_some());
     let Some(blob) = &obj.btf else {
         return match needs {
             Some(m) => Err(LoadError::NoBtf { map: m.name.clone() }),
@@ -191,7 +192,7 @@ fn create_map(spec: &MapSpec, btf: Option<&OwnedFd>) -> Result<KernelMap, LoadEr
         spin_lock: spec.spin_lock.is_some(),
     });
     let map = match KernelMap::create_with_btf(&spec.name, def, inner_fd, typed) {
-        Err(_) if typed.is_some() && spec.spin_lock.is_none() => {
+        Err(_) if typed.is_some() && spec.spin_lock.is_none() && spec.timer.is_none() => {
             KernelMap::create(&spec.name, def, inner_fd)
         }
         r => r,

@@ -21,6 +21,9 @@ pub struct MapInfo {
     /// Offset of the value's `struct bpf_spin_lock` (from BTF): the only place
     /// `bpf_spin_lock` may point, and bytes no load or store may touch.
     pub spin_lock: Option<u32>,
+    /// Offset of the value's `struct bpf_timer` (from BTF; 16 bytes, 8-aligned): the
+    /// only place the timer helpers may point, and bytes no load or store may touch.
+    pub timer: Option<u32>,
     /// The value of a frozen, read-only, single-element array (`.rodata` once the
     /// loader wrote and froze it): a load at a constant offset reads a known number
     /// from it, as the kernel's `bpf_map_direct_read` does, so code that a `const
@@ -45,6 +48,7 @@ impl MapInfo {
             read_only: false,
             inner: None,
             spin_lock: None,
+            timer: None,
             frozen: None,
         }
     }

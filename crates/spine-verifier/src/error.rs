@@ -195,6 +195,17 @@ pub enum VerifyErrorKind {
     #[error("R{reg} bpf_spin_lock cannot be accessed directly by load/store (map '{name}', bytes {at}..{end})", end = at + 4)]
     SpinLockAccess { reg: u8, name: String, at: u32 },
 
+    #[error("map '{name}' has no valid bpf_timer (its value type in BTF has none)")]
+    NoTimer { map: u32, name: String },
+    #[error("off {off} doesn't point to 'struct bpf_timer' that is at {at}")]
+    TimerOffset { off: i64, at: u32 },
+    #[error("timer pointer in R1 is map {timer_map}'s value, the map pointer in R2 is map {map}")]
+    TimerMapMismatch { timer_map: u16, map: u32 },
+    #[error("R{reg} bpf_timer cannot be accessed directly by load/store (map '{name}', bytes {at}..{end})", end = at + 16)]
+    TimerAccess { reg: u8, name: String, at: u32 },
+    #[error("At async callback the register R0 has value {found}; should have been 0")]
+    AsyncCallbackReturn { found: String },
+
     #[error("program too complex: {reason} ({processed} insns processed, {states} states)")]
     TooComplex { reason: &'static str, processed: u64, states: usize },
 }
@@ -262,6 +273,11 @@ impl VerifyErrorKind {
             NoSpinLock { .. } => "NoSpinLock",
             SpinLockOffset { .. } => "SpinLockOffset",
             SpinLockAccess { .. } => "SpinLockAccess",
+            NoTimer { .. } => "NoTimer",
+            TimerOffset { .. } => "TimerOffset",
+            TimerMapMismatch { .. } => "TimerMapMismatch",
+            TimerAccess { .. } => "TimerAccess",
+            AsyncCallbackReturn { .. } => "AsyncCallbackReturn",
             TooComplex { .. } => "TooComplex",
         }
     }

@@ -45,6 +45,9 @@ pub enum ArgType {
     RingbufRecord,
     /// A `struct bpf_spin_lock` inside a map value.
     SpinLock,
+    /// A `struct bpf_timer` inside a map value, at the timer's exact offset
+    /// (`ARG_PTR_TO_TIMER`).
+    Timer,
 }
 
 /// What a helper leaves in r0.
@@ -66,6 +69,10 @@ pub enum CallbackKind {
     Loop,
     /// `bpf_for_each_map_elem(map, cb, ctx, flags)`: `cb(map, key *, value *, ctx)`.
     ForEachMapElem,
+    /// `bpf_timer_set_callback(timer, cb)`: `cb(map, key *, value *)` runs later, on
+    /// its own (the kernel's async callback): verified once as a function entered
+    /// with those arguments, returning 0.
+    Timer,
 }
 
 /// A helper's prototype.
@@ -149,6 +156,10 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         }
         h::FOR_EACH_MAP_ELEM => ([ConstMapPtr, Func, StackOrNull, Anything, d], RetType::Integer),
         h::LOOP => ([Anything, Func, StackOrNull, Anything, d], RetType::Integer),
+        h::TIMER_INIT => ([Timer, ConstMapPtr, Anything, d, d], RetType::Integer),
+        h::TIMER_SET_CALLBACK => ([Timer, Func, d, d, d], RetType::Integer),
+        h::TIMER_START => ([Timer, Anything, Anything, d, d], RetType::Integer),
+        h::TIMER_CANCEL => ([Timer, d, d, d, d], RetType::Integer),
         h::XDP_GET_BUFF_LEN => ([Ctx, d, d, d, d], RetType::Integer),
         h::XDP_LOAD_BYTES => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
         h::XDP_STORE_BYTES => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
@@ -170,13 +181,14 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         callback: match id {
             h::LOOP => Some(CallbackKind::Loop),
             h::FOR_EACH_MAP_ELEM => Some(CallbackKind::ForEachMapElem),
+            h::TIMER_SET_CALLBACK => Some(CallbackKind::Timer),
             _ => None,
         },
     })
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 41] = [
+pub const KNOWN_HELPERS: [u32; 45] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -208,6 +220,10 @@ pub const KNOWN_HELPERS: [u32; 41] = [
     h::KTIME_GET_COARSE_NS,
     h::CHECK_MTU,
     h::FOR_EACH_MAP_ELEM,
+    h::TIMER_INIT,
+    h::TIMER_SET_CALLBACK,
+    h::TIMER_START,
+    h::TIMER_CANCEL,
     h::LOOP,
     h::XDP_GET_BUFF_LEN,
     h::XDP_LOAD_BYTES,
@@ -292,6 +308,8 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
         h::MAP_PUSH_ELEM | h::MAP_POP_ELEM | h::MAP_PEEK_ELEM => {
             matches!(map_type, mt::QUEUE | mt::STACK)
         }
+        // The maps whose values may hold a `struct bpf_timer`.
+        h::TIMER_INIT => matches!(map_type, mt::ARRAY | mt::HASH | mt::LRU_HASH),
         _ => true,
     };
     map_ok && func_ok

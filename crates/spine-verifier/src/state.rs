@@ -145,6 +145,10 @@ pub enum FrameKind {
     Call,
     /// A callback invoked by the helper call at `callsite`.
     Callback,
+    /// A timer callback set by the `bpf_timer_set_callback` call at `callsite`: it runs
+    /// later, on its own, below a frame that holds nothing (the runtime's entry into
+    /// it); its exit ends the run.
+    Async,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -15,6 +15,7 @@ fn map_info(m: &MapSpec) -> MapInfo {
         read_only: global_ro || m.flags & spine_abi::map_flags::RDONLY_PROG != 0,
         inner: m.inner.as_deref().map(|i| Box::new(map_info(i))),
         spin_lock: m.spin_lock,
+        timer: m.timer,
         frozen: None,
     }
 }

@@ -282,6 +282,7 @@ pub fn synthetic(n: usize) -> Object {
         inner: None,
         init_slots: Vec::new(),
         spin_lock: None,
+        timer: None,
         btf_key_type_id: 0,
         btf_value_type_id: 0,
     };

@@ -15,6 +15,7 @@ mod outer;
 mod queue;
 mod ringbuf;
 mod stress;
+mod timers;
 
 use crate::{Map, MapDef, MapError, MapOptions};
 

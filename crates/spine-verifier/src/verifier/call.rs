@@ -28,6 +28,8 @@ struct CallMeta {
     alloc_size: Option<u64>,
     /// The lock argument: its map and the value pointer's id.
     lock: Option<(u16, u32)>,
+    /// The timer argument's map.
+    timer_map: Option<u16>,
 }
 
 impl Verifier<'_> {
@@ -109,7 +111,7 @@ impl Verifier<'_> {
                 if !st.refs.is_empty() {
                     return Err(K::TailCallWithReference);
                 }
-                if st.cur().kind == FrameKind::Callback {
+                if matches!(st.cur().kind, FrameKind::Callback | FrameKind::Async) {
                     return Err(K::TailCallInCallback);
                 }
                 let s = st.cur().subprog;
@@ -204,6 +206,9 @@ impl Verifier<'_> {
         let Some(func) = meta.func else {
             return Err(K::HelperArgType { helper: 0, reg: 2, expected: "func", found: "none" });
         };
+        if kind == CallbackKind::Timer {
+            return self.set_timer_callback(pc, st, func, meta);
+        }
         if kind == CallbackKind::Loop {
             let zero = st.cur().regs[4].is_null();
             let site = self.loop_sites.entry(pc).or_insert((true, Some(func)));
@@ -226,6 +231,7 @@ impl Verifier<'_> {
                 cb[1] = Reg::scalar(Scalar::urange(0, MAX_LOOPS - 1));
                 cb[2] = caller[3];
             }
+            CallbackKind::Timer => unreachable!("handled above"),
             CallbackKind::ForEachMapElem => {
                 let m = meta.map.unwrap_or(0) as u16;
                 cb[1] = Reg::ptr(Kind::MapHandle { map: m }, 0);
@@ -238,6 +244,37 @@ impl Verifier<'_> {
         *st = p;
         let ret = RetType::Integer;
         self.finish_call(st, &ret, false, 0, meta);
+        Ok(Flow::Next(pc + 1))
+    }
+
+    /// `bpf_timer_set_callback`: the callback runs later, on its own, as the kernel's
+    /// async callbacks do: it is queued once per (callback, map) as a function entered
+    /// with r1 = the timer's map, r2 = a key and r3 = a value of that map, below an
+    /// empty frame (the runtime enters it through a one-call wrapper, so its call
+    /// chain has a frame less to use). Its stack chain is checked from it alone.
+    fn set_timer_callback(
+        &mut self,
+        pc: usize,
+        st: &mut State,
+        func: usize,
+        meta: &CallMeta,
+    ) -> Result<Flow, K> {
+        let m = meta.timer_map.unwrap_or(0);
+        if !self.async_cbs.contains(&(func, m)) {
+            self.async_cbs.push((func, m));
+            let callee = self.cfg.subprog_of[func];
+            if !self.async_roots.contains(&(callee, pc)) {
+                self.async_roots.push((callee, pc));
+            }
+            let wrapper = Frame::new(0, FrameKind::Main, usize::MAX, 0);
+            let mut cb = Frame::new(1, FrameKind::Async, pc, callee);
+            cb.regs[1] = Reg::ptr(Kind::MapHandle { map: m }, 0);
+            cb.regs[2] = Reg::ptr(Kind::MapKey { map: m }, 0);
+            cb.regs[3] = Reg::ptr(Kind::MapValue { map: m }, 0);
+            let inv = State { frames: vec![wrapper, cb], refs: Vec::new(), lock: None };
+            self.push_pending(func, inv)?;
+        }
+        self.finish_call(st, &RetType::Integer, false, h::TIMER_SET_CALLBACK, meta);
         Ok(Flow::Next(pc + 1))
     }
 
@@ -278,6 +315,10 @@ impl Verifier<'_> {
                 // `record_func_map`: "write into map forbidden".
                 if matches!(helper, h::MAP_PUSH_ELEM | h::MAP_POP_ELEM) && info.read_only {
                     return Err(K::ReadOnlyMap { map: m as u32, name: info.name.clone() });
+                }
+                // `bpf_timer_init`: the map must be the one the timer lives in.
+                if let Some(timer_map) = meta.timer_map.filter(|&t| t != map) {
+                    return Err(K::TimerMapMismatch { timer_map, map: m as u32 });
                 }
                 meta.map = Some(m);
             }
@@ -431,6 +472,26 @@ impl Verifier<'_> {
                     return Err(K::SpinLockOffset { off, at });
                 }
                 meta.lock = Some((map, r.id));
+            }
+            ArgType::Timer => {
+                let Kind::MapValue { map } = r.kind else {
+                    return Err(wrong("map_value with a bpf_timer"));
+                };
+                // spine's runtime finds a timer among the program's own maps only.
+                if usize::from(map) >= self.env.maps.len() {
+                    return Err(wrong("a value of the program's own map (not an inner map)"));
+                }
+                let Some(off) = r.const_off() else {
+                    return Err(wrong("map_value at a constant offset"));
+                };
+                let info = &self.maps[usize::from(map)];
+                let Some(at) = info.timer else {
+                    return Err(K::NoTimer { map: u32::from(map), name: info.name.clone() });
+                };
+                if off != i64::from(at) {
+                    return Err(K::TimerOffset { off, at });
+                }
+                meta.timer_map = Some(map);
             }
         }
         Ok(())

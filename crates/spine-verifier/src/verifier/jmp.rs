@@ -224,6 +224,20 @@ impl Verifier<'_> {
                 // Back to the helper call: it may invoke the callback again or return.
                 Ok(Flow::Next(site))
             }
+            FrameKind::Async => {
+                if let Some(h) = self.hist.last_mut() {
+                    h.exit = crate::precise::EXIT_CALLBACK;
+                }
+                self.need(st, 1);
+                let r0 = Self::read(st, 0)?;
+                if !(r0.is_scalar() && r0.v.const_value() == Some(0)) {
+                    return Err(K::AsyncCallbackReturn { found: crate::fmt::reg(&r0, &self.maps) });
+                }
+                if let Some(&id) = st.refs.first() {
+                    return Err(K::UnreleasedReference { id });
+                }
+                Ok(Flow::Done)
+            }
         }
     }
 }

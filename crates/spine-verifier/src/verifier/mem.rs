@@ -107,16 +107,21 @@ impl Verifier<'_> {
         Ok(())
     }
 
-    /// A map value's `bpf_spin_lock` word is only ever touched by the lock helpers:
-    /// any access whose possible bytes overlap it is refused (the kernel's
-    /// `check_map_access` for special fields). Runs after [`Self::bounded`].
+    /// A map value's `bpf_spin_lock` word and `bpf_timer` are only ever touched by
+    /// their helpers: any access whose possible bytes overlap them is refused (the
+    /// kernel's `check_map_access` for special fields), by loads, stores and helpers
+    /// reading or writing value memory alike. Runs after [`Self::bounded`].
     fn avoid_lock(info: &MapInfo, ptr: &Reg, reg: u8, off: i64, size: u64) -> Result<(), K> {
-        let Some(at) = info.spin_lock else { return Ok(()) };
         let fixed = i64::from(ptr.off) + off;
         let lo = fixed + ptr.v.smin;
         let hi = fixed + ptr.v.smax + size as i64;
-        if lo < i64::from(at) + 4 && hi > i64::from(at) {
+        let overlaps =
+            |at: u32, len: u32| lo < i64::from(at) + i64::from(len) && hi > i64::from(at);
+        if let Some(at) = info.spin_lock.filter(|&at| overlaps(at, 4)) {
             return Err(K::SpinLockAccess { reg, name: info.name.clone(), at });
+        }
+        if let Some(at) = info.timer.filter(|&at| overlaps(at, spine_abi::timer::SIZE)) {
+            return Err(K::TimerAccess { reg, name: info.name.clone(), at });
         }
         Ok(())
     }

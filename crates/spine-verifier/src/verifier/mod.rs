@@ -156,6 +156,11 @@ pub(crate) struct Verifier<'a> {
     sub_tail_call: Vec<bool>,
     /// (caller function, callee function, call site)
     call_edges: Vec<(usize, usize, usize)>,
+    /// Timer callbacks queued: (callback entry, the timer's map).
+    async_cbs: Vec<(usize, u16)>,
+    /// Timer callbacks' functions and the `bpf_timer_set_callback` site naming them:
+    /// roots of call chains of their own.
+    async_roots: Vec<(usize, usize)>,
     /// Per `bpf_loop` call site: whether every visit had flags a known 0, and the
     /// callback (`None` once two visits named different ones).
     loop_sites: std::collections::BTreeMap<usize, (bool, Option<usize>)>,
@@ -227,6 +232,8 @@ pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, Verify
         sub_depth: vec![0; nsub],
         sub_tail_call: vec![false; nsub],
         call_edges: Vec::new(),
+        async_cbs: Vec::new(),
+        async_roots: Vec::new(),
         loop_sites: std::collections::BTreeMap::new(),
     };
     match v.run() {
@@ -808,7 +815,10 @@ impl<'a> Verifier<'a> {
     /// kernel's `check_max_stack_depth` does after the main analysis.
     fn check_stack_chains(&self) -> Result<(), (usize, K)> {
         let round = |d: u32| d.div_ceil(16) * 16;
-        let mut work: Vec<(usize, u32, usize, usize)> = vec![(0, 0, 1, 0)]; // (subprog, depth before, frames, call site)
+        // (subprog, depth before, frames, call site); a timer callback starts below the
+        // runtime's empty wrapper frame.
+        let mut work: Vec<(usize, u32, usize, usize)> = vec![(0, 0, 1, 0)];
+        work.extend(self.async_roots.iter().map(|&(s, site)| (s, 0, 2, site)));
         let mut seen: Vec<(usize, u32, usize)> = Vec::new();
         while let Some((s, before, frames, site)) = work.pop() {
             if frames > self.env.limits.max_call_frames || seen.contains(&(s, before, frames)) {

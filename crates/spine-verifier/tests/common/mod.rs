@@ -22,6 +22,8 @@ pub const LOCKED: usize = 9; // array key 4 value 16, a bpf_spin_lock at offset 
 pub const LOCKED_HASH: usize = 10; // hash key 4 value 16, a bpf_spin_lock at offset 8
 pub const QUEUE: usize = 11; // queue, value 8, 4 entries
 pub const RO_STACK: usize = 12; // stack, value 8, BPF_F_RDONLY_PROG
+pub const TIMERS: usize = 13; // array key 4 value 32, a bpf_timer at offset 8
+pub const TIMER_HASH: usize = 14; // hash key 4 value 24, a bpf_timer at offset 0
 
 pub fn maps() -> Vec<MapInfo> {
     let mut rodata = MapInfo::new(".rodata", mt::ARRAY, 4, 32, 1);
@@ -34,6 +36,10 @@ pub fn maps() -> Vec<MapInfo> {
     locked_hash.spin_lock = Some(8);
     let mut ro_stack = MapInfo::new("ro_stack", mt::STACK, 0, 8, 4);
     ro_stack.read_only = true;
+    let mut timers = MapInfo::new("timers", mt::ARRAY, 4, 32, 4);
+    timers.timer = Some(8);
+    let mut timer_hash = MapInfo::new("timer_hash", mt::HASH, 4, 24, 16);
+    timer_hash.timer = Some(0);
     vec![
         MapInfo::new("array", mt::ARRAY, 4, 64, 8),
         MapInfo::new("hash", mt::HASH, 8, 16, 64),
@@ -48,6 +54,8 @@ pub fn maps() -> Vec<MapInfo> {
         locked_hash,
         MapInfo::new("queue", mt::QUEUE, 0, 8, 4),
         ro_stack,
+        timers,
+        timer_hash,
     ]
 }
 
