@@ -120,9 +120,22 @@ pub struct Report {
     pub multi_buffer: usize,
     /// Packets both sides refused (shorter than 14 bytes or longer than a frame).
     pub refused: usize,
-    /// Map comparisons made (maps × packets).
+    /// Map comparisons made (maps × packets, or maps once with [`MapCheck::AtEnd`]).
     pub map_checks: usize,
+    /// Maps left uncompared for their size ([`MapCheck::AtEnd`]).
+    pub skipped_maps: Vec<String>,
     pub mismatches: Vec<Mismatch>,
+}
+
+/// When a [`Pair`] compares the maps of the two sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapCheck {
+    /// After every packet, every map (the tests' default).
+    EveryPacket,
+    /// Once, after the last packet, the maps of at most `max_entries` entries (a
+    /// production program's multi-million-entry tables take minutes to list through
+    /// bpf(2)); the others are named in [`Report::skipped_maps`].
+    AtEnd { max_entries: u32 },
 }
 
 impl fmt::Display for Report {
@@ -148,6 +161,7 @@ pub struct Pair {
     /// The object's data maps with their index in the object (the kernel's order).
     maps: Vec<(usize, Arc<Map>)>,
     host: FixedHost,
+    check: MapCheck,
     /// Keeps the object's other programs (tail-call targets) loaded.
     _loaded: LoadedObject,
 }
@@ -205,7 +219,14 @@ impl Pair {
         // Fidelity runs must never be cut short by the watchdog.
         let runner = XdpRunner::new(ext, cpu)?.with_budget(Budget::UNLIMITED);
         let kernel = spine_sys::load_object_program(obj, prog)?;
-        Ok(Pair { runner, kernel, maps, host: FixedHost::new(1), _loaded: loaded })
+        let host = FixedHost::new(1);
+        Ok(Pair { runner, kernel, maps, host, check: MapCheck::EveryPacket, _loaded: loaded })
+    }
+
+    /// Compares the maps as `check` says (after every packet by default).
+    pub fn with_map_check(mut self, check: MapCheck) -> Pair {
+        self.check = check;
+        self
     }
 
     /// Writes `key` → `value` into map `map` on both sides, as user space does (one value
@@ -344,9 +365,22 @@ impl Pair {
                     what: MismatchKind::Output { spine: out.clone(), kernel: k.data_out.clone() },
                 });
             }
+            if self.check == MapCheck::EveryPacket {
+                for (index, m) in &self.maps {
+                    report.map_checks += 1;
+                    compare_map(i, m, &self.kernel.maps[*index], &mut report.mismatches)?;
+                }
+            }
+        }
+        if let MapCheck::AtEnd { max_entries } = self.check {
+            let last = report.packets.saturating_sub(1);
             for (index, m) in &self.maps {
+                if m.def().max_entries > max_entries {
+                    report.skipped_maps.push(m.def().name.to_string());
+                    continue;
+                }
                 report.map_checks += 1;
-                compare_map(i, m, &self.kernel.maps[*index], &mut report.mismatches)?;
+                compare_map(last, m, &self.kernel.maps[*index], &mut report.mismatches)?;
             }
         }
         Ok(report)

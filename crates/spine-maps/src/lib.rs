@@ -64,8 +64,8 @@ pub use map::{ArrayLayout, Map, ValueSpan};
 pub use outer::InnerRef;
 pub use perf::PerfEventArray;
 pub use ringbuf::RingBuf;
-pub use xskmap::XSK_ENDPOINT;
 pub use timer::{DueTimer, TimerCallback, Timers};
+pub use xskmap::XSK_ENDPOINT;
 
 #[cfg(test)]
 mod tests;
