@@ -234,6 +234,10 @@ pub struct EndpointLimits {
     pub max_ring_entries: u32,
     pub max_frame_size: u32,
     pub max_frames: u32,
+    /// Invalid entries (descriptors, ring indices) a client may write before its
+    /// endpoint is reclaimed as if the client had died: a client whose ring holds
+    /// garbage makes no progress, and its endpoint's buffers come back to the adapter.
+    pub garbage_limit: u64,
 }
 
 impl Default for EndpointLimits {
@@ -244,6 +248,7 @@ impl Default for EndpointLimits {
             max_ring_entries: 4096,
             max_frame_size: 4096,
             max_frames: 4096,
+            garbage_limit: 1024,
         }
     }
 }
@@ -374,6 +379,10 @@ pub(crate) struct EpEntry {
     egress_ok: Vec<bool>,
     /// `bad_handle`, `held`, `held_full`, published by the owner.
     path_counters: [AtomicU64; 3],
+    /// [`EndpointLimits::garbage_limit`] when it opened.
+    garbage_limit: u64,
+    /// Its owner found more garbage than that and declared it dead.
+    garbage: std::sync::atomic::AtomicBool,
 }
 
 impl EpEntry {
@@ -444,8 +453,10 @@ pub(crate) struct EpState {
     next_id: u64,
     eps: Vec<Arc<EpEntry>>,
     limits: EndpointLimits,
-    /// Endpoints whose client went away, reclaimed so far.
+    /// Endpoints whose client went away, reclaimed so far (those for garbage too).
     reclaimed: u64,
+    /// Of those, the endpoints reclaimed for writing garbage.
+    reclaimed_garbage: u64,
 }
 
 /// What [`crate::live::Shared`] holds for endpoints.
@@ -465,6 +476,7 @@ impl Endpoints {
                 eps: Vec::new(),
                 limits: EndpointLimits::default(),
                 reclaimed: 0,
+                reclaimed_garbage: 0,
             }),
             ports,
         }
@@ -645,6 +657,8 @@ impl Live {
             header_bytes,
             egress_ok,
             path_counters: Default::default(),
+            garbage_limit: st.limits.garbage_limit,
+            garbage: Default::default(),
         });
         st.eps.push(entry.clone());
         eps.publish(&st);
@@ -703,14 +717,22 @@ impl Live {
             std::mem::take(&mut st.eps).into_iter().partition(|e| e.live.is_dead());
         st.eps = kept;
         st.reclaimed += gone.len() as u64;
+        st.reclaimed_garbage +=
+            gone.iter().filter(|e| e.garbage.load(Ordering::Relaxed)).count() as u64;
         gone.iter().for_each(|e| e.unbind());
         eps.publish(&st);
         gone.iter().map(|e| e.id).collect()
     }
 
-    /// How many endpoints were reclaimed because their client went away.
+    /// How many endpoints were reclaimed because their client went away (or wrote
+    /// more garbage than [`EndpointLimits::garbage_limit`]).
     pub fn endpoints_reclaimed(&self) -> u64 {
         self.shared.endpoints.lock().reclaimed
+    }
+
+    /// How many of those were reclaimed for writing garbage.
+    pub fn endpoints_reclaimed_for_garbage(&self) -> u64 {
+        self.shared.endpoints.lock().reclaimed_garbage
     }
 
     pub fn endpoint_limits(&self) -> EndpointLimits {
@@ -758,6 +780,11 @@ impl Owned {
     /// its entry.
     fn publish(&self) {
         self.entry.publish(&self.end.stats());
+        self.publish_rest();
+    }
+
+    /// Publishes its applets' and its held buffers' counters.
+    fn publish_rest(&self) {
         if let Some(a) = &self.applets {
             self.entry.applet_counters.store(&a.counts);
         }
@@ -906,15 +933,23 @@ impl WorkerEps {
         self.reader.current().and_then(|t| t.eps.iter().find(|e| e.id as u32 == id)).map(|e| e.port)
     }
 
-    /// End of a round: signals the clients something was delivered to and publishes
-    /// every owned endpoint's counters.
+    /// End of a round: signals the clients something was delivered to, publishes
+    /// every owned endpoint's counters, and declares dead an endpoint whose client has
+    /// written more garbage than its limit (dropped at the next refresh, reclaimed by
+    /// the control side as a dead client's).
     pub fn end_round(&mut self) {
         for o in &mut self.owned {
             if o.woke {
                 o.wake.signal();
                 o.woke = false;
             }
-            o.publish();
+            let s = o.end.stats();
+            o.entry.publish(&s);
+            o.publish_rest();
+            if s.bad_desc.saturating_add(s.bad_index) >= o.entry.garbage_limit {
+                o.entry.garbage.store(true, Ordering::Relaxed);
+                o.entry.live.mark_dead();
+            }
         }
     }
 

@@ -415,6 +415,13 @@ impl Endpoint {
         self.end.forward_in_place(max, f)
     }
 
+    /// Test and fuzz access: the endpoint's shared memory, to play a hostile client
+    /// (`ClientEnd::poke_u32`).
+    #[doc(hidden)]
+    pub fn raw(&self) -> &ClientEnd {
+        &self.end
+    }
+
     /// The adapter's id of this endpoint (`DELETE /v1/endpoints/{id}` closes it).
     pub fn id(&self) -> Option<u64> {
         self.id

@@ -676,6 +676,38 @@ fn an_af_xdp_program_feeds_the_endpoint_bound_to_its_xskmap_slot() {
     assert_eq!((wire.verdicts.redirect, wire.drops.redirect_no_target), (8, 0));
 }
 
+/// A client that writes garbage into its rings (here an impossible transmit producer
+/// index, failing every check) is reclaimed once it passes the adapter's garbage limit,
+/// as a client that died: its endpoint leaves the table, its tag's frames pass to the
+/// host path again, the other endpoint keeps getting exactly its frames, and every pool
+/// buffer comes back.
+#[test]
+fn a_client_that_writes_garbage_is_reclaimed_and_the_others_are_served() {
+    let mut rig = Rig::new(1);
+    rig.live.set_endpoint_limits(EndpointLimits { garbage_limit: 64, ..Default::default() });
+    let mut good = Endpoint::open(&rig.sock, &Channel::udp4("wire", 7001)).unwrap();
+    let mut bad = Endpoint::open(&rig.sock, &Channel::udp4("wire", 7002)).unwrap();
+    rig.served(2);
+    let to_bad: Vec<Vec<u8>> = (0..3u8).map(|i| udp(7002, &[i; 30])).collect();
+    rig.inject(&to_bad);
+    assert_eq!(recv_n(&mut bad, 3), to_bad, "served while it behaves");
+    bad.raw().poke_u32(4096, 0x7fff_ffff);
+    until("the garbage writer reclaimed", || rig.live.endpoints().len() == 1);
+    assert_eq!(rig.live.endpoints_reclaimed_for_garbage(), 1);
+    assert_eq!(rig.live.endpoints_reclaimed(), 1);
+    assert_eq!(rig.live.endpoints()[0].id, good.id().unwrap(), "the good one stays");
+
+    let to_good: Vec<Vec<u8>> =
+        (0..5u8).map(|i| udp(7001, &vec![i; 20 + 100 * usize::from(i)])).collect();
+    rig.inject(&to_good);
+    assert_eq!(recv_n(&mut good, 5), to_good, "the other endpoint unaffected");
+    let before = rig.to_host();
+    rig.inject(&to_bad[..2]);
+    until("the reclaimed tag's frames on the host path", || rig.to_host() == before + 2);
+    drop((good, bad));
+    rig.finish();
+}
+
 /// A received payload with its marking (handler and source for a message).
 type Marked = (Vec<u8>, Option<(u8, u16)>);
 
