@@ -78,6 +78,12 @@ const SETUP: &[&str] = &[
     // IPv4 through IPv6 gateways (RFC 5549): the answer turns IPv6.
     "route add 198.24.0.0/16 via inet6 2001:db8:1::2 dev dn0",
     "route add 198.25.0.0/16 nhid 16",
+    // Lightweight tunnels: the kernel answers UNSUPP_LWT once one is chosen.
+    "route add 198.26.0.0/16 encap ip id 5 dst 10.9.9.9 via 10.1.0.2 dev dn0",
+    "route add 198.27.0.0/16 nexthop via 10.1.0.2 dev dn0 nexthop encap ip id 7 dst 10.9.9.9 via 10.2.0.2 dev dn1",
+    "nexthop add id 30 encap ip id 9 dst 10.9.9.9 via 10.1.0.3 dev dn0",
+    "route add 198.28.0.0/16 nhid 30",
+    "-6 route add 2001:db8:54::/48 encap ip6 id 5 dst 2001:db8:1::9 via 2001:db8:1::2 dev dn0",
     "route add 172.30.0.0/16 via 10.2.0.2 table default",
     "route add 172.16.0.0/16 via 10.2.0.2 table 100",
     "route add blackhole 172.17.0.0/16 table 100",
@@ -160,7 +166,7 @@ fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
         s[12..16].copy_from_slice(&flowinfo.to_be_bytes());
         let net = *rng.pick(&[
             0x10u16, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x1f, 0x50, 0x50, 0x51, 0x51, 0x52, 0x53,
-            0x53, 0x99,
+            0x53, 0x54, 0x99,
         ]);
         let sub = *rng.pick(&[0u16, 0, 5]);
         let dst =
@@ -196,6 +202,10 @@ fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
             [198, 23],
             [198, 24],
             [198, 25],
+            [198, 26],
+            [198, 27],
+            [198, 27],
+            [198, 28],
             [9, 9],
         ]);
         let r = rng.next() as u8;
@@ -324,7 +334,7 @@ fn rules_and_nexthop_objects_match_the_kernel() {
 
     for engine in [EngineKind::Interpreter, EngineKind::Jit] {
         let codes = fibns::spine_lookups_match(&obj, engine, &env, &pkts, &kernel, in0);
-        for c in [0, 1, 2, 3, 4, 8] {
+        for c in [0, 1, 2, 3, 4, 6, 8] {
             assert!(codes.get(&c).copied().unwrap_or(0) > 0, "no lookup answered {c}: {codes:?}");
         }
     }

@@ -128,15 +128,19 @@ pub struct NextHop {
     pub gateway: Option<IpAddr>,
     pub ifindex: u32,
     pub weight: u16,
+    /// The kernel's next hop carries a lightweight-tunnel encapsulation (`encap ip`,
+    /// `encap seg6`, `encap mpls`: its `nhc_lwtstate`); `bpf_fib_lookup` answers
+    /// `BPF_FIB_LKUP_RET_UNSUPP_LWT` when it is chosen.
+    pub encap: bool,
 }
 
 impl NextHop {
     pub fn via(gateway: IpAddr, ifindex: u32) -> NextHop {
-        NextHop { gateway: Some(gateway), ifindex, weight: 1 }
+        NextHop { gateway: Some(gateway), ifindex, weight: 1, encap: false }
     }
 
     pub fn dev(ifindex: u32) -> NextHop {
-        NextHop { gateway: None, ifindex, weight: 1 }
+        NextHop { gateway: None, ifindex, weight: 1, encap: false }
     }
 }
 

@@ -24,8 +24,10 @@
 //!   change to a resilient group or its members and once a second while one exists,
 //!   and published as [`FibOp::SetBuckets`].
 //!
-//! Not followed: nexthops with an encapsulation (lightweight tunnels), FDB nexthops
-//! and weights above 256; a route through one of these is not mirrored. Routes keep their nexthop's id (`Route::nhid`) so that `bpf_fib_lookup`
+//! A nexthop with an encapsulation (a lightweight tunnel) is held with its mark
+//! (`NextHop::encap`): `bpf_fib_lookup` answers `UNSUPP_LWT` for it, as the kernel's.
+//! Not followed: FDB nexthops and weights above 256; a route through one of these is
+//! not mirrored. Routes keep their nexthop's id (`Route::nhid`) so that `bpf_fib_lookup`
 //! chooses among a group's members as the kernel does (`nexthop_select_path`: by the
 //! hash alone, passing over a member whose gateway's neighbour entry is not valid).
 //!
@@ -77,8 +79,9 @@ const RTNH_F_DEAD: u32 = 1;
 /// One nexthop object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Nexthop {
-    /// Through device `ifindex`, to `gateway` or (none) the destination itself.
-    Via { gateway: Option<IpAddr>, ifindex: u32, v6: bool, dead: bool },
+    /// Through device `ifindex`, to `gateway` or (none) the destination itself;
+    /// `encap`: with a lightweight-tunnel encapsulation (`NHA_ENCAP_TYPE`).
+    Via { gateway: Option<IpAddr>, ifindex: u32, v6: bool, dead: bool, encap: bool },
     /// Drops what is routed through it.
     Blackhole,
     /// A multipath group: member ids with weights 1..=65536 (`weight + 1`).
@@ -86,8 +89,8 @@ pub enum Nexthop {
     /// A resilient group: its members, and the member id each bucket holds (0 until
     /// the buckets are dumped).
     Resilient { members: Vec<(u32, u32)>, buckets: Vec<u32> },
-    /// Kept by the kernel, not by the FIB: a resilient group, an encapsulation, an
-    /// FDB nexthop (see the module documentation).
+    /// Kept by the kernel, not by the FIB: an FDB nexthop, a group of an unknown type
+    /// (see the module documentation).
     Unsupported,
 }
 
@@ -119,6 +122,7 @@ pub fn decode(payload: &[u8]) -> Result<(u32, Nexthop), RtnlError> {
     let flags = u32::from_ne_bytes(payload[4..8].try_into().expect("4 bytes"));
     let (mut id, mut oif, mut gateway, mut group) = (None, None, None, None);
     let (mut blackhole, mut unsupported, mut resilient, mut buckets) = (false, false, false, 0);
+    let mut encap = false;
     for nla in NlasIterator::new(&payload[NHMSG_LEN..]) {
         let nla = nla.map_err(|e| bad(&e.to_string()))?;
         let v = nla.value();
@@ -156,7 +160,8 @@ pub fn decode(payload: &[u8]) -> Result<(u32, Nexthop), RtnlError> {
                     }
                 }
             }
-            NHA_ENCAP_TYPE | NHA_FDB => unsupported = true,
+            NHA_ENCAP_TYPE => encap = true,
+            NHA_FDB => unsupported = true,
             _ => {}
         }
     }
@@ -176,6 +181,7 @@ pub fn decode(payload: &[u8]) -> Result<(u32, Nexthop), RtnlError> {
             ifindex,
             v6: family == AF_INET6,
             dead: flags & RTNH_F_DEAD != 0,
+            encap,
         },
         (false, false, None, None) => Nexthop::Unsupported,
     };
@@ -350,11 +356,11 @@ impl NexthopTable {
         let hop = |nh: &Nexthop, weight: u32| match *nh {
             // An IPv6 route cannot use an IPv4 nexthop (the kernel refuses it); an IPv4
             // route may use an IPv6 gateway (RFC 5549).
-            Nexthop::Via { gateway, ifindex, v6: nv6, dead: false }
+            Nexthop::Via { gateway, ifindex, v6: nv6, dead: false, encap }
                 if nv6 == v6 || (nv6 && gateway.is_some()) =>
             {
                 let weight = u16::try_from(weight).ok().filter(|w| *w <= 256)?;
-                Some(NextHop { gateway, ifindex, weight })
+                Some(NextHop { gateway, ifindex, weight, encap })
             }
             _ => None,
         };
@@ -543,7 +549,13 @@ mod tests {
     }
 
     fn via(gw: [u8; 4], ifindex: u32) -> Nexthop {
-        Nexthop::Via { gateway: Some(IpAddr::from(gw)), ifindex, v6: false, dead: false }
+        Nexthop::Via {
+            gateway: Some(IpAddr::from(gw)),
+            ifindex,
+            v6: false,
+            dead: false,
+            encap: false,
+        }
     }
 
     fn template(p: IpPrefix) -> Route {
@@ -626,7 +638,7 @@ mod tests {
         );
         assert_eq!(
             decode(&dead).unwrap(),
-            (8, Nexthop::Via { gateway: None, ifindex: 4, v6: true, dead: true })
+            (8, Nexthop::Via { gateway: None, ifindex: 4, v6: true, dead: true, encap: false })
         );
         assert!(decode(&[0; 4]).is_err());
         assert!(decode(&message(2, 0, &[])).is_err(), "no id");
@@ -684,7 +696,7 @@ mod tests {
         assert_eq!((r.kind, r.nexthops.len()), (RouteType::Blackhole, 0));
 
         t.set(1, via([10, 0, 0, 2], 3));
-        t.set(2, Nexthop::Via { gateway: None, ifindex: 4, v6: false, dead: true });
+        t.set(2, Nexthop::Via { gateway: None, ifindex: 4, v6: false, dead: true, encap: false });
         t.set(10, Nexthop::Group(vec![(1, 1), (2, 1)]));
         let r = replaced(t.route_new(template(v4([10, 1, 0, 0], 16)), 10));
         assert_eq!(r.nexthops.len(), 1, "the dead member is not chosen");
@@ -716,7 +728,7 @@ mod tests {
         let mut t = NexthopTable::default();
         t.set(1, via([10, 0, 0, 2], 3));
         t.set(2, via([10, 1, 0, 2], 4));
-        t.set(3, Nexthop::Via { gateway: None, ifindex: 5, v6: false, dead: true });
+        t.set(3, Nexthop::Via { gateway: None, ifindex: 5, v6: false, dead: true, encap: false });
         t.take_buckets_stale();
         let members = vec![(3, 1), (2, 1), (1, 1)];
         t.set(10, Nexthop::Resilient { members, buckets: vec![0; 4] });

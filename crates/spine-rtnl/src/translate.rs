@@ -63,6 +63,8 @@ struct Parsed<'a> {
     /// A next hop the FIB cannot hold (an `RTA_VIA` other than an IPv6 gateway of an
     /// IPv4 route).
     via: bool,
+    /// The (single) next hop carries an encapsulation (`RTA_ENCAP_TYPE`).
+    encap: bool,
 }
 
 fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
@@ -75,6 +77,7 @@ fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
     let mut table = u32::from(h.table);
     let (mut dst, mut gateway, mut oif, mut metric, mut mtu) = (None, None, None, 0, 0);
     let (mut locked, mut prefsrc, mut nhid, mut via) = (0u32, None, None, false);
+    let mut encap = false;
     let mut multipath = None;
     for a in &m.attributes {
         match a {
@@ -100,6 +103,7 @@ fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
             }
             RouteAttribute::MultiPath(hops) => multipath = Some(hops),
             RouteAttribute::NhId(id) => nhid = Some(*id),
+            RouteAttribute::EncapType(_) => encap = true,
             _ => {}
         }
     }
@@ -108,7 +112,7 @@ fn parse(m: &RouteMessage) -> Option<Parsed<'_>> {
     const RTAX_MTU: u32 = 2;
     let mtu = if locked & (1 << RTAX_MTU) != 0 { mtu } else { 0 };
     let route = Route { table, prefix, kind, metric, nexthops: Vec::new(), mtu, prefsrc, nhid: 0 };
-    Some(Parsed { route, nhid, gateway, oif, multipath, via })
+    Some(Parsed { route, nhid, gateway, oif, multipath, via, encap })
 }
 
 /// `RTM_NEWROUTE` (`new`) or `RTM_DELROUTE` as a FIB change: a new route replaces the
@@ -139,8 +143,9 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
             // and is never chosen.
             .filter(|nh| !nh.flags.contains(RouteNextHopFlags::Dead))
             .map(|nh| {
-                let mut gw = None;
+                let (mut gw, mut encap) = (None, false);
                 for a in &nh.attributes {
+                    encap |= matches!(a, RouteAttribute::EncapType(_));
                     if let Some(g) = gateway(m.header.address_family, a).ok()? {
                         gw = Some(g);
                     }
@@ -149,10 +154,13 @@ pub fn route_op(m: &RouteMessage, new: bool) -> Option<FibOp> {
                     gateway: gw,
                     ifindex: nh.interface_index,
                     weight: u16::from(nh.hops) + 1,
+                    encap,
                 })
             })
             .collect::<Option<Vec<_>>>()?,
-        (true, None) => vec![NextHop { gateway: p.gateway, ifindex: p.oif?, weight: 1 }],
+        (true, None) => {
+            vec![NextHop { gateway: p.gateway, ifindex: p.oif?, weight: 1, encap: p.encap }]
+        }
     };
     if kind.takes_nexthop() && nexthops.is_empty() {
         return None;

@@ -88,8 +88,16 @@ fn rules_follow_the_kernel() {
         ns.ip(&format!("rule del pref {pref}"));
     }
     ns.ip("-6 rule del pref 100");
+    // The default rules again; IPv4's tables stay unmerged, as the kernel's.
     common::eventually(&reader, "the default rules again", |s| {
-        s.rules(false).is_default() && s.rules(true).is_default()
+        let v4: Vec<(u32, RuleAction)> =
+            s.rules(false).rules().iter().map(|r| (r.priority, r.action)).collect();
+        let defaults = [
+            (0, RuleAction::Lookup(255)),
+            (32766, RuleAction::Lookup(254)),
+            (32767, RuleAction::Lookup(253)),
+        ];
+        v4[..] == defaults && !s.rules(false).is_default() && s.rules(true).is_default()
     });
     mirror.stop().expect("the mirror ran without error");
 }

@@ -20,9 +20,10 @@
 //! `spine_fib::mphash`), IPv4 preferring a next hop whose source address is the
 //! lookup's. A route's MTU counts only when locked (`Route::mtu`).
 //!
-//! What the FIB does not model answers as the kernel does when the feature is unused:
-//! no lightweight tunnels (never `UNSUPP_LWT`), no l3mdev (DIRECT uses the main
-//! table), no next-hop exceptions (no learned path MTU), no TOS/DSCP routes, no
+//! A next hop with a lightweight-tunnel encapsulation answers `UNSUPP_LWT`, as the
+//! kernel's (its MTU headroom is not subtracted first: the kernel's is for encap types
+//! that redirect output, such as seg6). What the FIB does not model answers as the
+//! kernel does when the feature is unused: no l3mdev (DIRECT uses the main table), no next-hop exceptions (no learned path MTU), no TOS/DSCP routes, no
 //! rules on a full DSCP (`FRA_DSCP`), an interface group or a VRF. Routes through next-hop objects (`nhid`)
 //! reach the FIB resolved (`spine_rtnl`, `Route::nhid`) and are chosen among as the
 //! kernel's group selection (`nexthop_select_path`) chooses: by the hash alone, without
@@ -233,6 +234,10 @@ impl FibEnv {
             wr16(p, 6, mtu as u16);
             return ret::FRAG_NEEDED;
         }
+        // `nhc_lwtstate`: lightweight tunnels are not handled.
+        if nh.encap {
+            return ret::UNSUPP_LWT;
+        }
         wr32(p, 12, route.metric);
         wr32(p, 8, out.ifindex);
         if fl & flags::SRC != 0 {
@@ -391,6 +396,10 @@ impl FibEnv {
         if u32::from(rd16(p, 6)) > mtu {
             wr16(p, 6, mtu as u16);
             return ret::FRAG_NEEDED;
+        }
+        // `fib_nh_lws`: lightweight tunnels are not handled.
+        if nh.encap {
+            return ret::UNSUPP_LWT;
         }
         let next = match nh.gateway {
             Some(IpAddr::V6(g)) => {

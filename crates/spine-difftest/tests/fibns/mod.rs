@@ -246,10 +246,16 @@ fn mirror_routes(ns: &NetNs, names: &BTreeMap<String, u32>) -> Vec<FibOp> {
                         gateway: gw(n),
                         ifindex: dev(n).expect("a next hop's dev"),
                         weight: n["weight"].as_u64().unwrap_or(1) as u16,
+                        encap: false,
                     })
                     .collect()
             } else {
-                vec![NextHop { gateway: gw(&r), ifindex: dev(&r).expect("dev"), weight: 1 }]
+                vec![NextHop {
+                    gateway: gw(&r),
+                    ifindex: dev(&r).expect("dev"),
+                    weight: 1,
+                    encap: false,
+                }]
             };
             let mtu = r["metrics"]
                 .as_array()

@@ -133,7 +133,7 @@ pub fn line(l: &str) -> Result<Route, K> {
     }
     let hops = group.into_iter().chain(single).map(|(gw, dev, weight)| {
         let ifindex = dev.ok_or(K::NoDevice)?;
-        Ok(NextHop { gateway: gw, ifindex, weight })
+        Ok(NextHop { gateway: gw, ifindex, weight, encap: false })
     });
     r.nexthops = hops.collect::<Result<_, K>>()?;
     Ok(r)
