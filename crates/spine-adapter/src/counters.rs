@@ -167,6 +167,14 @@ pub struct WorkerCounters {
     /// Handler runs on posted messages.
     #[serde(default)]
     pub msg_post_runs: u64,
+    /// Messages for an endpoint another worker serves, handed to that worker through
+    /// the worker rings (it counts them `msg_delivered` or `msg_undelivered`).
+    #[serde(default)]
+    pub msg_handed: u64,
+    /// Those the ring to that worker had no room for (or no pool buffer was free to
+    /// carry): dropped.
+    #[serde(default)]
+    pub msg_handoff_dropped: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.

@@ -47,6 +47,10 @@ pub(crate) enum MsgKind {
     Pass,
     /// An endpoint map redirect: deliver to endpoint `id`, which this worker serves.
     Endpoint { id: u32 },
+    /// An active message (its payload is the buffer's data) for endpoint `id`, which
+    /// this worker serves, sent by extension `ext` of domain `domain` for `handler`:
+    /// delivered marked (handler, source) only if the endpoint is of that domain.
+    Message { id: u32, domain: u16, ext: u16, handler: u8 },
 }
 
 /// What every worker knows about a port (fixed once the adapter is built).
@@ -575,6 +579,9 @@ impl Worker {
                 MsgKind::Tx => self.transmit(m.buf, m.port, m.port, m.packet),
                 MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
                 MsgKind::Endpoint { id } => self.deliver_owned(m.buf, m.port, id, m.packet),
+                MsgKind::Message { id, domain, ext, handler } => {
+                    self.deliver_handed_message(m.buf, id, domain, ext, handler)
+                }
             }
         });
         self.inbox = inbox;
@@ -1011,7 +1018,12 @@ impl Worker {
                 o.woke |= ok;
                 ok
             }
-            None => false,
+            None => {
+                if self.hand_message(id, domain, ext, msg) {
+                    return;
+                }
+                false
+            }
         };
         if delivered {
             self.counters.worker.msg_delivered += 1;
@@ -1100,8 +1112,90 @@ impl Worker {
                     o.woke = true;
                 }
             }
+            // Served by another worker: handed over (counted there or as dropped).
+            None if self.hand_message(id, domain, ext, msg) => {}
             _ => self.eps.owned[k].end.count_unhandled(),
         }
+    }
+
+    /// Hands message `msg` (extension `ext` of domain `domain`) for endpoint `id` to the
+    /// worker that serves it, when that is another worker: the payload copied into a
+    /// pool buffer, the marking in the ring entry ([`MsgKind::Message`]); `msg_handed`,
+    /// or `msg_handoff_dropped` when the ring is full or no buffer is free. `false` when
+    /// no other worker serves `id` (the caller counts it as before). Cold: a message
+    /// only comes here when the sender's worker does not serve its endpoint.
+    #[cold]
+    fn hand_message(
+        &mut self,
+        id: u32,
+        domain: u16,
+        ext: u16,
+        msg: &spine_runtime::OutMsg,
+    ) -> bool {
+        let Some(q) = self.eps.port_of(id) else { return false };
+        let home = self.wiring.ports[usize::from(q)].home;
+        if home == self.index {
+            return false;
+        }
+        let Some(mut buf) = self.cache.alloc() else {
+            self.counters.worker.msg_handoff_dropped += 1;
+            return true;
+        };
+        let head = self.pool.headroom();
+        let payload = msg.payload();
+        let copied = match self.pool.frame_mut(&mut buf) {
+            Ok(frame) => match frame.get_mut(head as usize..head as usize + payload.len()) {
+                Some(room) => {
+                    room.copy_from_slice(payload);
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        };
+        let meta =
+            BufMeta { data_off: head, len: payload.len() as u32, meta_len: 0, port: 0, ts_ns: 0 };
+        if !copied || self.pool.set_meta(&mut buf, meta).is_err() {
+            self.counters.worker.msg_handoff_dropped += 1;
+            let _ = self.cache.free(buf);
+            return true;
+        }
+        let kind = MsgKind::Message { id, domain, ext, handler: msg.handler };
+        let ring = self.out[home].as_mut().expect("a ring to every other worker");
+        match ring.push(Msg { buf, kind, port: 0, packet: 0 }) {
+            Ok(()) => {
+                self.counters.worker.msg_handed += 1;
+                self.counters.worker.peer_out += 1;
+            }
+            Err(m) => {
+                self.counters.worker.msg_handoff_dropped += 1;
+                let _ = self.cache.free(m.buf);
+            }
+        }
+        true
+    }
+
+    /// A message another worker handed over ([`Worker::hand_message`]): delivered to
+    /// endpoint `id` marked with `handler` and `ext` if this worker serves it in domain
+    /// `domain` (`msg_delivered`), else dropped (`msg_undelivered`); the buffer goes back
+    /// to the pool.
+    fn deliver_handed_message(&mut self, buf: Buf, id: u32, domain: u16, ext: u16, handler: u8) {
+        let payload = self.pool.data(&buf).ok();
+        let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
+        let delivered = match (target, payload) {
+            (Some(o), Some(p)) => {
+                let ok = o.end.deliver_message(handler, ext, p);
+                o.woke |= ok;
+                ok
+            }
+            _ => false,
+        };
+        if delivered {
+            self.counters.worker.msg_delivered += 1;
+        } else {
+            self.counters.worker.msg_undelivered += 1;
+        }
+        let _ = self.cache.free(buf);
     }
 
     /// An `XDP_PASS` packet of port `p`, which has endpoints: delivered to the first
