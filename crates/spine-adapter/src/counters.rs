@@ -175,6 +175,26 @@ pub struct WorkerCounters {
     /// carry): dropped.
     #[serde(default)]
     pub msg_handoff_dropped: u64,
+    /// Active-message frames (ethertype 0x88B5) received on tunnel ports.
+    #[serde(default)]
+    pub msg_remote_in: u64,
+    /// Those that were malformed (short, bad magic or version, bad length): dropped.
+    #[serde(default)]
+    pub msg_remote_bad: u64,
+    /// Handler runs on messages from tunnel ports.
+    #[serde(default)]
+    pub msg_remote_runs: u64,
+    /// Messages from tunnel ports that no handler took (none registered by a domain
+    /// allowed the port) or no endpoint of the port took: dropped.
+    #[serde(default)]
+    pub msg_remote_unhandled: u64,
+    /// Messages handlers sent to a remote source, queued out of its tunnel port.
+    #[serde(default)]
+    pub msg_remote_out: u64,
+    /// Those that could not be sent (the sender's domain may not use the port, no
+    /// pool buffer, or the port is no tunnel): dropped.
+    #[serde(default)]
+    pub msg_remote_out_dropped: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.
