@@ -164,10 +164,16 @@ static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const vo
  * id on the receiver: delivered, marked with the handler and the low 16 bits of `from`,
  * only to an endpoint bound to that tunnel port. spine_msg_send to a remote source sends
  * the message back out of its tunnel port, to endpoint `from` over there (the sender's
- * domain must be allowed the port; from = SPINE_MSG_SOURCE_EXT | the extension's id). */
+ * domain must be allowed the port; from = SPINE_MSG_SOURCE_EXT | the extension's id);
+ * with the source's low 16 bits SPINE_MSG_REMOTE_HANDLERS, to the handlers over there.
+ * A message whose `from` has SPINE_MSG_SOURCE_EXT set (an extension sent it) arrives
+ * with those low bits already SPINE_MSG_REMOTE_HANDLERS, so replying to ctx->source
+ * reaches the sender's adapter's handlers. Endpoint ids are 16 bits here: an endpoint
+ * whose id is 0xffff or above cannot be addressed over a tunnel. */
 #define SPINE_ETH_P_MSG 0x88B5
 #define SPINE_MSG_TO_HANDLERS 0xffffffffu
 #define SPINE_MSG_SOURCE_REMOTE 0x40000000u
+#define SPINE_MSG_REMOTE_HANDLERS 0xffffu
 struct spine_remote_msg_hdr {
 	__u8 magic[2]; /* 'S', 'M' */
 	__u8 version;  /* 1 */

@@ -148,7 +148,8 @@ pub struct WorkerCounters {
     /// `bpf_trace_printk` lines.
     pub trace_lines: u64,
     /// Active messages XDP programs sent with `spine_msg_send`, delivered to an
-    /// endpoint this worker serves in the program's domain.
+    /// endpoint this worker serves in the program's domain (including those another
+    /// worker handed over, and messages from a tunnel port addressed to an endpoint).
     #[serde(default)]
     pub msg_delivered: u64,
     /// Those that named no such endpoint (or found it full): dropped.

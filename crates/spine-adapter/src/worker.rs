@@ -1434,6 +1434,10 @@ impl Worker {
     }
 }
 
+/// The low 16 bits of a remote source naming the other adapter's handlers rather than
+/// one of its endpoints (`SPINE_MSG_REMOTE_HANDLERS`).
+const REMOTE_HANDLERS: u32 = 0xffff;
+
 /// Whether endpoint id `id` of a `spine_msg_send` is a remote source
 /// ([`spine_runtime::SOURCE_REMOTE`]).
 #[inline]
@@ -1471,7 +1475,8 @@ impl Worker {
     /// that endpoint is bound to port `p` and served here, marked with its handler and
     /// the peer's claimed sender (16 bits), or, addressed to the handlers, run by
     /// handler N of every extension whose domain may use port `p`, with
-    /// `SOURCE_REMOTE | p << 16 | claimed sender` as the source; what the runs send is
+    /// `SOURCE_REMOTE | p << 16 | claimed sender` as the source (0xffff when an
+    /// extension over there sent it: a reply goes to that adapter's handlers); what the runs send is
     /// routed as any handler's. Nothing taken: `msg_remote_unhandled`. The buffer goes
     /// back to the pool.
     fn remote_message(&mut self, mut buf: Buf, p: u16) {
@@ -1503,8 +1508,14 @@ impl Worker {
             }
         } else {
             let head = self.pool.headroom() as usize;
-            let source =
-                spine_runtime::SOURCE_REMOTE | (u32::from(p) & 0x3fff) << 16 | from & 0xffff;
+            // A message an extension over there sent: replies go to that adapter's
+            // handlers (sender 0xffff), not to an endpoint.
+            let sender = if from & spine_runtime::SOURCE_EXTENSION != 0 {
+                REMOTE_HANDLERS
+            } else {
+                from & 0xffff
+            };
+            let source = spine_runtime::SOURCE_REMOTE | (u32::from(p) & 0x3fff) << 16 | sender;
             for r in 0..self.handlers.runners.len() {
                 let h = &self.handlers.runners[r];
                 if h.number != handler
@@ -1542,7 +1553,8 @@ impl Worker {
 
     /// A message extension `ext` of domain `domain` sent to remote source `id`
     /// ([`spine_runtime::SOURCE_REMOTE`]): encoded as a message frame addressed to the
-    /// claimed sender (an endpoint id on the other adapter) and queued out of the tunnel
+    /// claimed sender (an endpoint id on the other adapter; with 0xffff, its handlers)
+    /// and queued out of the tunnel
     /// port named in `id`, if it is a tunnel port the domain may use (`msg_remote_out`);
     /// else dropped (`msg_remote_out_dropped`).
     #[cold]
@@ -1558,7 +1570,10 @@ impl Worker {
             return;
         };
         let head = self.pool.headroom();
-        let to = id & 0xffff;
+        let to = match id & 0xffff {
+            REMOTE_HANDLERS => spine_endpoint::remote::TO_HANDLERS,
+            endpoint => endpoint,
+        };
         let from = spine_runtime::SOURCE_EXTENSION | u32::from(ext);
         let len = match self.pool.frame_mut(&mut buf) {
             Ok(frame) => frame.get_mut(head as usize..).and_then(|room| {

@@ -607,3 +607,40 @@ fn active_messages_cross_a_tunnel_to_a_handler_and_the_replies_come_back() {
     assert_eq!((wb.msg_remote_bad, wb.msg_remote_unhandled, wb.msg_remote_out_dropped), (2, 1, 0));
     assert_eq!((wa.msg_remote_in, wa.msg_delivered, wa.msg_remote_bad), (N as u64, N as u64, 0));
 }
+
+/// Message ping-pong between two adapters over a UDP tunnel with no host involved after
+/// the first message: handler 4 (`tests/fixtures/remote_pp.c`) on each adapter counts
+/// its run and, while hops are left, sends the count less one to the handlers of the
+/// adapter the message came from (`spine_msg_send` to its remote source with the low 16
+/// bits `SPINE_MSG_REMOTE_HANDLERS`). A's application sends one message asking for
+/// 2K - 1 further hops to B's handlers: B's handler runs exactly K times, A's exactly K,
+/// and A's application gets nothing back.
+#[test]
+fn handlers_on_two_adapters_play_message_ping_pong_over_a_tunnel() {
+    use spine_client::remote;
+    const K: u64 = 100;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_msgs(la, lb, "rpp-a");
+    let b = tunnel_end_msgs(lb, la, "rpp-b");
+    let obj = build("tests/fixtures", "remote_pp");
+    a.live.load("pp", &obj, None, "msgs").unwrap();
+    b.live.load("pp", &obj, None, "msgs").unwrap();
+    until("the handler tables", || a.live.handlers_settled() && b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    // From "an extension" (SPINE_MSG_SOURCE_EXT): B's replies go to A's handlers.
+    let hops = (2 * K as u32 - 1).to_ne_bytes();
+    let first = remote::frame(4, remote::TO_HANDLERS, 0x8000_0000, &hops).unwrap();
+    assert_eq!(ea.send_batch(&[first]), 1);
+    let runs =
+        |r: &Running1| u64_at(&r.live.map_lookup("pp", "runs", &0u32.to_ne_bytes()).unwrap(), 0);
+    until("2K handler runs", || runs(&a) + runs(&b) == 2 * K);
+    assert_eq!((runs(&a), runs(&b)), (K, K), "K runs on each adapter");
+    assert_eq!(ea.recv(64, |_| {}), 0, "A's application got nothing");
+    drop(ea);
+    let (ta, tb) = (a.finish(), b.finish());
+    let (wa, wb) = (&ta.workers[0], &tb.workers[0]);
+    assert_eq!((wb.msg_remote_in, wb.msg_remote_runs, wb.msg_remote_out), (K, K, K));
+    assert_eq!((wa.msg_remote_in, wa.msg_remote_runs, wa.msg_remote_out), (K, K, K - 1));
+    assert_eq!((wa.msg_remote_bad + wb.msg_remote_bad, wa.msg_remote_out_dropped), (0, 0));
+}
