@@ -151,12 +151,13 @@ static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const vo
 #define SPINE_MSG_SOURCE_EXT 0x80000000u
 
 /* Active messages between adapters, over a UDP tunnel port (kind "udp"). A message is
- * one Ethernet frame of ethertype SPINE_ETH_P_MSG (0x88B5, IEEE 802 local experimental
- * 1) with the header below after the Ethernet header, all fields big-endian, then `len`
+ * one Ethernet frame of ethertype SPINE_ETH_P_MSG (0x88B6, IEEE 802 local experimental
+ * 2) with the header below after the Ethernet header, all fields big-endian, then `len`
  * payload bytes (the frame may be longer: padding is ignored). An application sends one
  * through an endpoint bound to the tunnel port (spine_client::remote::frame builds it).
- * The receiving adapter recognises the ethertype on a tunnel port's receive path only
- * and checks magic, version and length (a malformed frame is dropped and counted,
+ * The receiving adapter recognises the ethertype followed by the magic on a tunnel
+ * port's receive path only (a frame of the ethertype without the magic is an ordinary
+ * frame) and checks version and length (a malformed one is dropped and counted,
  * msg_remote_bad). to == SPINE_MSG_TO_HANDLERS runs handler N of every extension whose
  * domain may use that tunnel port, with ctx->source = SPINE_MSG_SOURCE_REMOTE | the
  * tunnel port's index << 16 | the low 16 bits of `from` (the peer's claim: it is not
@@ -166,11 +167,14 @@ static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const vo
  * the message back out of its tunnel port, to endpoint `from` over there (the sender's
  * domain must be allowed the port; from = SPINE_MSG_SOURCE_EXT | the extension's id);
  * with the source's low 16 bits SPINE_MSG_REMOTE_HANDLERS, to the handlers over there.
+ * Any extension may also send to SPINE_MSG_SOURCE_REMOTE | port index << 16 | endpoint
+ * id (or SPINE_MSG_REMOTE_HANDLERS), the index being the tunnel port's position among
+ * the adapter's ports; a port that is no tunnel or not allowed drops the message.
  * A message whose `from` has SPINE_MSG_SOURCE_EXT set (an extension sent it) arrives
  * with those low bits already SPINE_MSG_REMOTE_HANDLERS, so replying to ctx->source
  * reaches the sender's adapter's handlers. Endpoint ids are 16 bits here: an endpoint
  * whose id is 0xffff or above cannot be addressed over a tunnel. */
-#define SPINE_ETH_P_MSG 0x88B5
+#define SPINE_ETH_P_MSG 0x88B6
 #define SPINE_MSG_TO_HANDLERS 0xffffffffu
 #define SPINE_MSG_SOURCE_REMOTE 0x40000000u
 #define SPINE_MSG_REMOTE_HANDLERS 0xffffu

@@ -176,7 +176,7 @@ pub struct WorkerCounters {
     /// carry): dropped.
     #[serde(default)]
     pub msg_handoff_dropped: u64,
-    /// Active-message frames (ethertype 0x88B5) received on tunnel ports.
+    /// Active-message frames (ethertype 0x88B6) received on tunnel ports.
     #[serde(default)]
     pub msg_remote_in: u64,
     /// Those that were malformed (short, bad magic or version, bad length): dropped.

@@ -1446,7 +1446,7 @@ fn is_remote(id: u32) -> bool {
 }
 
 impl Worker {
-    /// Takes the active-message frames (ethertype 0x88B5) out of the burst just
+    /// Takes the active-message frames (ethertype 0x88B6) out of the burst just
     /// received on tunnel port `p`, each handled by [`Worker::remote_message`]; the
     /// other frames stay in `self.rx`, in order. One two-byte comparison per frame, only
     /// on tunnel ports.

@@ -4,8 +4,9 @@
 //!
 //! As in `endpoints.rs`, the port `wire` is an endpoint port driven by the test (what the
 //! test sends into it the adapter receives on `wire`; what the adapter sends on `wire`
-//! comes out of it); the host path is a mem sink, `host`. The ping-pong test joins two
-//! adapters by a UDP tunnel port on the loopback interface.
+//! comes out of it); the host path is a mem sink, `host`. The ping-pong tests (applets,
+//! and active messages between adapters) join two adapters by a UDP tunnel port on the
+//! loopback interface.
 
 use spine_testnet::daemons::TempDir;
 use std::net::{SocketAddr, UdpSocket};
@@ -536,7 +537,7 @@ fn tunnel_end_msgs(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
 }
 
 /// Active messages adapter → adapter over a UDP tunnel: the application on adapter A
-/// sends N message frames (`spine_client::remote::frame`, ethertype 0x88B5, to B's
+/// sends N message frames (`spine_client::remote::frame`, ethertype 0x88B6, to B's
 /// handlers, from its endpoint's id) through its endpoint bound to the tunnel port; B
 /// recognises them on the tunnel's receive path and runs handler 7 of the extension of
 /// its domain `msgs` (`spine-runtime/tests/fixtures/handler.c`), which counts each in a
@@ -545,7 +546,8 @@ fn tunnel_end_msgs(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
 /// gets exactly the N replies, in order, marked with handler 7 and B's extension id.
 /// Malformed message frames (bad version, a length past the frame) are counted and
 /// dropped, a message for a handler nobody registered is counted unhandled, and an
-/// ordinary frame still reaches B's endpoint.
+/// ordinary frame still reaches B's endpoint, and a frame of the same ethertype without
+/// the magic is an ordinary frame (B's port passes it; having no host path, counts it).
 #[test]
 fn active_messages_cross_a_tunnel_to_a_handler_and_the_replies_come_back() {
     use spine_client::remote;
@@ -592,14 +594,18 @@ fn active_messages_cross_a_tunnel_to_a_handler_and_the_replies_come_back() {
         let w = b.live.totals().workers[0];
         w.msg_remote_bad == 2 && w.msg_remote_unhandled == 1
     });
-    // An ordinary frame still crosses to B's endpoint.
+    // Someone else's frame of the ethertype (no magic), then an ordinary frame, which
+    // still crosses to B's endpoint.
+    let mut theirs = remote::frame(7, remote::TO_HANDLERS, me, b"not ours").unwrap();
+    theirs[14..16].copy_from_slice(b"XY");
     let plain = udp(7000, &[0x11; 40]);
-    assert_eq!(ea.send_batch(std::slice::from_ref(&plain)), 1);
+    assert_eq!(ea.send_batch(&[theirs, plain.clone()]), 2);
     assert_eq!(recv_n(&mut eb, 1), vec![plain]);
     assert_eq!(ea.recv(64, |_| {}), 0, "no reply to a malformed or unhandled message");
     drop((ea, eb));
     let (ta, tb) = (a.finish(), b.finish());
     let (wa, wb) = (&ta.workers[0], &tb.workers[0]);
+    assert_eq!(tb.port("tun").unwrap().drops.no_host_path, 1, "the frame without magic");
     assert_eq!(
         (wb.msg_remote_in, wb.msg_remote_runs, wb.msg_remote_out),
         (N as u64 + 3, N as u64, N as u64)

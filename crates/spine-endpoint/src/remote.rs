@@ -1,6 +1,6 @@
 //! Active messages between adapters (adapter → adapter over a tunnel port): one message
-//! per Ethernet frame of ethertype [`ETHERTYPE`] (0x88B5, IEEE 802's "local
-//! experimental" ethertype 1, which no public protocol uses).
+//! per Ethernet frame of ethertype [`ETHERTYPE`] (0x88B6, IEEE 802's "local
+//! experimental" ethertype 2, which no public protocol uses).
 //!
 //! Layout after the 14-byte Ethernet header (all numbers big-endian):
 //!
@@ -14,12 +14,13 @@
 //! | 12..14| payload length, 0..=[`MSG_MAX`]                              |
 //! | 14..  | payload (the frame may be longer: Ethernet padding, ignored) |
 //!
-//! The receiving adapter recognises the ethertype on a tunnel port's receive path only,
-//! checks the header with [`parse`] and never trusts `from` beyond marking it as the
+//! The receiving adapter recognises the ethertype followed by the magic on a tunnel
+//! port's receive path only ([`is_message`]: other frames of the ethertype, which is
+//! free for anyone's experiments, pass as ordinary frames), checks the rest with [`parse`] and never trusts `from` beyond marking it as the
 //! peer's claim (the handler's `source` says which tunnel port it came in on).
 
 /// The ethertype of a spine active message frame.
-pub const ETHERTYPE: u16 = 0x88B5;
+pub const ETHERTYPE: u16 = 0x88B6;
 /// `to` asking the receiver to run its handlers (instead of delivering to an endpoint).
 pub const TO_HANDLERS: u32 = u32::MAX;
 /// Largest payload.
@@ -52,10 +53,12 @@ pub enum RemoteError {
     BadLength { len: usize },
 }
 
-/// Whether `frame` has the message ethertype (one two-byte comparison).
+/// Whether `frame` has the message ethertype followed by the magic (one four-byte
+/// comparison).
 #[inline]
 pub fn is_message(frame: &[u8]) -> bool {
-    frame.get(12..14) == Some(&ETHERTYPE.to_be_bytes()[..])
+    let [e0, e1] = ETHERTYPE.to_be_bytes();
+    frame.get(12..16) == Some(&[e0, e1, MAGIC[0], MAGIC[1]][..])
 }
 
 /// Reads the message of `frame` (which [`is_message`]), checking magic, version and
@@ -132,5 +135,8 @@ mod tests {
         huge[26..28].copy_from_slice(&241u16.to_be_bytes());
         assert_eq!(parse(&huge), Err(RemoteError::BadLength { len: 241 }));
         assert!(!is_message(&[0; 13]));
+        let mut other = f.clone();
+        other[14] = b'X';
+        assert!(!is_message(&other), "the ethertype without the magic is someone else's");
     }
 }
