@@ -150,6 +150,43 @@ static long (*spine_msg_send)(void *ctx, __u32 endpoint, __u32 handler, const vo
  * sending extension's id in the low 16 bits (endpoint ids never reach it). */
 #define SPINE_MSG_SOURCE_EXT 0x80000000u
 
+/* Active messages between adapters, over a UDP tunnel port (kind "udp"). A message is
+ * one Ethernet frame of ethertype SPINE_ETH_P_MSG (0x88B6, IEEE 802 local experimental
+ * 2) with the header below after the Ethernet header, all fields big-endian, then `len`
+ * payload bytes (the frame may be longer: padding is ignored). An application sends one
+ * through an endpoint bound to the tunnel port (spine_client::remote::frame builds it).
+ * The receiving adapter recognises the ethertype followed by the magic on a tunnel
+ * port's receive path only (a frame of the ethertype without the magic is an ordinary
+ * frame) and checks version and length (a malformed one is dropped and counted,
+ * msg_remote_bad). to == SPINE_MSG_TO_HANDLERS runs handler N of every extension whose
+ * domain may use that tunnel port, with ctx->source = SPINE_MSG_SOURCE_REMOTE | the
+ * tunnel port's index << 16 | the low 16 bits of `from` (the peer's claim: it is not
+ * checked, only the port is the receiver's own knowledge). Any other `to` is an endpoint
+ * id on the receiver: delivered, marked with the handler and the low 16 bits of `from`,
+ * only to an endpoint bound to that tunnel port. spine_msg_send to a remote source sends
+ * the message back out of its tunnel port, to endpoint `from` over there (the sender's
+ * domain must be allowed the port; from = SPINE_MSG_SOURCE_EXT | the extension's id);
+ * with the source's low 16 bits SPINE_MSG_REMOTE_HANDLERS, to the handlers over there.
+ * Any extension may also send to SPINE_MSG_SOURCE_REMOTE | port index << 16 | endpoint
+ * id (or SPINE_MSG_REMOTE_HANDLERS), the index being the tunnel port's position among
+ * the adapter's ports; a port that is no tunnel or not allowed drops the message.
+ * A message whose `from` has SPINE_MSG_SOURCE_EXT set (an extension sent it) arrives
+ * with those low bits already SPINE_MSG_REMOTE_HANDLERS, so replying to ctx->source
+ * reaches the sender's adapter's handlers. Endpoint ids are 16 bits here: an endpoint
+ * whose id is 0xffff or above cannot be addressed over a tunnel. */
+#define SPINE_ETH_P_MSG 0x88B6
+#define SPINE_MSG_TO_HANDLERS 0xffffffffu
+#define SPINE_MSG_SOURCE_REMOTE 0x40000000u
+#define SPINE_MSG_REMOTE_HANDLERS 0xffffu
+struct spine_remote_msg_hdr {
+	__u8 magic[2]; /* 'S', 'M' */
+	__u8 version;  /* 1 */
+	__u8 handler;
+	__u32 to;      /* big-endian */
+	__u32 from;    /* big-endian */
+	__u16 len;     /* big-endian, 0..SPINE_MSG_MAX */
+} __attribute__((packed));
+
 /* Posts an active message of len bytes (1..SPINE_MSG_MAX) at data to handler `handler`
  * (0..255) of every extension of the sender's own domain on the same adapter (the
  * sender's own handler included, if it registered one). Asynchronous: the message is

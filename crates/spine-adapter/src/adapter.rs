@@ -447,6 +447,7 @@ impl AdapterBuilder {
                     Assign::Partition => p.worker.unwrap_or(0),
                 },
                 uplink: p.host_path.map(|h| h as u16),
+                tunnel: matches!(p.device, Device::Udp(_)),
             })
             .collect();
         for (i, p) in ports.iter().enumerate() {
@@ -490,6 +491,10 @@ impl AdapterBuilder {
         let epoch_ns = crate::sys::monotonic_ns();
         let log = Arc::new(crate::logbuf::LogBuf::new(epoch_ns));
         let domain_names = domains.iter().map(|d| d.name().to_string()).collect();
+        let domain_ports = domains
+            .iter()
+            .map(|d| port_names.iter().map(|p| d.may_use_port(p)).collect())
+            .collect();
         let shared = Arc::new(Shared {
             log: log.clone(),
             rings: crate::ringfollow::RingFollows::default(),
@@ -514,7 +519,7 @@ impl AdapterBuilder {
             engine: opts.engine,
             seed: opts.seed,
             endpoints: crate::endpoints::Endpoints::new(ports.len()),
-            handlers: crate::handlers::Handlers::new(nw, domain_names),
+            handlers: crate::handlers::Handlers::new(nw, domain_names, domain_ports),
         });
         // Rings: out[i][j] from worker i to worker j.
         let mut outs: Vec<Vec<Option<crate::ring::Producer<Msg>>>> =

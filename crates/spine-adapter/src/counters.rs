@@ -150,7 +150,8 @@ pub struct WorkerCounters {
     /// `bpf_trace_printk` lines.
     pub trace_lines: u64,
     /// Active messages XDP programs sent with `spine_msg_send`, delivered to an
-    /// endpoint this worker serves in the program's domain.
+    /// endpoint this worker serves in the program's domain (including those another
+    /// worker handed over, and messages from a tunnel port addressed to an endpoint).
     #[serde(default)]
     pub msg_delivered: u64,
     /// Those that named no such endpoint (or found it full): dropped.
@@ -169,6 +170,34 @@ pub struct WorkerCounters {
     /// Handler runs on posted messages.
     #[serde(default)]
     pub msg_post_runs: u64,
+    /// Messages for an endpoint another worker serves, handed to that worker through
+    /// the worker rings (it counts them `msg_delivered` or `msg_undelivered`).
+    #[serde(default)]
+    pub msg_handed: u64,
+    /// Those the ring to that worker had no room for (or no pool buffer was free to
+    /// carry): dropped.
+    #[serde(default)]
+    pub msg_handoff_dropped: u64,
+    /// Active-message frames (ethertype 0x88B6) received on tunnel ports.
+    #[serde(default)]
+    pub msg_remote_in: u64,
+    /// Those that were malformed (short, bad magic or version, bad length): dropped.
+    #[serde(default)]
+    pub msg_remote_bad: u64,
+    /// Handler runs on messages from tunnel ports.
+    #[serde(default)]
+    pub msg_remote_runs: u64,
+    /// Messages from tunnel ports that no handler took (none registered by a domain
+    /// allowed the port) or no endpoint of the port took: dropped.
+    #[serde(default)]
+    pub msg_remote_unhandled: u64,
+    /// Messages handlers sent to a remote source, queued out of its tunnel port.
+    #[serde(default)]
+    pub msg_remote_out: u64,
+    /// Those that could not be sent (the sender's domain may not use the port, no
+    /// pool buffer, or the port is no tunnel): dropped.
+    #[serde(default)]
+    pub msg_remote_out_dropped: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.

@@ -76,14 +76,17 @@ pub(crate) struct Handlers {
     seen: Arc<[AtomicU64]>,
     /// The adapter's domains by index.
     domains: Arc<[String]>,
+    /// By domain index, by port: whether the domain may use the port.
+    domain_ports: Arc<[Box<[bool]>]>,
 }
 
 impl Handlers {
-    pub fn new(workers: usize, domains: Vec<String>) -> Self {
+    pub fn new(workers: usize, domains: Vec<String>, domain_ports: Vec<Box<[bool]>>) -> Self {
         Handlers {
             slot: Slot::new(None),
             seen: (0..workers).map(|_| AtomicU64::new(0)).collect(),
             domains: domains.into(),
+            domain_ports: domain_ports.into(),
         }
     }
 
@@ -95,6 +98,7 @@ impl Handlers {
             seen: self.seen.clone(),
             last: u64::MAX,
             domains: self.domains.clone(),
+            domain_ports: self.domain_ports.clone(),
             posted: PostQueue::new(POST_QUEUE),
         };
         w.rebuild(me);
@@ -117,6 +121,7 @@ pub(crate) struct WorkerHandlers {
     /// The generation last stored into `seen`.
     last: u64,
     domains: Arc<[String]>,
+    domain_ports: Arc<[Box<[bool]>]>,
     /// Extension → extension messages waiting for their handlers to run.
     pub posted: PostQueue,
 }
@@ -138,6 +143,18 @@ impl WorkerHandlers {
     #[cold]
     pub fn domain_index(&self, name: &str) -> Option<u16> {
         self.domains.iter().position(|d| d == name).map(|i| i as u16)
+    }
+
+    /// Whether domain `domain` may use port `port` (a message that came in on a tunnel
+    /// port runs only the handlers of domains allowed it; one sent out of a tunnel port
+    /// needs its sender's domain to be allowed it).
+    #[inline]
+    pub fn domain_may_use(&self, domain: u16, port: u16) -> bool {
+        self.domain_ports
+            .get(usize::from(domain))
+            .and_then(|d| d.get(usize::from(port)))
+            .copied()
+            .unwrap_or(false)
     }
 
     #[cold]

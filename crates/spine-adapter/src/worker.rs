@@ -47,6 +47,10 @@ pub(crate) enum MsgKind {
     Pass,
     /// An endpoint map redirect: deliver to endpoint `id`, which this worker serves.
     Endpoint { id: u32 },
+    /// An active message (its payload is the buffer's data) for endpoint `id`, which
+    /// this worker serves, sent by extension `ext` of domain `domain` for `handler`:
+    /// delivered marked (handler, source) only if the endpoint is of that domain.
+    Message { id: u32, domain: u16, ext: u16, handler: u8 },
 }
 
 /// What every worker knows about a port (fixed once the adapter is built).
@@ -60,6 +64,9 @@ pub(crate) struct PortInfo {
     /// Where `XDP_PASS` sends its packets: a port's host path, or for a host path the
     /// port it serves (packets the host sends go out on the wire).
     pub uplink: Option<u16>,
+    /// A UDP tunnel port: its receive path recognises active-message frames
+    /// (`spine_endpoint::remote`).
+    pub tunnel: bool,
 }
 
 /// The adapter's wiring, shared read-only by every worker.
@@ -277,11 +284,17 @@ pub(crate) struct BurstScratch {
     later: Vec<(Buf, Outcome)>,
     /// Buffers to give back to the pool at the end of the burst, in one go.
     freeing: Burst,
+    /// A tunnel port's received frames that are no active messages.
+    kept: Burst,
 }
 
 impl BurstScratch {
     pub fn new(burst: usize) -> Self {
-        BurstScratch { later: Vec::with_capacity(burst), freeing: Burst::with_capacity(burst) }
+        BurstScratch {
+            later: Vec::with_capacity(burst),
+            freeing: Burst::with_capacity(burst),
+            kept: Burst::with_capacity(burst),
+        }
     }
 }
 
@@ -447,6 +460,12 @@ impl Worker {
                 kind: Kind::Rx,
             });
         }
+        if self.wiring.ports[pi].tunnel {
+            self.take_remote_messages(p);
+            if self.rx.is_empty() {
+                return got;
+            }
+        }
         if self.trace.is_none() && !self.wiring.rss {
             if let Some(e) = self.progs[pi].attached() {
                 return self.run_burst(p, e);
@@ -602,6 +621,9 @@ impl Worker {
                 MsgKind::Tx => self.transmit(m.buf, m.port, m.port, m.packet),
                 MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
                 MsgKind::Endpoint { id } => self.deliver_owned(m.buf, m.port, id, m.packet),
+                MsgKind::Message { id, domain, ext, handler } => {
+                    self.deliver_handed_message(m.buf, id, domain, ext, handler)
+                }
             }
         });
         self.inbox = inbox;
@@ -1028,6 +1050,7 @@ impl Worker {
     /// ([`Worker::post`]).
     pub(crate) fn route_message(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
         let id = match msg.to {
+            Dest::Endpoint(id) if is_remote(id) => return self.send_remote(domain, ext, id, msg),
             Dest::Endpoint(id) => id,
             Dest::Handlers => return self.post(domain, ext, msg),
         };
@@ -1038,7 +1061,12 @@ impl Worker {
                 o.woke |= ok;
                 ok
             }
-            None => false,
+            None => {
+                if self.hand_message(id, domain, ext, msg) {
+                    return;
+                }
+                false
+            }
         };
         if delivered {
             self.counters.worker.msg_delivered += 1;
@@ -1119,6 +1147,9 @@ impl Worker {
     fn deliver_message(&mut self, k: usize, ext: u16, msg: &spine_runtime::OutMsg) {
         let domain = self.eps.owned[k].domain_ix();
         let Dest::Endpoint(id) = msg.to else { return self.post(domain, ext, msg) };
+        if is_remote(id) {
+            return self.send_remote(domain, ext, id, msg);
+        }
         let found = self.eps.owned.iter().position(|o| o.id() == id);
         match found {
             Some(t) if self.eps.owned[t].domain_ix() == domain => {
@@ -1127,8 +1158,90 @@ impl Worker {
                     o.woke = true;
                 }
             }
+            // Served by another worker: handed over (counted there or as dropped).
+            None if self.hand_message(id, domain, ext, msg) => {}
             _ => self.eps.owned[k].end.count_unhandled(),
         }
+    }
+
+    /// Hands message `msg` (extension `ext` of domain `domain`) for endpoint `id` to the
+    /// worker that serves it, when that is another worker: the payload copied into a
+    /// pool buffer, the marking in the ring entry ([`MsgKind::Message`]); `msg_handed`,
+    /// or `msg_handoff_dropped` when the ring is full or no buffer is free. `false` when
+    /// no other worker serves `id` (the caller counts it as before). Cold: a message
+    /// only comes here when the sender's worker does not serve its endpoint.
+    #[cold]
+    fn hand_message(
+        &mut self,
+        id: u32,
+        domain: u16,
+        ext: u16,
+        msg: &spine_runtime::OutMsg,
+    ) -> bool {
+        let Some(q) = self.eps.port_of(id) else { return false };
+        let home = self.wiring.ports[usize::from(q)].home;
+        if home == self.index {
+            return false;
+        }
+        let Some(mut buf) = self.cache.alloc() else {
+            self.counters.worker.msg_handoff_dropped += 1;
+            return true;
+        };
+        let head = self.pool.headroom();
+        let payload = msg.payload();
+        let copied = match self.pool.frame_mut(&mut buf) {
+            Ok(frame) => match frame.get_mut(head as usize..head as usize + payload.len()) {
+                Some(room) => {
+                    room.copy_from_slice(payload);
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        };
+        let meta =
+            BufMeta { data_off: head, len: payload.len() as u32, meta_len: 0, port: 0, ts_ns: 0 };
+        if !copied || self.pool.set_meta(&mut buf, meta).is_err() {
+            self.counters.worker.msg_handoff_dropped += 1;
+            let _ = self.cache.free(buf);
+            return true;
+        }
+        let kind = MsgKind::Message { id, domain, ext, handler: msg.handler };
+        let ring = self.out[home].as_mut().expect("a ring to every other worker");
+        match ring.push(Msg { buf, kind, port: 0, packet: 0 }) {
+            Ok(()) => {
+                self.counters.worker.msg_handed += 1;
+                self.counters.worker.peer_out += 1;
+            }
+            Err(m) => {
+                self.counters.worker.msg_handoff_dropped += 1;
+                let _ = self.cache.free(m.buf);
+            }
+        }
+        true
+    }
+
+    /// A message another worker handed over ([`Worker::hand_message`]): delivered to
+    /// endpoint `id` marked with `handler` and `ext` if this worker serves it in domain
+    /// `domain` (`msg_delivered`), else dropped (`msg_undelivered`); the buffer goes back
+    /// to the pool.
+    fn deliver_handed_message(&mut self, buf: Buf, id: u32, domain: u16, ext: u16, handler: u8) {
+        let payload = self.pool.data(&buf).ok();
+        let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
+        let delivered = match (target, payload) {
+            (Some(o), Some(p)) => {
+                let ok = o.end.deliver_message(handler, ext, p);
+                o.woke |= ok;
+                ok
+            }
+            _ => false,
+        };
+        if delivered {
+            self.counters.worker.msg_delivered += 1;
+        } else {
+            self.counters.worker.msg_undelivered += 1;
+        }
+        let _ = self.cache.free(buf);
     }
 
     /// An `XDP_PASS` packet of port `p`, which has endpoints: delivered to the first
@@ -1348,6 +1461,170 @@ impl Worker {
     }
 }
 
+/// The low 16 bits of a remote source naming the other adapter's handlers rather than
+/// one of its endpoints (`SPINE_MSG_REMOTE_HANDLERS`).
+const REMOTE_HANDLERS: u32 = 0xffff;
+
+/// Whether endpoint id `id` of a `spine_msg_send` is a remote source
+/// ([`spine_runtime::SOURCE_REMOTE`]).
+#[inline]
+fn is_remote(id: u32) -> bool {
+    id & 0xC000_0000 == spine_runtime::SOURCE_REMOTE
+}
+
+impl Worker {
+    /// Takes the active-message frames (ethertype 0x88B6) out of the burst just
+    /// received on tunnel port `p`, each handled by [`Worker::remote_message`]; the
+    /// other frames stay in `self.rx`, in order. One two-byte comparison per frame, only
+    /// on tunnel ports.
+    #[inline(never)]
+    fn take_remote_messages(&mut self, p: u16) {
+        let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
+        let mut kept = std::mem::replace(&mut self.scratch.kept, Burst::with_capacity(0));
+        let n = rx.len();
+        for buf in rx.drain_front(n) {
+            if !self.pool.data(&buf).is_ok_and(spine_endpoint::remote::is_message) {
+                // `kept` has the burst's capacity, as `rx`: never refused.
+                if let Err(buf) = kept.push(buf) {
+                    self.drop(buf, p, Why::Invalid, 0);
+                }
+                continue;
+            }
+            self.remote_message(buf, p);
+        }
+        self.rx = kept;
+        self.scratch.kept = rx;
+    }
+
+    /// An active message from another adapter, in `buf` received on tunnel port `p`:
+    /// checked (`spine_endpoint::remote::parse`; a malformed one is counted
+    /// `msg_remote_bad` and dropped), then either delivered to the endpoint it names, if
+    /// that endpoint is bound to port `p` and served here, marked with its handler and
+    /// the peer's claimed sender (16 bits), or, addressed to the handlers, run by
+    /// handler N of every extension whose domain may use port `p`, with
+    /// `SOURCE_REMOTE | p << 16 | claimed sender` as the source (0xffff when an
+    /// extension over there sent it: a reply goes to that adapter's handlers); what the runs send is
+    /// routed as any handler's. Nothing taken: `msg_remote_unhandled`. The buffer goes
+    /// back to the pool.
+    fn remote_message(&mut self, mut buf: Buf, p: u16) {
+        let pi = usize::from(p);
+        let c = &mut self.counters.ports[pi];
+        c.rx_packets += 1;
+        c.rx_bytes += u64::from(self.pool.meta(&buf).map_or(0, |m| m.len));
+        self.counters.worker.msg_remote_in += 1;
+        let mut payload = [0u8; spine_runtime::MSG_MAX];
+        let parsed = self.pool.data(&buf).ok().and_then(|f| spine_endpoint::remote::parse(f).ok());
+        let Some((handler, to, from, n)) = parsed.map(|m| {
+            payload[..m.payload.len()].copy_from_slice(m.payload);
+            (m.handler, m.to, m.from, m.payload.len())
+        }) else {
+            self.counters.worker.msg_remote_bad += 1;
+            let _ = self.cache.free(buf);
+            return;
+        };
+        let payload = &payload[..n];
+        let mut taken = false;
+        if to != spine_endpoint::remote::TO_HANDLERS {
+            let target = self.eps.owned.iter_mut().find(|o| o.id() == to && o.port() == p);
+            if let Some(o) = target {
+                taken = o.end.deliver_message(handler, from as u16, payload);
+                o.woke |= taken;
+            }
+            if taken {
+                self.counters.worker.msg_delivered += 1;
+            }
+        } else {
+            let head = self.pool.headroom() as usize;
+            // A message an extension over there sent: replies go to that adapter's
+            // handlers (sender 0xffff), not to an endpoint.
+            let sender = if from & spine_runtime::SOURCE_EXTENSION != 0 {
+                REMOTE_HANDLERS
+            } else {
+                from & 0xffff
+            };
+            let source = spine_runtime::SOURCE_REMOTE | (u32::from(p) & 0x3fff) << 16 | sender;
+            for r in 0..self.handlers.runners.len() {
+                let h = &self.handlers.runners[r];
+                if h.number != handler
+                    || !h.runner.is_attached()
+                    || !self.handlers.domain_may_use(h.domain, p)
+                {
+                    continue;
+                }
+                taken = true;
+                let Ok(frame) = self.pool.frame_mut(&mut buf) else { break };
+                let Some(room) = frame.get_mut(head..head + n) else { break };
+                room.copy_from_slice(payload);
+                let mut bounds = Bounds { meta: head, data: head, end: head + n };
+                self.counters.worker.msg_remote_runs += 1;
+                let h = &mut self.handlers.runners[r];
+                let faulted = h
+                    .runner
+                    .run_message_raw(frame, self.geometry, &mut bounds, source, &mut self.host)
+                    .is_err();
+                if faulted {
+                    continue;
+                }
+                let (domain, ext) = (h.domain, h.ext);
+                for m in 0..self.handlers.runners[r].runner.outbox().len() {
+                    let msg = self.handlers.runners[r].runner.outbox()[m];
+                    self.route_message(domain, ext, &msg);
+                }
+            }
+        }
+        if !taken {
+            self.counters.worker.msg_remote_unhandled += 1;
+        }
+        let _ = self.cache.free(buf);
+    }
+
+    /// A message extension `ext` of domain `domain` sent to remote source `id`
+    /// ([`spine_runtime::SOURCE_REMOTE`]): encoded as a message frame addressed to the
+    /// claimed sender (an endpoint id on the other adapter; with 0xffff, its handlers)
+    /// and queued out of the tunnel
+    /// port named in `id`, if it is a tunnel port the domain may use (`msg_remote_out`);
+    /// else dropped (`msg_remote_out_dropped`).
+    #[cold]
+    fn send_remote(&mut self, domain: u16, ext: u16, id: u32, msg: &spine_runtime::OutMsg) {
+        let q = ((id >> 16) & 0x3fff) as u16;
+        let tunnel = self.wiring.ports.get(usize::from(q)).is_some_and(|i| i.tunnel);
+        if !tunnel || !self.handlers.domain_may_use(domain, q) {
+            self.counters.worker.msg_remote_out_dropped += 1;
+            return;
+        }
+        let Some(mut buf) = self.cache.alloc() else {
+            self.counters.worker.msg_remote_out_dropped += 1;
+            return;
+        };
+        let head = self.pool.headroom();
+        let to = match id & 0xffff {
+            REMOTE_HANDLERS => spine_endpoint::remote::TO_HANDLERS,
+            endpoint => endpoint,
+        };
+        let from = spine_runtime::SOURCE_EXTENSION | u32::from(ext);
+        let len = match self.pool.frame_mut(&mut buf) {
+            Ok(frame) => frame.get_mut(head as usize..).and_then(|room| {
+                spine_endpoint::remote::encode(room, msg.handler, to, from, msg.payload())
+            }),
+            Err(_) => None,
+        };
+        let meta = len.map(|len| BufMeta {
+            data_off: head,
+            len: len as u32,
+            meta_len: 0,
+            port: u32::from(q),
+            ts_ns: 0,
+        });
+        if meta.filter(|m| self.pool.set_meta(&mut buf, *m).is_ok()).is_none() {
+            self.counters.worker.msg_remote_out_dropped += 1;
+            let _ = self.cache.free(buf);
+            return;
+        }
+        self.counters.worker.msg_remote_out += 1;
+        self.transmit(buf, q, q, 0);
+    }
+}
+
 mod paths;
 
 #[cfg(test)]
@@ -1361,6 +1638,7 @@ mod tests {
             queue: 0,
             home: 0,
             uplink: None,
+            tunnel: false,
         };
         Wiring {
             ports: vec![port("a", 10), port("b", 20), port("c", 30)],

@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// Active messages between adapters: the frame format (`remote::frame` builds one to
+/// send through an endpoint bound to a tunnel port).
+pub use spine_endpoint::remote;
 pub use spine_endpoint::{
     recv_fds, ClientEnd, Desc, EndpointError, EventFd, HeaderIn, Layout, INLINE_BYTES,
 };

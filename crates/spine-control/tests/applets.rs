@@ -4,8 +4,9 @@
 //!
 //! As in `endpoints.rs`, the port `wire` is an endpoint port driven by the test (what the
 //! test sends into it the adapter receives on `wire`; what the adapter sends on `wire`
-//! comes out of it); the host path is a mem sink, `host`. The ping-pong test joins two
-//! adapters by a UDP tunnel port on the loopback interface.
+//! comes out of it); the host path is a mem sink, `host`. The ping-pong tests (applets,
+//! and active messages between adapters) join two adapters by a UDP tunnel port on the
+//! loopback interface.
 
 use spine_testnet::daemons::TempDir;
 use std::net::{SocketAddr, UdpSocket};
@@ -519,4 +520,133 @@ fn flow_control_delivers_exactly_in_order_through_5_percent_loss() {
     drop((ea, eb));
     a.finish();
     b.finish();
+}
+
+/// An adapter whose one port, `tun`, is a UDP tunnel from `local` to `peer`, with a
+/// domain `msgs` granting the active-message helpers (every port allowed).
+fn tunnel_end_msgs(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
+    let mut b = AdapterBuilder::new(options()).unwrap();
+    let port = UdpPort::open("tun", local, peer, 0).unwrap();
+    b.add_port("tun", Device::Udp(port), None).unwrap();
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    b.add_domain(DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() })
+        .unwrap();
+    Running1::start(b, tag)
+}
+
+/// Active messages adapter → adapter over a UDP tunnel: the application on adapter A
+/// sends N message frames (`spine_client::remote::frame`, ethertype 0x88B6, to B's
+/// handlers, from its endpoint's id) through its endpoint bound to the tunnel port; B
+/// recognises them on the tunnel's receive path and runs handler 7 of the extension of
+/// its domain `msgs` (`spine-runtime/tests/fixtures/handler.c`), which counts each in a
+/// map and replies to the message's (remote) source with `spine_msg_send`: the reply
+/// goes back over the tunnel to A's endpoint. B's map counts exactly N, A's application
+/// gets exactly the N replies, in order, marked with handler 7 and B's extension id.
+/// Malformed message frames (bad version, a length past the frame) are counted and
+/// dropped, a message for a handler nobody registered is counted unhandled, and an
+/// ordinary frame still reaches B's endpoint, and a frame of the same ethertype without
+/// the magic is an ordinary frame (B's port passes it; having no host path, counts it).
+#[test]
+fn active_messages_cross_a_tunnel_to_a_handler_and_the_replies_come_back() {
+    use spine_client::remote;
+    const N: usize = 50;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_msgs(la, lb, "rm-a");
+    let b = tunnel_end_msgs(lb, la, "rm-b");
+    let obj = build("../spine-runtime/tests/fixtures", "handler");
+    b.live.load("echo", &obj, None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    b.served(1);
+    let me = ea.id().unwrap() as u32;
+    let msgs: Vec<Vec<u8>> =
+        (0..N).map(|i| (0..1 + (i * 5) % 240).map(|b| (b ^ i) as u8).collect()).collect();
+    let mut replies = Vec::new();
+    for m in &msgs {
+        let f = remote::frame(7, remote::TO_HANDLERS, me, m).unwrap();
+        until("room on A's transmit ring", || ea.send_batch(std::slice::from_ref(&f)) == 1);
+        ea.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+    }
+    until("every reply", || {
+        ea.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+        replies.len() >= N
+    });
+    let ext = replies[0].1.unwrap().1;
+    type Marked = (Vec<u8>, Option<(u8, u16)>);
+    let want: Vec<Marked> =
+        msgs.iter().map(|m| (m.iter().map(|b| b ^ 0x20).collect(), Some((7, ext)))).collect();
+    assert_eq!(replies, want, "exactly the replies, in order");
+    let count = b.live.map_lookup("echo", "counts", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64_at(&count, 0), N as u64, "handler 7 on B ran exactly N times");
+
+    // Malformed: a bad version, and a length past the frame's end.
+    let mut bad = remote::frame(7, remote::TO_HANDLERS, me, b"xy").unwrap();
+    bad[16] = 9;
+    let mut long = remote::frame(7, remote::TO_HANDLERS, me, b"xy").unwrap();
+    long[26..28].copy_from_slice(&200u16.to_be_bytes());
+    let nobody = remote::frame(9, remote::TO_HANDLERS, me, b"nobody").unwrap();
+    assert_eq!(ea.send_batch(&[bad, long, nobody]), 3);
+    until("B counts the malformed and the unhandled", || {
+        let w = b.live.totals().workers[0];
+        w.msg_remote_bad == 2 && w.msg_remote_unhandled == 1
+    });
+    // Someone else's frame of the ethertype (no magic), then an ordinary frame, which
+    // still crosses to B's endpoint.
+    let mut theirs = remote::frame(7, remote::TO_HANDLERS, me, b"not ours").unwrap();
+    theirs[14..16].copy_from_slice(b"XY");
+    let plain = udp(7000, &[0x11; 40]);
+    assert_eq!(ea.send_batch(&[theirs, plain.clone()]), 2);
+    assert_eq!(recv_n(&mut eb, 1), vec![plain]);
+    assert_eq!(ea.recv(64, |_| {}), 0, "no reply to a malformed or unhandled message");
+    drop((ea, eb));
+    let (ta, tb) = (a.finish(), b.finish());
+    let (wa, wb) = (&ta.workers[0], &tb.workers[0]);
+    assert_eq!(tb.port("tun").unwrap().drops.no_host_path, 1, "the frame without magic");
+    assert_eq!(
+        (wb.msg_remote_in, wb.msg_remote_runs, wb.msg_remote_out),
+        (N as u64 + 3, N as u64, N as u64)
+    );
+    assert_eq!((wb.msg_remote_bad, wb.msg_remote_unhandled, wb.msg_remote_out_dropped), (2, 1, 0));
+    assert_eq!((wa.msg_remote_in, wa.msg_delivered, wa.msg_remote_bad), (N as u64, N as u64, 0));
+}
+
+/// Message ping-pong between two adapters over a UDP tunnel with no host involved after
+/// the first message: handler 4 (`tests/fixtures/remote_pp.c`) on each adapter counts
+/// its run and, while hops are left, sends the count less one to the handlers of the
+/// adapter the message came from (`spine_msg_send` to its remote source with the low 16
+/// bits `SPINE_MSG_REMOTE_HANDLERS`). A's application sends one message asking for
+/// 2K - 1 further hops to B's handlers: B's handler runs exactly K times, A's exactly K,
+/// and A's application gets nothing back.
+#[test]
+fn handlers_on_two_adapters_play_message_ping_pong_over_a_tunnel() {
+    use spine_client::remote;
+    const K: u64 = 100;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_msgs(la, lb, "rpp-a");
+    let b = tunnel_end_msgs(lb, la, "rpp-b");
+    let obj = build("tests/fixtures", "remote_pp");
+    a.live.load("pp", &obj, None, "msgs").unwrap();
+    b.live.load("pp", &obj, None, "msgs").unwrap();
+    until("the handler tables", || a.live.handlers_settled() && b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    // From "an extension" (SPINE_MSG_SOURCE_EXT): B's replies go to A's handlers.
+    let hops = (2 * K as u32 - 1).to_ne_bytes();
+    let first = remote::frame(4, remote::TO_HANDLERS, 0x8000_0000, &hops).unwrap();
+    assert_eq!(ea.send_batch(&[first]), 1);
+    let runs =
+        |r: &Running1| u64_at(&r.live.map_lookup("pp", "runs", &0u32.to_ne_bytes()).unwrap(), 0);
+    until("2K handler runs", || runs(&a) + runs(&b) == 2 * K);
+    assert_eq!((runs(&a), runs(&b)), (K, K), "K runs on each adapter");
+    assert_eq!(ea.recv(64, |_| {}), 0, "A's application got nothing");
+    drop(ea);
+    let (ta, tb) = (a.finish(), b.finish());
+    let (wa, wb) = (&ta.workers[0], &tb.workers[0]);
+    assert_eq!((wb.msg_remote_in, wb.msg_remote_runs, wb.msg_remote_out), (K, K, K));
+    assert_eq!((wa.msg_remote_in, wa.msg_remote_runs, wa.msg_remote_out), (K, K, K - 1));
+    assert_eq!((wa.msg_remote_bad + wb.msg_remote_bad, wa.msg_remote_out_dropped), (0, 0));
 }

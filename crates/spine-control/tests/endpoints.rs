@@ -818,6 +818,67 @@ fn an_xdp_program_sends_messages_to_an_endpoint_of_its_domain() {
     assert_eq!(t.port("wire").unwrap().drops.verdict, 15, "every frame became a message");
 }
 
+/// Active messages extension → host endpoint from another worker: two workers with
+/// software RSS, the endpoint served by worker 0 (the home of its port); the XDP program
+/// (`fixtures/msg_udp.c`) turns every UDP frame into a message for handler 5 carrying the
+/// UDP header and a sequence number, on whichever worker the frame's flow runs. Messages
+/// sent on worker 1 are handed to worker 0 through the worker rings: the endpoint gets
+/// every message exactly once, marked with handler 5 and the extension's id, each flow's
+/// in its order; the counters add up (handed = delivered by worker 0 from the ring).
+#[test]
+fn messages_for_an_endpoint_another_worker_serves_are_handed_over() {
+    let obj = fixture("msg_udp");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let mut rig = Rig::build(2, Some(("fwd", &obj)), Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = ep.id().unwrap() as u32;
+    rig.live.map_update("fwd", "target", &0u32.to_ne_bytes(), &id.to_ne_bytes(), 0).unwrap();
+    // 8 flows (the source port follows the payload's length), 25 frames each,
+    // interleaved; the payload starts with the frame's sequence number.
+    let (flows, per) = (8usize, 25u32);
+    let mut frames = Vec::new();
+    for seq in 0..per * flows as u32 {
+        let flow = seq as usize % flows;
+        let mut payload = vec![0u8; 8 + 4 * flow];
+        payload[..4].copy_from_slice(&seq.to_be_bytes());
+        frames.push(udp(7000, &payload));
+    }
+    rig.inject(&frames);
+    let mut got = Vec::new();
+    until("every message", || {
+        ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
+        got.len() >= frames.len()
+    });
+    let src = got[0].1.unwrap().1;
+    assert!(got.iter().all(|(d, m)| d.len() == 16 && *m == Some((5, src))), "marked 5, one source");
+    // Per flow (source port), the sequence numbers in the order they were sent.
+    let mut by_flow: std::collections::BTreeMap<u16, Vec<u32>> = Default::default();
+    for (d, _) in &got {
+        let sport = u16::from_be_bytes([d[0], d[1]]);
+        by_flow.entry(sport).or_default().push(u32::from_be_bytes(d[8..12].try_into().unwrap()));
+    }
+    assert_eq!(by_flow.len(), flows);
+    for (i, (_, seqs)) in by_flow.iter().enumerate() {
+        let want: Vec<u32> = (0..per).map(|k| k * flows as u32 + i as u32).collect();
+        assert_eq!(seqs, &want, "flow {i}: every message once, in order");
+    }
+    drop(ep);
+    let t = rig.finish();
+    let (w0, w1) = (&t.workers[0], &t.workers[1]);
+    assert!(w1.msg_handed > 0, "some flows ran on worker 1 and were handed over");
+    assert_eq!(w0.msg_handed, 0, "worker 0 serves the endpoint: nothing to hand");
+    assert_eq!((w0.msg_handoff_dropped, w1.msg_handoff_dropped), (0, 0));
+    assert_eq!((w0.msg_undelivered, w1.msg_undelivered), (0, 0));
+    assert_eq!(w1.msg_delivered, 0, "worker 1 serves no endpoint");
+    assert_eq!(w0.msg_delivered, frames.len() as u64, "all delivered by worker 0");
+    assert_eq!(t.port("wire").unwrap().drops.verdict, frames.len() as u64);
+}
+
 /// Sends one message for handler 7 on `ep` and waits until it is answered (a marked reply
 /// comes back) or counted as unhandled; returns the reply.
 fn ask(live: &Live, ep: &mut Endpoint, m: &[u8]) -> Option<Marked> {

@@ -44,6 +44,7 @@ mod error;
 #[expect(unsafe_code, reason = "sendmsg/recvmsg with SCM_RIGHTS control messages")]
 mod fdpass;
 mod layout;
+pub mod remote;
 mod ring;
 mod segment;
 #[expect(unsafe_code, reason = "memfd, mmap and eventfd; frame copies in shared memory")]

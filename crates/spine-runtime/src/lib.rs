@@ -34,7 +34,7 @@ pub use host::{splitmix64, Event, FixedHost, Host, INITIAL_JIFFIES, JIFFIES_HZ};
 pub use maps::{map_index, MapTable, ProgArray, ProgArrayError, RtMap, MAP_HANDLE_BASE, MAX_MAPS};
 pub use msg::{
     applet_of_section, handler_of_section, AppletHook, Dest, OutMsg, Outbox, MSG_MAX, OUTBOX_SLOTS,
-    SOURCE_EXTENSION,
+    SOURCE_EXTENSION, SOURCE_REMOTE,
 };
 pub use spine_verifier::{VerifyError, VerifyErrorKind};
 pub use watchdog::{FaultOutcome, FaultPolicy, Health};

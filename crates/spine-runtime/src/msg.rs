@@ -15,6 +15,12 @@ pub const OUTBOX_SLOTS: usize = 64;
 /// with the sending extension's id in the low 16 bits (endpoint ids stay below it).
 pub const SOURCE_EXTENSION: u32 = 0x8000_0000;
 
+/// A handler's `source` for a message that came from another adapter over a tunnel
+/// port: this bit, the tunnel port's index in bits 16..30 and the peer's claimed sender
+/// in the low 16 bits. `spine_msg_send` to such a source sends the message back out of
+/// that tunnel port, addressed to the claimed sender (an endpoint id over there).
+pub const SOURCE_REMOTE: u32 = 0x4000_0000;
+
 /// Where a message goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dest {
