@@ -277,6 +277,12 @@ impl Host for BulkHost<'_> {
     fn now_ns(&mut self) -> u64 {
         self.inner.now_ns()
     }
+    fn tai_ns(&mut self) -> u64 {
+        self.inner.tai_ns()
+    }
+    fn thread_cpu_ns(&mut self) -> Option<u64> {
+        self.inner.thread_cpu_ns()
+    }
     fn prandom_u32(&mut self) -> u32 {
         self.inner.prandom_u32()
     }

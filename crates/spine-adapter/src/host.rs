@@ -70,6 +70,10 @@ impl Host for WorkerHost {
         crate::sys::tai_ns()
     }
 
+    fn thread_cpu_ns(&mut self) -> Option<u64> {
+        crate::sys::thread_cpu_ns()
+    }
+
     #[inline]
     fn prandom_u32(&mut self) -> u32 {
         (splitmix64(&mut self.rng) >> 32) as u32

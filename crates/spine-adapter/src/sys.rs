@@ -15,6 +15,12 @@ pub fn tai_ns() -> u64 {
     clock_ns(libc::CLOCK_TAI)
 }
 
+/// The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID; a system call,
+/// for the watchdog's slow path only); `None` if the clock cannot be read.
+pub fn thread_cpu_ns() -> Option<u64> {
+    Some(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)).filter(|&t| t != 0)
+}
+
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec into `ts`, which lives across the call.

@@ -56,6 +56,9 @@ impl Host for CliHost {
     fn tai_ns(&mut self) -> u64 {
         spine_adapter::sys::tai_ns()
     }
+    fn thread_cpu_ns(&mut self) -> Option<u64> {
+        spine_adapter::sys::thread_cpu_ns()
+    }
     fn prandom_u32(&mut self) -> u32 {
         (splitmix64(&mut self.rng) >> 32) as u32
     }

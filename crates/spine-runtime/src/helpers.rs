@@ -102,6 +102,9 @@ pub(crate) struct XdpEnv<'a> {
     /// Set at the first clock check of the invocation, so invocations that never reach
     /// one (no loops, few calls: most packet programs) never read the clock.
     pub deadline: Option<u64>,
+    /// Set when an invocation first runs past `deadline` on a host with a thread CPU
+    /// clock: the same budget again, in the thread's own CPU time.
+    pub cpu_deadline: Option<u64>,
     /// Inner maps and ring-buffer records the invocation holds (the runner's, empty
     /// between invocations); released on drop.
     pub held: &'a mut Held,
@@ -986,6 +989,15 @@ impl Env for XdpEnv<'_> {
         let now = self.host.now_ns();
         let deadline = *self.deadline.get_or_insert(now.saturating_add(self.budget.ns));
         if now < deadline {
+            return BudgetVerdict::Continue(self.budget.points);
+        }
+        // Past the wall-clock budget. A worker the OS preempted mid-invocation (a loaded
+        // machine) has not run for all of that time: where the host has the thread's CPU
+        // clock, the invocation gets the same budget again in CPU time it actually runs,
+        // so a runaway program is still stopped after at most twice its budget of CPU.
+        let Some(cpu) = self.host.thread_cpu_ns() else { return BudgetVerdict::Abort };
+        let limit = *self.cpu_deadline.get_or_insert(cpu.saturating_add(self.budget.ns));
+        if cpu < limit {
             BudgetVerdict::Continue(self.budget.points)
         } else {
             BudgetVerdict::Abort

@@ -58,6 +58,13 @@ pub trait Host {
     fn tai_ns(&mut self) -> u64 {
         self.now_ns()
     }
+    /// The CPU time the calling thread has run, in nanoseconds (CLOCK_THREAD_CPUTIME_ID),
+    /// read by the watchdog only once an invocation is past its wall-clock budget, so
+    /// time the OS gave to other threads is not held against the extension. `None` (the
+    /// default: deterministic tests) lets the wall clock alone decide.
+    fn thread_cpu_ns(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// The tick rate of spine's `bpf_jiffies64`: the reference kernel's `CONFIG_HZ` (250,

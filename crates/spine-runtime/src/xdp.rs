@@ -404,6 +404,7 @@ impl XdpRunner {
                 redirect: None,
                 budget: self.budget,
                 deadline: None,
+                cpu_deadline: None,
                 held: &mut self.held,
                 cb_keys: self
                     .cb_keys
@@ -554,6 +555,7 @@ impl XdpBurst<'_> {
         env.fault_recorded = false;
         env.redirect = None;
         env.deadline = None;
+        env.cpu_deadline = None;
         let args = [ctx_ptr as u64, 0, 0, 0, 0];
         let mut target: Option<Arc<Extension>> = None;
         // The engine's result is taken apart at once: moving the whole `Result<u64, Fault>`

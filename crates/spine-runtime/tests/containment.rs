@@ -116,6 +116,63 @@ fn a_long_loop_within_budget_finishes_and_beyond_it_is_stopped() {
     }
 }
 
+/// A worker the OS preempts mid-invocation: its wall clock jumps 1 ms between two clock
+/// checks while the thread itself runs 10 ns. Time not run is not charged: past the wall
+/// budget the invocation gets the same budget again in the thread's CPU time.
+struct Preempted {
+    inner: FixedHost,
+    cpu: u64,
+}
+
+impl spine_runtime::Host for Preempted {
+    fn now_ns(&mut self) -> u64 {
+        self.inner.now += 1_000_000;
+        self.inner.now
+    }
+    fn thread_cpu_ns(&mut self) -> Option<u64> {
+        self.cpu += 10;
+        Some(self.cpu)
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        self.inner.prandom_u32()
+    }
+    fn trace(&mut self, cpu: usize, line: &[u8]) {
+        self.inner.trace(cpu, line);
+    }
+}
+
+#[test]
+fn time_the_worker_did_not_run_is_not_charged_and_runaways_still_stop() {
+    let obj = compile("runaway");
+    for engine in ENGINES {
+        let loaded = load(&obj, engine, &Domain::default_domain()).unwrap();
+        let ext = loaded.program(Some("by_length")).unwrap().clone();
+        // 2,744 iterations, some 43 clock checks: every one past the wall budget, but
+        // 430 ns of the thread's CPU time.
+        let mut runner = XdpRunner::new(ext, 0).unwrap();
+        let mut host = Preempted { inner: FixedHost::new(1), cpu: 0 };
+        assert_eq!(
+            runner.run(&mut packet(0, 14), RxInfo::default(), &mut host),
+            Ok(xdp_action::TX),
+            "{engine:?}: a preempted run that finishes is not stopped"
+        );
+        // Without a CPU clock the wall clock alone decides: the same run is stopped.
+        let r = runner.run(&mut packet(0, 14), RxInfo::default(), &mut host.inner);
+        assert!(matches!(r.as_ref().map_err(|f| &**f), Err(Fault::Budget { .. })), "{r:?}");
+        // A runaway is stopped once it has run its budget of CPU time after the wall one.
+        let ext = loaded.program(Some("forever")).unwrap().clone();
+        let mut runner = XdpRunner::new(ext, 0).unwrap();
+        let mut host = Preempted { inner: FixedHost::new(1), cpu: 0 };
+        let r = runner.run(&mut packet(0, 64), RxInfo::default(), &mut host);
+        assert!(matches!(r.as_ref().map_err(|f| &**f), Err(Fault::Budget { .. })), "{r:?}");
+        let checks = host.cpu / 10;
+        assert!(
+            (1_000..=1_002).contains(&checks),
+            "{engine:?}: stopped after {checks} clock checks past the wall budget"
+        );
+    }
+}
+
 #[test]
 fn repeated_faults_detach_the_extension_and_other_traffic_keeps_flowing() {
     let policy = FaultPolicy { max_faults: 5, window_ns: 1_000_000_000 };
