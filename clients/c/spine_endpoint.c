@@ -202,6 +202,61 @@ int spine_ep_send_message(struct spine_ep *ep, uint8_t handler, const void *data
 	return send_with(ep, data, len, SPINE_EP_DESC_MESSAGE | (uint32_t)handler << 8);
 }
 
+static void put_be(uint8_t *p, uint32_t v, int bytes)
+{
+	for (int i = bytes - 1; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static uint32_t get_be(const uint8_t *p, int bytes)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < bytes; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+int spine_remote_frame(void *out, uint32_t cap, uint8_t handler, uint32_t to,
+		       uint32_t from, const void *payload, uint32_t len)
+{
+	uint8_t *f = out;
+
+	if (len > SPINE_EP_MSG_MAX || cap < SPINE_REMOTE_HEADER_LEN + len)
+		return -EMSGSIZE;
+	memset(f, 0xff, 6);
+	memset(f + 6, 0, 6);
+	put_be(f + 12, SPINE_REMOTE_ETHERTYPE, 2);
+	f[14] = 'S';
+	f[15] = 'M';
+	f[16] = 1;
+	f[17] = handler;
+	put_be(f + 18, to, 4);
+	put_be(f + 22, from, 4);
+	put_be(f + 26, len, 2);
+	memcpy(f + SPINE_REMOTE_HEADER_LEN, payload, len);
+	return (int)(SPINE_REMOTE_HEADER_LEN + len);
+}
+
+int spine_remote_parse(const void *frame, uint32_t len, uint8_t *handler, uint32_t *to,
+		       uint32_t *from, const uint8_t **payload)
+{
+	const uint8_t *f = frame;
+	uint32_t n;
+
+	if (len < SPINE_REMOTE_HEADER_LEN || get_be(f + 12, 2) != SPINE_REMOTE_ETHERTYPE ||
+	    f[14] != 'S' || f[15] != 'M' || f[16] != 1)
+		return -EBADMSG;
+	n = get_be(f + 26, 2);
+	if (n > SPINE_EP_MSG_MAX || SPINE_REMOTE_HEADER_LEN + n > len)
+		return -EBADMSG;
+	*handler = f[17];
+	*to = get_be(f + 18, 4);
+	*from = get_be(f + 22, 4);
+	*payload = f + SPINE_REMOTE_HEADER_LEN;
+	return (int)n;
+}
+
 int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap)
 {
 	return spine_ep_recv_marked(ep, buf, cap, NULL);

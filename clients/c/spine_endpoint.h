@@ -31,6 +31,14 @@ extern "C" {
 #define SPINE_EP_DESC_MESSAGE 2u
 #define SPINE_EP_MSG_MAX 240u
 
+/* Active messages between adapters (crates/spine-endpoint/src/remote.rs): one message per
+ * Ethernet frame of ethertype SPINE_REMOTE_ETHERTYPE, sent with spine_ep_send through an
+ * endpoint on a tunnel port; the adapter at the other end runs its handlers (to =
+ * SPINE_REMOTE_TO_HANDLERS) or delivers the payload to its endpoint `to`. */
+#define SPINE_REMOTE_ETHERTYPE 0x88B6u
+#define SPINE_REMOTE_TO_HANDLERS 0xFFFFFFFFu
+#define SPINE_REMOTE_HEADER_LEN 28u
+
 /* What spine_ep_recv_marked says about a received message. */
 struct spine_ep_mark {
 	int message;		/* 1: an active message; 0: a frame */
@@ -80,6 +88,20 @@ int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap);
 /* As spine_ep_recv, and fills `mark` (when not NULL) for a message it returns. */
 int spine_ep_recv_marked(struct spine_ep *ep, void *buf, uint32_t cap,
 			 struct spine_ep_mark *mark);
+
+/* Writes the frame of an active message for the adapter at the other end of a tunnel
+ * into `out` (`cap` bytes): for its `handler`, to its handlers or endpoint `to`, from
+ * `from` (this endpoint's id, from the answer to spine_ep_request: replies come back to
+ * it), carrying `len` bytes of `payload`. The frame's length; -EMSGSIZE: `len` over
+ * SPINE_EP_MSG_MAX or `cap` too small. */
+int spine_remote_frame(void *out, uint32_t cap, uint8_t handler, uint32_t to,
+		       uint32_t from, const void *payload, uint32_t len);
+
+/* Reads a remote message frame of `len` bytes: fills handler, to, from and points
+ * `payload` into `frame`. The payload's length; -EBADMSG: not such a frame (ethertype,
+ * magic, version) or a length past its end. */
+int spine_remote_parse(const void *frame, uint32_t len, uint8_t *handler, uint32_t *to,
+		       uint32_t *from, const uint8_t **payload);
 
 /* Unmaps the region and frees the library's memory. */
 void spine_ep_close(struct spine_ep *ep);

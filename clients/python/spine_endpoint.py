@@ -29,6 +29,42 @@ DESC_INLINE = 1
 # in bits 16..32; at most MSG_MAX bytes, inline or in a frame.
 DESC_MESSAGE = 2
 MSG_MAX = 240
+# Active messages between adapters (crates/spine-endpoint/src/remote.rs): one message per
+# Ethernet frame of this ethertype, sent through an endpoint on a tunnel port; the
+# adapter at the other end runs its handlers (to = REMOTE_TO_HANDLERS) or delivers the
+# payload to its endpoint `to`.
+REMOTE_ETHERTYPE = 0x88B6
+REMOTE_TO_HANDLERS = 0xFFFFFFFF
+REMOTE_HEADER_LEN = 28
+_REMOTE = struct.Struct(">6s6sH2sBBIIH")
+
+
+def remote_frame(handler, to, sender, payload):
+    """The frame of an active message for the adapter at the other end of a tunnel:
+    for its ``handler`` (0..255), to its handlers or its endpoint ``to``, from
+    ``sender`` (this endpoint's ``.id``: replies come back to it), carrying ``payload``
+    (at most MSG_MAX bytes). Send it with ``Endpoint.send`` on an endpoint of the
+    tunnel port."""
+    if not 0 <= handler <= 255:
+        raise ValueError("handler outside 0..255")
+    if len(payload) > MSG_MAX:
+        raise ValueError(f"message longer than {MSG_MAX} bytes")
+    head = _REMOTE.pack(b"\xff" * 6, bytes(6), REMOTE_ETHERTYPE, b"SM", 1, handler,
+                        to & 0xFFFFFFFF, sender & 0xFFFFFFFF, len(payload))
+    return head + bytes(payload)
+
+
+def parse_remote(frame):
+    """``(handler, to, sender, payload)`` of a remote message frame; ValueError for a
+    frame that is none (wrong ethertype, magic or version; a length past its end)."""
+    if len(frame) < REMOTE_HEADER_LEN:
+        raise ValueError("shorter than a remote message header")
+    _, _, ethertype, magic, version, handler, to, sender, n = _REMOTE.unpack_from(frame)
+    if ethertype != REMOTE_ETHERTYPE or magic != b"SM" or version != 1:
+        raise ValueError("not a remote message frame")
+    if n > MSG_MAX or REMOTE_HEADER_LEN + n > len(frame):
+        raise ValueError("remote message length past the frame")
+    return handler, to, sender, bytes(frame[REMOTE_HEADER_LEN:REMOTE_HEADER_LEN + n])
 
 
 def _round_up(v, to):
