@@ -143,6 +143,11 @@ impl RtnlSocket {
         }
         // A kernel older than 5.3 has no nexthop objects, and no routes through them.
         let _ = sock.add_membership(libc::RTNLGRP_NEXTHOP);
+        // Forwarding switches (`sysctl net.ipv4.conf.X.forwarding`) change without a link
+        // or address message: the kernel announces them to the netconf groups.
+        for g in [libc::RTNLGRP_IPV4_NETCONF, libc::RTNLGRP_IPV6_NETCONF] {
+            sock.add_membership(g).map_err(io("join group"))?;
+        }
         set_timeout(&sock, Duration::from_millis(100))?;
         Ok(RtnlSocket {
             sock,
@@ -384,6 +389,15 @@ impl RtnlSocket {
                 off += len.next_multiple_of(4);
                 continue;
             }
+            if kind == links::RTM_NEWNETCONF || kind == links::RTM_DELNETCONF {
+                count += 1;
+                self.netconf(links::netconf_ifindex(head.payload()), fib, stats);
+                if len == 0 {
+                    break;
+                }
+                off += len.next_multiple_of(4);
+                continue;
+            }
             let msg: NetlinkMessage<RouteNetlinkMessage> =
                 NetlinkMessage::deserialize(&self.buf[off..n])
                     .map_err(|e| RtnlError::Decode(e.to_string()))?;
@@ -509,6 +523,27 @@ impl RtnlSocket {
     }
 
     /// The FIB change that interface `ifindex`'s new state makes, if it describes a port.
+    /// A netconf message about interface `ifindex` (`None`: all of them, or the
+    /// defaults): its forwarding switches are read again and a port whose switch changed
+    /// is described anew.
+    fn netconf(&mut self, ifindex: Option<u32>, fib: &mut FibWriter, stats: &MirrorStats) {
+        let targets: Vec<u32> = match ifindex {
+            Some(i) => vec![i],
+            None => self.links.keys().copied().collect(),
+        };
+        for i in targets {
+            let Some(link) = self.links.get_mut(&i) else { continue };
+            let before = (link.forward_v4, link.forward_v6);
+            links::read_forwarding(link);
+            if before == (link.forward_v4, link.forward_v6) {
+                continue;
+            }
+            if let Some(op) = self.iface_op(i) {
+                apply(fib, stats, op.map(|op| alias(op, &self.aliases)));
+            }
+        }
+    }
+
     fn iface_op(&self, ifindex: u32) -> Option<Option<FibOp>> {
         let port = *self.ports.iter().find(|&&p| self.source(p) == ifindex)?;
         Some(Some(match self.iface(port) {

@@ -97,6 +97,34 @@ pub(crate) fn update_link(link: &mut Link, l: &LinkMessage) {
     }
 }
 
+/// netconf messages (`linux/rtnetlink.h`; netlink-packet-route has none).
+pub(crate) const RTM_NEWNETCONF: u16 = 80;
+pub(crate) const RTM_DELNETCONF: u16 = 81;
+/// `NETCONFA_IFINDEX`: the interface a netconf message is about (negative: all, or
+/// the defaults for new ones).
+const NETCONFA_IFINDEX: u16 = 1;
+
+/// The interface of a netconf message's payload (`struct netconfmsg`, 4 bytes with its
+/// padding, then attributes); `None` for all interfaces, the defaults, or a message
+/// without one (whoever reads it then looks at every interface).
+pub(crate) fn netconf_ifindex(payload: &[u8]) -> Option<u32> {
+    let mut at = 4;
+    while let Some(h) = payload.get(at..at + 4) {
+        let (len, kind) =
+            (usize::from(u16::from_ne_bytes([h[0], h[1]])), u16::from_ne_bytes([h[2], h[3]]));
+        if len < 4 {
+            return None;
+        }
+        if kind & 0x3fff == NETCONFA_IFINDEX {
+            let v = payload.get(at + 4..at + 8)?;
+            let i = i32::from_ne_bytes([v[0], v[1], v[2], v[3]]);
+            return u32::try_from(i).ok().filter(|&i| i > 0);
+        }
+        at += len.next_multiple_of(4);
+    }
+    None
+}
+
 /// Reads the forwarding switches of `link` from /proc (no netlink message carries them
 /// with the link).
 pub(crate) fn read_forwarding(link: &mut Link) {
@@ -139,4 +167,29 @@ pub fn links() -> Result<Vec<Link>, RtnlError> {
 pub fn multipath_seed() -> Option<u32> {
     let s = std::fs::read_to_string("/proc/sys/net/ipv4/fib_multipath_hash_seed").ok()?;
     s.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn netconf(attrs: &[(u16, i32)]) -> Vec<u8> {
+        let mut m = vec![2, 0, 0, 0];
+        for &(kind, v) in attrs {
+            m.extend_from_slice(&8u16.to_ne_bytes());
+            m.extend_from_slice(&kind.to_ne_bytes());
+            m.extend_from_slice(&v.to_ne_bytes());
+        }
+        m
+    }
+
+    #[test]
+    fn netconf_messages_name_their_interface() {
+        assert_eq!(netconf_ifindex(&netconf(&[(2, 1), (1, 7)])), Some(7));
+        assert_eq!(netconf_ifindex(&netconf(&[(1, -1)])), None, "all interfaces");
+        assert_eq!(netconf_ifindex(&netconf(&[(1, -2)])), None, "the defaults");
+        assert_eq!(netconf_ifindex(&netconf(&[(2, 1)])), None, "none named");
+        assert_eq!(netconf_ifindex(&[2, 0, 0, 0, 3, 0]), None, "a truncated attribute");
+        assert_eq!(netconf_ifindex(&[2, 0, 0, 0, 0, 0, 1, 0, 9]), None, "a zero length");
+    }
 }

@@ -160,6 +160,19 @@ fn the_fibs_interfaces_follow_the_kernels() {
     });
     ns.ip("addr del 10.7.0.1/24 dev if0a");
     eventually(&reader, "a removed address", |s| s.iface(port).is_some_and(|i| i.addrs.len() == 2));
+    // A forwarding switch alone (no link or address message): the netconf groups.
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.if0a.forwarding=0"]);
+    eventually(&reader, "IPv4 forwarding off", |s| s.iface(port).is_some_and(|i| !i.forward_v4));
+    ns.exec(&["sysctl", "-qw", "net.ipv6.conf.if0a.forwarding=1"]);
+    eventually(&reader, "IPv6 forwarding on", |s| s.iface(port).is_some_and(|i| i.forward_v6));
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.all.forwarding=1"]);
+    eventually(&reader, "IPv4 forwarding on for all", |s| {
+        s.iface(port).is_some_and(|i| i.forward_v4)
+    });
+    ns.exec(&["sysctl", "-qw", "net.ipv4.conf.if1a.forwarding=0"]);
+    eventually(&reader, "the twin's switch on its port", |s| {
+        s.iface(twin_port).is_some_and(|i| !i.forward_v4)
+    });
     ns.ip("link set if1a mtu 1300");
     eventually(&reader, "the twin's new MTU on its port", |s| {
         s.iface(twin_port).is_some_and(|i| i.mtu == 1300)
