@@ -189,6 +189,17 @@ fn vlan_packets() -> Vec<Vec<u8>> {
 }
 
 /// Every packet, and each of them cut at every length from 0 to its end.
+/// Frames of 100, 700 and 1,500 bytes (the last ending in 0xff) and one past the walk.
+fn scan_packets() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for (len, last) in [(100usize, 0x00u8), (700, 0xff), (1500, 0x11), (1514, 0xff)] {
+        let mut f = eth(0x0800, &vec![0x5a; len - 14]);
+        *f.last_mut().unwrap() = last;
+        out.push(f);
+    }
+    out
+}
+
 fn with_truncations(pkts: Vec<Vec<u8>>, seed: u64) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for p in &pkts {
@@ -220,13 +231,14 @@ fn lb_setup(p: &mut Pair) {
     }
 }
 
-const CASES: [Case; 6] = [
+const CASES: [Case; 7] = [
     Case { file: "ipv6_ext", loops: true, packets: ipv6_packets, setup: no_setup },
     Case { file: "ipv6_ext_fn", loops: true, packets: ipv6_packets, setup: no_setup },
     Case { file: "tcp_mss", loops: true, packets: tcp_mss_packets, setup: no_setup },
     Case { file: "decap", loops: false, packets: decap_packets, setup: no_setup },
     Case { file: "lb", loops: false, packets: lb_packets, setup: lb_setup },
     Case { file: "vlan_pop", loops: true, packets: vlan_packets, setup: no_setup },
+    Case { file: "scan_end", loops: false, packets: scan_packets, setup: no_setup },
 ];
 
 #[test]

@@ -143,3 +143,19 @@ fn unbounded_length_returned_through_an_out_parameter_is_refused() {
     assert_eq!(prog, "out_param");
     assert!(e.to_string().contains("invalid access to packet"), "{e}");
 }
+
+#[test]
+fn a_cursor_walked_to_the_packets_end_byte_by_byte_keeps_its_offset() {
+    check("scan_to_end");
+}
+
+/// The same walk with a count no exploration covers (the kernel refuses it: "The
+/// sequence of 8193 jumps is too complex"): spine unrolls within its budget, then joins
+/// the passes and still proves the access (the watchdog bounds the run).
+#[test]
+fn a_walk_too_long_to_unroll_is_joined_and_still_proven() {
+    if let Err(b) = check_with("scan_to_end", &["-DSCAN_MAX=1000000"]) {
+        let (prog, e, log) = *b;
+        panic!("{prog} refused: {e}\n{log}");
+    }
+}

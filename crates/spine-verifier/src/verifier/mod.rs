@@ -44,9 +44,18 @@ const HARD_WIDEN_AFTER: u32 = 24;
 const PATH_KEPT: usize = 256;
 /// Iterations of a loop one path unrolls (its states cached at the head as at any
 /// prune point, compared by their precise numbers) before the head joins its states.
+/// A program refused after such a join is verified again without this limit
+/// ([`verify`]): a short body walked a thousand times (a scan for the packet's end
+/// byte by byte) is then explored pass by pass as the kernel does, and only programs
+/// that need it pay for it.
 const MAX_UNROLL: u32 = 64;
-/// States a loop head caches, all paths together, before it joins them instead.
+/// States a loop head caches, all paths together, before it joins them instead (the
+/// second verification: [`LONG_UNROLLED_STATES_PER_HEAD`]).
 const UNROLLED_STATES_PER_HEAD: usize = 1024;
+const LONG_UNROLLED_STATES_PER_HEAD: usize = 8192;
+/// In the second verification, loops join past [`MAX_UNROLL`] passes once the program
+/// has processed this many instructions (a refused program pays at most this much more).
+const LONG_UNROLL_INSNS: u64 = 65_536;
 /// Once this share (1/n) of the instruction budget is spent, loop heads join: a loop of
 /// unknown count with a long, branchy body still converges within the budget.
 const UNROLL_BUDGET_SHARE: u64 = 2;
@@ -164,6 +173,10 @@ pub(crate) struct Verifier<'a> {
     /// Per `bpf_loop` call site: whether every visit had flags a known 0, and the
     /// callback (`None` once two visits named different ones).
     loop_sites: std::collections::BTreeMap<usize, (bool, Option<usize>)>,
+    /// The second verification: loops unroll past [`MAX_UNROLL`] passes.
+    long_unroll: bool,
+    /// A loop head joined because a path reached [`MAX_UNROLL`] passes.
+    joined_at_depth: bool,
 }
 
 struct Pending {
@@ -181,7 +194,44 @@ pub(crate) struct Fail {
     pub state: Option<String>,
 }
 
+/// Verifies `insns`. Loops unroll [`MAX_UNROLL`] passes per path, then join; a
+/// program refused after such a join is verified once more with loops unrolled until
+/// the instruction budget decides (as the kernel explores them), and accepted if that
+/// proves it. The first refusal is the one reported.
 pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, VerifyError> {
+    let mut joined = false;
+    match verify_once(insns, env, false, &mut joined) {
+        Err(e) if joined && lost_bounds(&e.kind) => {
+            verify_once(insns, env, true, &mut joined).map_err(|_| e)
+        }
+        r => r,
+    }
+}
+
+/// Refusals a join can cause by losing a number's bounds, which unrolling further may
+/// keep (other refusals are not retried).
+fn lost_bounds(kind: &K) -> bool {
+    matches!(
+        kind,
+        K::PacketOutOfBounds { .. }
+            | K::MapValueOutOfBounds { .. }
+            | K::MemOutOfBounds { .. }
+            | K::NegativeOffset { .. }
+            | K::UnboundedAccess { .. }
+            | K::PointerOffsetUnbounded { .. }
+            | K::HelperSizeUnbounded { .. }
+            | K::HelperSizeNegative { .. }
+    )
+}
+
+/// One verification (`long_unroll`: loops unroll past [`MAX_UNROLL`]); `joined` tells
+/// whether a loop head joined because a path reached [`MAX_UNROLL`] passes.
+fn verify_once(
+    insns: &[Insn],
+    env: &VerifyEnv,
+    long_unroll: bool,
+    joined: &mut bool,
+) -> Result<Verified, VerifyError> {
     let maps_for_msg = env.maps;
     let fail = |pc: usize, kind: K, state: String, log: String| VerifyError {
         pc,
@@ -235,8 +285,12 @@ pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, Verify
         async_cbs: Vec::new(),
         async_roots: Vec::new(),
         loop_sites: std::collections::BTreeMap::new(),
+        long_unroll,
+        joined_at_depth: false,
     };
-    match v.run() {
+    let ran = v.run();
+    *joined = v.joined_at_depth;
+    match ran {
         Ok(()) => {}
         Err(f) => {
             let state = f.state.unwrap_or_default();
@@ -628,7 +682,10 @@ impl<'a> Verifier<'a> {
             if let Some(u) = &node.unrolled {
                 if u.0 == pc {
                     depth += 1;
-                    if u.1.includes(&st) {
+                    // The nearest passes only: a loop that comes back to a state it
+                    // held repeats within a few passes, and comparing with every one
+                    // of a thousand would make a long walk quadratic.
+                    if depth <= MAX_UNROLL && u.1.includes(&st) {
                         covered = true;
                         break;
                     }
@@ -642,10 +699,15 @@ impl<'a> Verifier<'a> {
             self.mark_chain(all_numbers(&st), false);
             return Ok(None);
         }
-        if depth >= MAX_UNROLL
-            || self.cached_total[pc] >= UNROLLED_STATES_PER_HEAD
+        let per_head =
+            if self.long_unroll { LONG_UNROLLED_STATES_PER_HEAD } else { UNROLLED_STATES_PER_HEAD };
+        let deep =
+            depth >= MAX_UNROLL && (!self.long_unroll || self.processed >= LONG_UNROLL_INSNS);
+        if deep
+            || self.cached_total[pc] >= per_head
             || self.processed >= self.env.limits.max_insns / UNROLL_BUDGET_SHARE
         {
+            self.joined_at_depth |= deep && !self.long_unroll;
             return self.head(pc, st, false);
         }
         let before = self.nodes.len();
