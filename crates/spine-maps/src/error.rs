@@ -195,9 +195,13 @@ pub enum MapError {
     CpuOutOfRange { map: Arc<str>, cpu: usize, ncpus: usize },
     #[error("map {map}: a queue or stack has no keys to delete or list (push, pop and peek its elements)")]
     NoKeys { map: Arc<str> },
-    #[error("map {map}: lookup-and-delete needs a queue or stack (a pop) or a hash map (with a key)")]
+    #[error(
+        "map {map}: lookup-and-delete needs a queue or stack (a pop) or a hash map (with a key)"
+    )]
     PopUnsupported { map: Arc<str> },
-    #[error("map {map}: a bloom filter has no keys to delete or list (push values, peek for them)")]
+    #[error(
+        "map {map}: a bloom filter has no keys to delete or list (push values, peek for them)"
+    )]
     BloomNoKeys { map: Arc<str> },
 }
 

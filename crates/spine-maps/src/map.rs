@@ -538,15 +538,25 @@ impl Map {
         }
         self.check_user_read()?;
         self.check_user_write()?;
-        let Some(q) = self.queue() else {
-            return Err(MapError::PopUnsupported { map: self.name() });
-        };
-        if flags != 0 {
+        if flags != 0 && self.queue().is_some() {
             return Err(MapError::InvalidFlags { map: self.name(), flags });
         }
+        let lock = flags & LOCK != 0;
+        if lock && self.def.spin_lock.is_none() {
+            return Err(MapError::NoSpinLock { map: self.name() });
+        }
         self.check_key(key)?;
-        self.check_len(out.len(), self.def.value_size as usize)?;
-        q.get(out, true)
+        match &self.inner {
+            Inner::Queue(q) => {
+                self.check_len(out.len(), self.def.value_size as usize)?;
+                q.get(out, true)
+            }
+            Inner::Hash(h) => {
+                self.check_len(out.len(), self.user_value_size())?;
+                h.lookup_and_delete_user(key, out, lock)
+            }
+            _ => Err(MapError::PopUnsupported { map: self.name() }),
+        }
     }
 
     /// `BPF_MAP_UPDATE_ELEM`: `value` is [`Map::user_value_size`] bytes (each CPU's
