@@ -22,7 +22,7 @@ fn kernel_func_id(name: &str) -> Option<i32> {
     let str_off = u32_at(16) as usize;
     let (types, strs) = (hdr_len + type_off, hdr_len + str_off);
     let mut at = types;
-    let mut id = 1;
+    let mut id: u32 = 1;
     while at < types + type_len {
         let (name_off, info) = (u32_at(at) as usize, u32_at(at + 4));
         let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
