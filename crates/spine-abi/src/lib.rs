@@ -25,6 +25,7 @@ pub mod map_type {
     pub const STACK: u32 = 23;
     pub const DEVMAP_HASH: u32 = 25;
     pub const RINGBUF: u32 = 27;
+    pub const BLOOM_FILTER: u32 = 30;
     /// spine's endpoint map (`SPINE_MAP_TYPE_ENDPOINT` in `include/spine_helpers.h`): an
     /// xskmap whose slots hold spine endpoints. Numbered far outside the kernel's
     /// `enum bpf_map_type` so it can never collide with a future kernel type.
@@ -51,6 +52,7 @@ pub mod map_type {
             STACK => "stack",
             DEVMAP_HASH => "devmap_hash",
             RINGBUF => "ringbuf",
+            BLOOM_FILTER => "bloom_filter",
             SPINE_ENDPOINT => "spine_endpoint",
             _ => "unknown",
         }

@@ -719,8 +719,14 @@ impl Live {
     }
 
     /// `BPF_MAP_LOOKUP_ELEM`: the value (every CPU's, padded, for per-CPU maps).
+    /// A bloom filter's lookup would ask about a value this call has no way to take:
+    /// refused (`EOPNOTSUPP`) rather than answering for an all-zero value.
     pub fn map_lookup(&self, ext: &str, map: &str, key: &[u8]) -> Result<Vec<u8>, LiveError> {
         let m = self.map(ext, map)?;
+        if m.def().map_type == spine_abi::map_type::BLOOM_FILTER {
+            let e = spine_maps::MapError::BloomNoKeys { map: m.def().name.clone() };
+            return Err(Self::map_err(ext, map, "lookup", Some(key))(e));
+        }
         Self::check_key(ext, map, &m, key)?;
         let mut out = vec![0u8; m.user_value_size()];
         m.lookup_user(key, &mut out).map_err(Self::map_err(ext, map, "lookup", Some(key)))?;
@@ -759,11 +765,40 @@ impl Live {
         m.delete_user(key).map_err(Self::map_err(ext, map, "delete", Some(key)))
     }
 
+    /// `BPF_MAP_LOOKUP_AND_DELETE_ELEM` on a hash map (plain, per-CPU, LRU, LRU
+    /// per-CPU): the value of `key` (every CPU's, padded, for per-CPU maps), and the
+    /// element is gone. `flags` is 0 or `BPF_F_LOCK` (the value read under its
+    /// `bpf_spin_lock`); the kernel's errnos: `ENOENT` for a missing key, `EPERM` for a
+    /// frozen or one-way map, `EINVAL` for other flags, `ENOTSUPP` for map types without
+    /// the operation (a queue or stack pops with [`Live::map_pop`]).
+    pub fn map_lookup_and_delete(
+        &self,
+        ext: &str,
+        map: &str,
+        key: &[u8],
+        flags: u64,
+    ) -> Result<Vec<u8>, LiveError> {
+        let m = self.map(ext, map)?;
+        Self::check_key(ext, map, &m, key)?;
+        let mut out = vec![0u8; m.user_value_size()];
+        m.lookup_and_delete_user(key, &mut out, flags).map_err(Self::map_err(
+            ext,
+            map,
+            "lookup_and_delete",
+            Some(key),
+        ))?;
+        Ok(out)
+    }
+
     /// `BPF_MAP_LOOKUP_AND_DELETE_ELEM` on a queue or stack: the element popped (the
     /// oldest of a queue, the newest of a stack), or `None` when it is empty. Push with
     /// [`Live::map_update`] and peek with [`Live::map_lookup`], both with an empty key.
     pub fn map_pop(&self, ext: &str, map: &str) -> Result<Option<Vec<u8>>, LiveError> {
         let m = self.map(ext, map)?;
+        if !matches!(m.def().map_type, spine_abi::map_type::QUEUE | spine_abi::map_type::STACK) {
+            let e = spine_maps::MapError::PopUnsupported { map: m.def().name.clone() };
+            return Err(Self::map_err(ext, map, "lookup_and_delete", None)(e));
+        }
         let mut out = vec![0u8; m.def().value_size as usize];
         match m.lookup_and_delete_user(&[], &mut out, 0) {
             Ok(()) => Ok(Some(out)),

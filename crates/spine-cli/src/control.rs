@@ -152,6 +152,16 @@ pub enum MapCmd {
     },
     /// Delete KEY.
     Delete { ext: String, map: String, key: String },
+    /// The value of KEY in a hash map, and the entry deleted at once
+    /// (BPF_MAP_LOOKUP_AND_DELETE_ELEM).
+    LookupAndDelete {
+        ext: String,
+        map: String,
+        key: String,
+        /// Read the value under its bpf_spin_lock (BPF_F_LOCK).
+        #[arg(long)]
+        lock: bool,
+    },
     /// The key after KEY (the first one without KEY).
     NextKey { ext: String, map: String, key: Option<String> },
     /// Take the next element of a queue or stack (push with `update EXT MAP '' VALUE`,
@@ -330,6 +340,16 @@ pub fn map(cmd: MapCmd, conn: &Conn) -> Result<()> {
             if conn.json {
                 return print_json(&serde_json::json!({ "deleted": hex(&k) }));
             }
+        }
+        MapCmd::LookupAndDelete { ext, map, key, lock } => {
+            let info = c.map_info(&ext, &map)?;
+            let k = arg_bytes(&key, info.key_size as usize, "key", &ext, &map)?;
+            let f = if lock { spine_abi::update_flags::LOCK } else { 0 };
+            let v = c.lookup_and_delete(&ext, &map, &k, f)?;
+            if conn.json {
+                return print_json(&serde_json::json!({ "key": hex(&k), "value": hex(&v) }));
+            }
+            println!("key: {}  value: {}  (deleted)", hex(&k), hex(&v));
         }
         MapCmd::NextKey { ext, map, key } => {
             let info = c.map_info(&ext, &map)?;

@@ -104,6 +104,14 @@ fn extensions_and_maps_of_a_running_adapter_from_the_command_line() {
     ok(spine(&sock, &["map", "delete", "b", "table", "42"]));
     let e = fails(spine(&sock, &["map", "lookup", "b", "table", "42"]));
     assert!(e.contains("map 'table'") && e.contains("2a 00 00 00"), "{e}");
+    // Lookup-and-delete: the value, then the entry is gone (ENOENT for a second one).
+    ok(spine(&sock, &["map", "update", "b", "table", "43", "9"]));
+    let out = ok(spine(&sock, &["map", "lookup-and-delete", "b", "table", "43"]));
+    assert!(out.contains("key: 2b 00 00 00  value: 09 00 00 00 00 00 00 00  (deleted)"), "{out}");
+    let e = fails(spine(&sock, &["map", "lookup-and-delete", "b", "table", "43"]));
+    assert!(e.contains("map 'table'") && e.contains("2b 00 00 00"), "{e}");
+    let e = fails(spine(&sock, &["map", "lookup-and-delete", "b", "table", "43", "--lock"]));
+    assert!(e.contains("bpf_spin_lock"), "{e}");
     let e = fails(spine(&sock, &["map", "lookup", "b", "nosuchmap", "1"]));
     assert!(e.contains("'nosuchmap'"), "{e}");
     let maps = json(spine(&sock, &["map", "list", "--json"]));

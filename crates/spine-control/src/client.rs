@@ -17,7 +17,8 @@ use serde::Serialize;
 
 use crate::proto::{
     hex, unhex, ApiError, AttachRequest, Attachment, DomainView, Dump, ErrorBody, ExtView,
-    KeyRequest, MapView, NextKey, Popped, PortView, Totals, UpdateRequest, Version, VERSION,
+    KeyRequest, LookupAndDeleteRequest, MapView, NextKey, Popped, PortView, Totals, UpdateRequest,
+    Version, VERSION,
 };
 
 /// Why a request failed.
@@ -509,6 +510,21 @@ impl Client {
             None => Ok(None),
             Some(k) => unhex(&k).map(Some).ok_or_else(|| self.protocol("a key that is not hex")),
         }
+    }
+
+    /// Hash map `map`'s value of `key`, the element deleted at once
+    /// (`BPF_MAP_LOOKUP_AND_DELETE_ELEM`; `flags` 0 or `BPF_F_LOCK`).
+    pub fn lookup_and_delete(
+        &mut self,
+        ext: &str,
+        map: &str,
+        key: &[u8],
+        flags: u64,
+    ) -> Result<Vec<u8>, ClientError> {
+        let r = LookupAndDeleteRequest { key: hex(key), flags };
+        let e: crate::proto::Entry =
+            self.json(&Self::map_path(ext, map, "lookup_and_delete"), &r)?;
+        unhex(&e.value).ok_or_else(|| self.protocol("a value that is not hex"))
     }
 
     /// Pops queue or stack `map`: its next element, `None` when it is empty.

@@ -71,6 +71,15 @@ pub struct UpdateRequest {
     pub flags: u64,
 }
 
+/// `POST .../lookup_and_delete`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LookupAndDeleteRequest {
+    pub key: String,
+    /// 0, or `BPF_F_LOCK` (4): read the value under its `bpf_spin_lock`.
+    #[serde(default)]
+    pub flags: u64,
+}
+
 /// One map entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {

@@ -36,8 +36,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::proto::{
-    hex, unhex, ApiError, AttachRequest, Attachment, Dump, Entry, ErrorBody, KeyRequest, NextKey,
-    Popped, TraceRequest, UpdateRequest, Version, VERSION,
+    hex, unhex, ApiError, AttachRequest, Attachment, Dump, Entry, ErrorBody, KeyRequest,
+    LookupAndDeleteRequest, NextKey, Popped, TraceRequest, UpdateRequest, Version, VERSION,
 };
 use crate::tls::{TlsConfig, TlsError};
 
@@ -584,6 +584,7 @@ fn router(app: App, cfg: &ServerConfig) -> Router {
         .route("/extensions/{ext}/maps/{map}/delete", post(delete_key))
         .route("/extensions/{ext}/maps/{map}/next_key", post(next_key))
         .route("/extensions/{ext}/maps/{map}/pop", post(pop))
+        .route("/extensions/{ext}/maps/{map}/lookup_and_delete", post(lookup_and_delete))
         .route("/extensions/{ext}/maps/{map}/records", get(records))
         .route("/stats", get(|State(a): State<App>| async move { Json(a.live.totals()) }))
         .route("/trace/start", post(trace_start))
@@ -810,6 +811,22 @@ async fn next_key(
     let key = r.key.as_deref().map(|k| key_bytes("key", k)).transpose()?;
     let next = a.live.map_next_key(&ext, &map, key.as_deref())?;
     Ok(Json(NextKey { next_key: next.as_deref().map(hex) }))
+}
+
+/// `POST .../lookup_and_delete`: a hash map's value of `key`, the element deleted
+/// (`BPF_MAP_LOOKUP_AND_DELETE_ELEM`).
+async fn lookup_and_delete(
+    State(a): State<App>,
+    UrlPath((ext, map)): UrlPath<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Reply<Entry> {
+    let r: LookupAndDeleteRequest = parse(body)?;
+    let key = key_bytes("key", &r.key)?;
+    let value = a.live.map_lookup_and_delete(&ext, &map, &key, r.flags)?;
+    let kv = [(key, value)];
+    let formatted = a.live.map_formatted(&ext, &map, &kv).pop().flatten();
+    let [(key, value)] = kv;
+    Ok(Json(Entry { key: hex(&key), value: hex(&value), formatted }))
 }
 
 /// `POST .../pop`: pops a queue or stack (`BPF_MAP_LOOKUP_AND_DELETE_ELEM`).

@@ -577,6 +577,40 @@ fn replacement_through_the_api_under_load_loses_no_packet() {
 }
 
 #[test]
+fn a_hash_entry_is_looked_up_and_deleted_through_the_client() {
+    let dir = TempDir::new("lookdel");
+    let running = adapter();
+    let server = serve(running.live(), ServerConfig::new(dir.join("spine.sock"))).unwrap();
+    let mut c = Client::new(server.path());
+    // Not attached: user space alone writes its maps.
+    c.load("b", live_object(), Some("version_b"), None).unwrap();
+    let (k, v) = (42u32.to_le_bytes(), 0x1122_3344u64.to_le_bytes());
+    c.update("b", "table", &k, &v, 0).unwrap();
+    assert_eq!(c.lookup_and_delete("b", "table", &k, 0).unwrap(), v);
+    // Gone: lookup and a second lookup-and-delete are ENOENT, naming the map and key.
+    assert_eq!(c.lookup("b", "table", &k).unwrap_err().api().unwrap().errno, Some(2));
+    let e = c.lookup_and_delete("b", "table", &k, 0).unwrap_err();
+    assert_eq!(e.api().unwrap().errno, Some(2), "{e}");
+    assert!(e.to_string().contains("'table'") && e.to_string().contains("2a 00 00 00"), "{e}");
+    // The kernel's errnos: flags other than BPF_F_LOCK, and BPF_F_LOCK on a value with
+    // no bpf_spin_lock, are EINVAL; a map type without the operation ENOTSUPP.
+    c.update("b", "table", &k, &v, 0).unwrap();
+    assert_eq!(
+        c.lookup_and_delete("b", "table", &k, 1).unwrap_err().api().unwrap().errno,
+        Some(22)
+    );
+    assert_eq!(
+        c.lookup_and_delete("b", "table", &k, 4).unwrap_err().api().unwrap().errno,
+        Some(22)
+    );
+    assert_eq!(c.lookup("b", "table", &k).unwrap(), v, "a refused call deletes nothing");
+    let e = c.lookup_and_delete("b", "hits", &0u32.to_le_bytes(), 0).unwrap_err();
+    assert_eq!(e.api().unwrap().errno, Some(524), "{e}");
+    // pop stays for queues and stacks: on a hash map it is ENOTSUPP.
+    assert_eq!(c.pop("b", "table").unwrap_err().api().unwrap().errno, Some(524));
+}
+
+#[test]
 fn a_queue_is_pushed_peeked_and_popped_through_the_client() {
     let dir = TempDir::new("queue");
     let running = adapter();

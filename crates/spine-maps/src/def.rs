@@ -32,6 +32,9 @@ use crate::MapError;
 ///   power of two and a multiple of 4096; flag `NUMA_NODE` only.
 /// - queue, stack: `key_size == 0`, `value_size` 1..=4 MiB (`KMALLOC_MAX_SIZE`; more is
 ///   `E2BIG`), `max_entries >= 1`; flags `NUMA_NODE` and the access flags only.
+/// - bloom filter: `key_size == 0`, `value_size` 1..=4 MiB (more is `E2BIG`),
+///   `max_entries >= 1`, `map_extra` below 16 (the hash count, 0 meaning 5); flags
+///   `NUMA_NODE`, `ZERO_SEED` and the access flags only.
 /// - array_of_maps, hash_of_maps: `value_size == 4` (an fd in the kernel), otherwise an
 ///   array's or a hash's rules (arrays without `MMAPABLE`, `INNER_MAP` and the program
 ///   access flags); created with an inner template ([`crate::Map::create_outer`]).
@@ -50,6 +53,9 @@ pub struct MapDef {
     pub spin_lock: Option<u32>,
     /// Offset of the value's `struct bpf_timer` (from the object's BTF), if any.
     pub timer: Option<u32>,
+    /// `map_extra`: a bloom filter's hash-function count (low 4 bits; 0 means 5); must
+    /// be 0 for every other type (`EINVAL`, as `map_create`).
+    pub map_extra: u64,
 }
 
 impl MapDef {
@@ -70,7 +76,14 @@ impl MapDef {
             flags,
             spin_lock: None,
             timer: None,
+            map_extra: 0,
         }
+    }
+
+    /// The same definition with `map_extra` set (a bloom filter's hash count).
+    pub fn with_map_extra(mut self, map_extra: u64) -> MapDef {
+        self.map_extra = map_extra;
+        self
     }
 
     /// The same definition with a `struct bpf_timer` at `off` in the value.
@@ -170,6 +183,8 @@ pub(crate) enum Plan {
     Queue {
         stack: bool,
     },
+    /// `BLOOM_FILTER`.
+    Bloom,
 }
 
 /// LRU list layout: one common list, or one per CPU (`BPF_F_NO_COMMON_LRU`).
@@ -324,6 +339,30 @@ pub(crate) fn check(def: &MapDef, ncpus: usize) -> Result<(Plan, MapDef), MapErr
             }
             Plan::Queue { stack: def.map_type == mt::STACK }
         }
+        mt::BLOOM_FILTER => {
+            // `bloom_map_alloc_check` (E2BIG for a value user space could not copy),
+            // then `bloom_map_alloc`'s one combined EINVAL.
+            if u64::from(def.value_size) > KMALLOC_MAX_SIZE {
+                return Err(too_large_value(map, def.value_size, KMALLOC_MAX_SIZE as u32));
+            }
+            if def.key_size != 0 {
+                return Err(MapError::KeySize { map, key_size: def.key_size, min: 0, max: 0 });
+            }
+            if def.value_size == 0 {
+                let max = KMALLOC_MAX_SIZE as u32;
+                return Err(MapError::ValueSize { map, value_size: 0, min: 1, max });
+            }
+            if def.max_entries == 0 {
+                return Err(MapError::ZeroEntries { map });
+            }
+            if flags & !(mf::NUMA_NODE | mf::ZERO_SEED | ACCESS_MASK) != 0 || !access_ok(flags) {
+                return Err(MapError::MapFlags { map, flags });
+            }
+            if def.map_extra & !0xf != 0 {
+                return Err(MapError::MapExtra { map, map_extra: def.map_extra });
+            }
+            Plan::Bloom
+        }
         map_type => return Err(MapError::Unsupported { map, map_type }),
     };
     Ok((plan, out))
@@ -384,6 +423,11 @@ pub(crate) fn check_outer(
 /// `map_create`'s checks common to every type.
 fn check_common(def: &MapDef, ncpus: usize) -> Result<(), MapError> {
     let map = def.name.clone();
+    // `map_create`: only a bloom filter (and an arena, which spine lacks) takes
+    // `map_extra`.
+    if def.map_extra != 0 && def.map_type != mt::BLOOM_FILTER {
+        return Err(MapError::MapExtra { map, map_extra: def.map_extra });
+    }
     if ncpus == 0 {
         return Err(MapError::ZeroCpus { map });
     }

@@ -111,6 +111,8 @@ pub enum MapError {
         "map {map}: ring buffer size {max_entries} is not a power of two and a multiple of 4096"
     )]
     RingSize { map: Arc<str>, max_entries: u32 },
+    #[error("map {map}: map_extra {map_extra:#x} not accepted (a bloom filter's hash count is 0..=15; other types take 0)")]
+    MapExtra { map: Arc<str>, map_extra: u64 },
     #[error("map {map}: a map-in-map needs an inner map template")]
     NoInnerTemplate { map: Arc<str> },
     #[error("map {map}: not a map-in-map (array_of_maps or hash_of_maps)")]
@@ -193,8 +195,14 @@ pub enum MapError {
     CpuOutOfRange { map: Arc<str>, cpu: usize, ncpus: usize },
     #[error("map {map}: a queue or stack has no keys to delete or list (push, pop and peek its elements)")]
     NoKeys { map: Arc<str> },
-    #[error("map {map}: lookup-and-delete is supported on queue and stack maps only")]
+    #[error(
+        "map {map}: lookup-and-delete needs a queue or stack (a pop) or a hash map (with a key)"
+    )]
     PopUnsupported { map: Arc<str> },
+    #[error(
+        "map {map}: a bloom filter has no keys to delete or list (push values, peek for them)"
+    )]
+    BloomNoKeys { map: Arc<str> },
 }
 
 impl MapError {
@@ -231,6 +239,7 @@ impl MapError {
             | MapError::ZeroIfindex { .. }
             | MapError::DeleteOutOfRange { .. }
             | MapError::NoKeys { .. }
+            | MapError::MapExtra { .. }
             | MapError::NotReserved { .. } => EINVAL,
             MapError::EntryProgram { map_type, .. } => {
                 // An fd that names no usable program: `__dev_map_alloc_node` fails with
@@ -246,7 +255,9 @@ impl MapError {
             | MapError::PopUnsupported { .. }
             | MapError::PerfSlotUnreadable { .. } => ENOTSUPP,
             MapError::InnerByFd { .. } => EBADF,
-            MapError::SpinLockType { .. } | MapError::TimerType { .. } => EOPNOTSUPP,
+            MapError::SpinLockType { .. }
+            | MapError::TimerType { .. }
+            | MapError::BloomNoKeys { .. } => EOPNOTSUPP,
             MapError::LockTimeout { .. } => EBUSY,
             MapError::QueueSize { .. } => EOVERFLOW,
             MapError::NoSuchCpu { .. } => ENODEV,
@@ -330,6 +341,8 @@ impl MapError {
             | MapError::PerfSlotUnreadable { map }
             | MapError::NoKeys { map }
             | MapError::PopUnsupported { map }
+            | MapError::BloomNoKeys { map }
+            | MapError::MapExtra { map, .. }
             | MapError::NotReserved { map, .. } => map,
         }
     }

@@ -419,6 +419,49 @@ impl HashTab {
         Ok(())
     }
 
+    /// `__htab_map_lookup_and_delete_elem` (`BPF_MAP_LOOKUP_AND_DELETE_ELEM`): under
+    /// the bucket's lock, copies the value out as [`HashTab::lookup_user`] does (every
+    /// CPU's for a per-CPU map; with `lock` under the value's `bpf_spin_lock`) and
+    /// unlinks the element, which goes back to the user side's free list (an LRU's
+    /// included); a missing key is `NotFound` and leaves `out` as it was.
+    pub(crate) fn lookup_and_delete_user(
+        &self,
+        key: &[u8],
+        out: &mut [u8],
+        lock: bool,
+    ) -> Result<(), MapError> {
+        let hash = self.hash(key);
+        let b = &self.buckets[(hash & self.mask) as usize];
+        let g = b.lock.lock();
+        let idx = self
+            .find_locked(b, key, hash)
+            .ok_or_else(|| MapError::NotFound { map: self.name.clone() })?;
+        if self.percpu {
+            for cpu in 0..self.ncpus {
+                let slot = &mut out[cpu * self.stride..(cpu + 1) * self.stride];
+                self.values.read(self.value_off(idx, cpu), slot);
+            }
+        } else {
+            let elem = if lock { Some(self.lock_element(idx, Waiter::User)?) } else { None };
+            self.values.read(self.value_off(idx, 0), &mut out[..self.value_size]);
+            drop(elem);
+            if let Some(l) = self.spin_lock {
+                out[l..l + 4].fill(0);
+            }
+            if let Some(t) = self.timer_at {
+                out[t..t + spine_abi::timer::SIZE as usize].fill(0);
+            }
+        }
+        self.unlink(b, idx);
+        drop(g);
+        let list = self.list(Side::User);
+        match &self.lru {
+            Some(lru) => self.lru_free(lru, idx, list),
+            None => self.free.push(list, idx),
+        }
+        Ok(())
+    }
+
     /// Takes element `idx`'s `bpf_spin_lock` (bounded wait, `EBUSY` after it).
     fn lock_element(&self, idx: u32, side: Waiter) -> Result<LockGuard<'_>, MapError> {
         let off = self.spin_lock.ok_or_else(|| MapError::NoSpinLock { map: self.name.clone() })?;
@@ -850,7 +893,7 @@ fn tail_word(chunk: &[u8]) -> u64 {
 }
 
 /// The 32-bit `hashrnd` for a 64-bit seed (splitmix64's finaliser).
-fn seed_to_hashrnd(seed: u64) -> u32 {
+pub(crate) fn seed_to_hashrnd(seed: u64) -> u32 {
     let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -1,6 +1,6 @@
 //! eBPF maps with the kernel's semantics: array, per-CPU array, hash, per-CPU hash, LRU
 //! hash, LRU per-CPU hash, LPM trie, devmap, devmap_hash, cpumap, ring buffer, queue,
-//! stack, array_of_maps and hash_of_maps. No I/O, no threads of its own.
+//! stack, bloom filter, array_of_maps and hash_of_maps. No I/O, no threads of its own.
 //!
 //! A [`Map`] is shared by every worker thread (programs call [`Map::lookup`],
 //! [`Map::update`] and [`Map::delete`] through helpers, with the worker's CPU index)
@@ -28,12 +28,16 @@
 //! are shared segments (`Map::segment`). Queues and stacks: [`Map::push`] and
 //! [`Map::pop_or_peek`] (programs; one spin lock per map, as the kernel's), and user
 //! space's update (push), lookup (peek) and [`Map::lookup_and_delete_user`] (pop).
-//! Not supported yet: batch operations, `lookup_and_delete` on hash maps, devmap and cpumap entry programs (`EINVAL`/`ENOMEM`, as the
+//! Bloom filters: the same `push` and `pop_or_peek` (a peek tests a value), user
+//! space's update (push) and lookup (test). Hash maps of every flavour also have
+//! [`Map::lookup_and_delete_user`].
+//! Not supported yet: batch operations, devmap and cpumap entry programs (`EINVAL`/`ENOMEM`, as the
 //! kernel for an fd that names no usable program), the other map types (`Unsupported`,
 //! `EINVAL`).
 #![deny(unsafe_code)]
 
 mod array;
+mod bloom;
 mod cpumap;
 mod def;
 mod devmap;

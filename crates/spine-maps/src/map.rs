@@ -9,6 +9,7 @@ use spine_abi::map_flags as mf;
 use spine_abi::update_flags::LOCK;
 
 use crate::array::ArrayMap;
+use crate::bloom::Bloom;
 use crate::cpumap::CpuMap;
 use crate::def::{self, check_budget, round8, MapDef, MapOptions, Plan};
 use crate::devmap::{DevMap, DevMapHash};
@@ -70,6 +71,7 @@ enum Inner {
     Perf(PerfEventArray),
     Outer(OuterMap),
     Queue(QueueStack),
+    Bloom(Bloom),
 }
 
 /// A map with kernel semantics. `Send + Sync`: share it with `Arc`.
@@ -177,6 +179,10 @@ impl Map {
                 let bytes = budget(QueueStack::bytes(&def))?;
                 (Inner::Queue(QueueStack::new(&def, stack)?), bytes)
             }
+            Plan::Bloom => {
+                let bytes = budget(Bloom::bytes(&def))?;
+                (Inner::Bloom(Bloom::new(&def, opts.seed)?), bytes)
+            }
         };
         let readable = def.flags & mf::WRONLY_PROG == 0;
         let span = |arena: &Arena, writable: bool| ValueSpan {
@@ -200,8 +206,9 @@ impl Map {
             Inner::Perf(_) => Box::new([]),
             // Inner-map handles are opaque to programs, as kernel map pointers are.
             Inner::Outer(_) => Box::new([]),
-            // Elements are copied in and out by the helpers.
-            Inner::Queue(_) => Box::new([]),
+            // Elements are copied in and out by the helpers; a bloom filter's bits are
+            // only read and set by them.
+            Inner::Queue(_) | Inner::Bloom(_) => Box::new([]),
         };
         // check_budget bounded `bytes` by `max_bytes`, a u64.
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
@@ -332,7 +339,7 @@ impl Map {
             Inner::DevMapHash(d) => d.lookup(key),
             Inner::CpuMap(c) => c.entries().lookup(key),
             Inner::XskMap(c) => c.entries().lookup(key),
-            Inner::RingBuf(_) | Inner::Perf(_) | Inner::Queue(_) => None,
+            Inner::RingBuf(_) | Inner::Perf(_) | Inner::Queue(_) | Inner::Bloom(_) => None,
             Inner::Outer(o) => o.lookup(key),
         }
     }
@@ -379,22 +386,35 @@ impl Map {
     /// when full (anything else `EINVAL`); full without `BPF_EXIST` is `Full` (`E2BIG`).
     /// `BPF_F_RDONLY_PROG` maps refuse with `EPERM` (the kernel's verifier refuses the
     /// program); other map types with `NotFromProgram`.
+    ///
+    /// On a `BLOOM_FILTER` it adds `value` (flags other than `BPF_ANY`: `EINVAL`).
     pub fn push(&self, value: &[u8], flags: u64) -> Result<(), MapError> {
-        let Some(q) = self.queue() else {
+        let (Inner::Queue(_) | Inner::Bloom(_)) = &self.inner else {
             return Err(MapError::NotFromProgram { map: self.name(), op: ProgOp::Push });
         };
         if self.def.flags & mf::RDONLY_PROG != 0 {
             return Err(MapError::ReadOnly { map: self.name(), why: ReadOnlyReason::RdonlyProg });
         }
         self.check_len(value.len(), self.def.value_size as usize)?;
-        q.push(value, flags)
+        match &self.inner {
+            Inner::Bloom(b) => b.push(value, flags),
+            Inner::Queue(q) => q.push(value, flags),
+            _ => Err(MapError::NotFromProgram { map: self.name(), op: ProgOp::Push }),
+        }
     }
 
     /// `bpf_map_pop_elem` (`delete`) or `bpf_map_peek_elem` from a program: the oldest
     /// element of a queue, the newest of a stack, copied to `out` (`value_size` bytes);
     /// an empty map zeroes `out` and answers `NotFound` (`ENOENT`), as the kernel.
     /// A pop on a `BPF_F_RDONLY_PROG` map is `EPERM`; other map types `NotFromProgram`.
+    ///
+    /// A peek on a `BLOOM_FILTER` only reads `out`: `Ok` if the value may have been
+    /// pushed, `NotFound` if it certainly was not (a pop: `NotFromProgram`).
     pub fn pop_or_peek(&self, out: &mut [u8], delete: bool) -> Result<(), MapError> {
+        if let (Inner::Bloom(b), false) = (&self.inner, delete) {
+            self.check_len(out.len(), self.def.value_size as usize)?;
+            return b.peek(out);
+        }
         let Some(q) = self.queue() else {
             let op = if delete { ProgOp::Pop } else { ProgOp::Peek };
             return Err(MapError::NotFromProgram { map: self.name(), op });
@@ -492,14 +512,21 @@ impl Map {
             Inner::Outer(o) => o.lookup_user(key, out),
             // The kernel's `bpf_map_copy_value` peeks.
             Inner::Queue(q) => q.get(out, false),
+            // The value is the question (the kernel copies it in): `ENOENT` if absent.
+            Inner::Bloom(b) => b.peek(out),
         }
     }
 
-    /// `BPF_MAP_LOOKUP_AND_DELETE_ELEM` on a `QUEUE` or `STACK`: pops the next element
-    /// into `out` (`value_size` bytes; `key` is empty). As the kernel: `EPERM` unless
-    /// user space may both read and write (frozen, `BPF_F_RDONLY` or `BPF_F_WRONLY`
-    /// maps), any flag `EINVAL`, an empty map `ENOENT`. Other map types are
-    /// `PopUnsupported` (`ENOTSUPP`; the kernel's hash maps have it, spine's not yet).
+    /// `BPF_MAP_LOOKUP_AND_DELETE_ELEM`, the kernel's `map_lookup_and_delete_elem` in
+    /// its order: flags other than `BPF_F_LOCK` are `EINVAL`; `EPERM` unless user space
+    /// may both read and write (frozen, `BPF_F_RDONLY` or `BPF_F_WRONLY` maps); then
+    /// - a `QUEUE` or `STACK` pops the next element into `out` (`value_size` bytes;
+    ///   `key` is empty); any flag `EINVAL`, an empty map `ENOENT`;
+    /// - a hash map of any flavour (plain, per-CPU, LRU, LRU per-CPU) copies the value
+    ///   of `key` into `out` ([`Map::user_value_size`] bytes: every CPU's for a per-CPU
+    ///   map) and deletes the element; `BPF_F_LOCK` reads under the value's
+    ///   `bpf_spin_lock` (`EINVAL` without one); a missing key `ENOENT`;
+    /// - other map types are `PopUnsupported` (`ENOTSUPP`, as the kernel's).
     pub fn lookup_and_delete_user(
         &self,
         key: &[u8],
@@ -511,15 +538,25 @@ impl Map {
         }
         self.check_user_read()?;
         self.check_user_write()?;
-        let Some(q) = self.queue() else {
-            return Err(MapError::PopUnsupported { map: self.name() });
-        };
-        if flags != 0 {
+        if flags != 0 && self.queue().is_some() {
             return Err(MapError::InvalidFlags { map: self.name(), flags });
         }
+        let lock = flags & LOCK != 0;
+        if lock && self.def.spin_lock.is_none() {
+            return Err(MapError::NoSpinLock { map: self.name() });
+        }
         self.check_key(key)?;
-        self.check_len(out.len(), self.def.value_size as usize)?;
-        q.get(out, true)
+        match &self.inner {
+            Inner::Queue(q) => {
+                self.check_len(out.len(), self.def.value_size as usize)?;
+                q.get(out, true)
+            }
+            Inner::Hash(h) => {
+                self.check_len(out.len(), self.user_value_size())?;
+                h.lookup_and_delete_user(key, out, lock)
+            }
+            _ => Err(MapError::PopUnsupported { map: self.name() }),
+        }
     }
 
     /// `BPF_MAP_UPDATE_ELEM`: `value` is [`Map::user_value_size`] bytes (each CPU's
@@ -549,6 +586,7 @@ impl Map {
             Inner::Outer(_) => Err(MapError::InnerByFd { map: self.name() }),
             // The kernel's `bpf_map_update_value` pushes (the key is NULL).
             Inner::Queue(q) => q.push(value, flags),
+            Inner::Bloom(b) => b.push(value, flags),
         }
     }
 
@@ -591,6 +629,7 @@ impl Map {
             Inner::Perf(p) => p.close(u32::from_ne_bytes([key[0], key[1], key[2], key[3]])),
             Inner::Outer(o) => o.delete(key),
             Inner::Queue(_) => Err(MapError::NoKeys { map: self.name() }),
+            Inner::Bloom(_) => Err(MapError::BloomNoKeys { map: self.name() }),
         }
     }
 
@@ -618,6 +657,7 @@ impl Map {
             Inner::Perf(p) => p.next_key(key, out),
             Inner::Outer(o) => o.next_key(key, out),
             Inner::Queue(_) => Err(MapError::NoKeys { map: self.name() }),
+            Inner::Bloom(_) => Err(MapError::BloomNoKeys { map: self.name() }),
         }
     }
 
@@ -813,7 +853,8 @@ impl Map {
     }
 
     /// Number of entries: `max_entries` for arrays; the entries present for the other
-    /// types, by a walk (slow path, exact only while nobody writes); 0 for a ring buffer.
+    /// types, by a walk (slow path, exact only while nobody writes); 0 for a ring buffer
+    /// and a bloom filter (which keeps bits, not values: see [`Map::bloom_bits_set`]).
     pub fn len(&self) -> usize {
         match &self.inner {
             Inner::Array(_) => self.def.max_entries as usize,
@@ -827,6 +868,16 @@ impl Map {
             Inner::Perf(p) => p.len(),
             Inner::Outer(o) => o.len(),
             Inner::Queue(q) => q.len(),
+            // What was pushed is not recorded, only bits.
+            Inner::Bloom(_) => 0,
+        }
+    }
+
+    /// A bloom filter's bits set now (slow path); `None` for other types.
+    pub fn bloom_bits_set(&self) -> Option<u64> {
+        match &self.inner {
+            Inner::Bloom(b) => Some(b.bits_set()),
+            _ => None,
         }
     }
 
@@ -850,7 +901,7 @@ impl Map {
             Inner::CpuMap(c) => c.entries().values(),
             Inner::XskMap(c) => c.entries().values(),
             Inner::RingBuf(r) => r.data(),
-            Inner::Perf(_) | Inner::Outer(_) | Inner::Queue(_) => {
+            Inner::Perf(_) | Inner::Outer(_) | Inner::Queue(_) | Inner::Bloom(_) => {
                 unreachable!("no value spans")
             }
         };

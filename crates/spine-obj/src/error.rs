@@ -120,6 +120,17 @@ pub enum RelocErrorKind {
     NotCall { code: u8 },
     #[error("symbol is undefined (extern variables, kfuncs and ksyms are not supported)")]
     Extern,
+    /// A call to an XDP metadata kfunc (`bpf_xdp_metadata_rx_timestamp`, `_rx_hash`,
+    /// `_rx_vlan_tag`): the kernel refuses a program that is not bound to a device
+    /// with this reason (`EINVAL`), and spine has no device-bound programs.
+    #[error("kfunc call: metadata kfuncs require device-bound program (the kernel's verdict for a program not bound to a device; spine has no device-bound programs)")]
+    KfuncNeedsDevice,
+    /// A call to any other kfunc (an extern function the kernel would resolve in its
+    /// BTF): spine offers helpers only.
+    #[error(
+        "kfunc call: kfuncs are not supported (spine offers the kernel's helpers, not its kfuncs)"
+    )]
+    Kfunc,
     #[error("symbol lives in special section {0:#x}; forgot to initialise a global variable?")]
     SpecialSection(u16),
     #[error("symbol lives in '{0}', which is neither code, a map section nor global data")]

@@ -90,9 +90,9 @@ pub(crate) fn check(spec: &MapSpec) -> Result<(), MapErrorKind> {
     if map_type::name(t) == "unknown" {
         return Err(MapErrorKind::UnknownType(t));
     }
-    // A ring buffer has neither key nor value, a queue or stack no key; everything else
-    // has both.
-    let keyless = matches!(t, map_type::QUEUE | map_type::STACK);
+    // A ring buffer has neither key nor value, a queue, stack or bloom filter no key;
+    // everything else has both.
+    let keyless = matches!(t, map_type::QUEUE | map_type::STACK | map_type::BLOOM_FILTER);
     if t != map_type::RINGBUF {
         if spec.key_size == 0 && !keyless {
             return Err(MapErrorKind::ZeroKeySize);
@@ -317,6 +317,8 @@ mod tests {
         assert_eq!(check(&spec(QUEUE, 0, 8, 16)), Ok(()));
         assert_eq!(check(&spec(STACK, 0, 8, 16)), Ok(()));
         assert_eq!(check(&spec(STACK, 0, 0, 16)), Err(MapErrorKind::ZeroValueSize));
+        assert_eq!(check(&spec(BLOOM_FILTER, 0, 4, 16)), Ok(()));
+        assert_eq!(check(&spec(BLOOM_FILTER, 0, 0, 16)), Err(MapErrorKind::ZeroValueSize));
     }
 
     #[test]

@@ -111,9 +111,15 @@ fn record(
             if insn.code != op::JMP | op::CALL {
                 return Err(err(name, RelocErrorKind::NotCall { code: insn.code }));
             }
-            // A call to an undefined symbol is a kfunc call: name that, not the opcode.
+            // A call to an undefined symbol is a kfunc call (libbpf resolves it by name
+            // in the kernel's BTF): name that, not the opcode.
             if sym.shndx == SHN_UNDEF {
-                return Err(err(name, RelocErrorKind::Extern));
+                let kind = if XDP_METADATA_KFUNCS.contains(&name.as_str()) {
+                    RelocErrorKind::KfuncNeedsDevice
+                } else {
+                    RelocErrorKind::Kfunc
+                };
+                return Err(err(name, kind));
             }
             if !insn.is_local_call() {
                 return Err(err(name, RelocErrorKind::NotCall { code: insn.code }));
@@ -128,6 +134,11 @@ fn record(
     }
     Ok(())
 }
+
+/// The kernel's XDP metadata kfuncs (`XDP_METADATA_KFUNC_xxx`), which only a program
+/// bound to a device may call.
+const XDP_METADATA_KFUNCS: [&str; 3] =
+    ["bpf_xdp_metadata_rx_timestamp", "bpf_xdp_metadata_rx_hash", "bpf_xdp_metadata_rx_vlan_tag"];
 
 /// The code section a call or function address may target: `.text`, or the section
 /// of the instruction itself.

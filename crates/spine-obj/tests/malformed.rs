@@ -375,7 +375,12 @@ fn relocation_target_defects() {
     let e = run(&|b, _| b.symbol("ext", STB_GLOBAL, STT_NOTYPE, 0, 0, 0), 0, R_BPF_64_64);
     assert_eq!((e.2.as_str(), e.3), ("ext", RelocErrorKind::Extern));
     let e = run(&|b, _| b.symbol("kfunc", STB_GLOBAL, STT_NOTYPE, 0, 0, 0), 16, R_BPF_64_32);
-    assert_eq!(e.3, RelocErrorKind::Extern);
+    assert_eq!(e.3, RelocErrorKind::Kfunc);
+    let meta = |b: &mut ElfBuilder, _| {
+        b.symbol("bpf_xdp_metadata_rx_hash", STB_GLOBAL, STT_NOTYPE, 0, 0, 0)
+    };
+    let e = run(&meta, 16, R_BPF_64_32);
+    assert_eq!((e.2.as_str(), e.3), ("bpf_xdp_metadata_rx_hash", RelocErrorKind::KfuncNeedsDevice));
     let e = run(&|b, _| b.symbol("common", STB_GLOBAL, STT_OBJECT, 0xfff2, 0, 4), 0, R_BPF_64_64);
     assert_eq!(e.3, RelocErrorKind::SpecialSection(0xfff2));
     let e = run(&|b, _| b.symbol("abs", STB_GLOBAL, STT_OBJECT, 0xfff1, 0, 4), 0, R_BPF_64_64);

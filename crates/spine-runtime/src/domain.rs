@@ -317,6 +317,7 @@ mod tests {
             flags: 0,
             spin_lock: None,
             timer: None,
+            map_extra: 0,
         };
         Arc::new(Map::create(def, &MapOptions::default()).unwrap())
     }

@@ -293,6 +293,7 @@ fn map_def(spec: &MapSpec) -> MapDef {
         flags: spec.flags,
         spin_lock: spec.spin_lock,
         timer: spec.timer,
+        map_extra: spec.map_extra,
     }
 }
 
@@ -301,8 +302,8 @@ fn is_outer(t: u32) -> bool {
 }
 
 fn same_def(a: &MapDef, b: &MapDef) -> bool {
-    (a.map_type, a.key_size, a.value_size, a.max_entries, a.flags, a.spin_lock)
-        == (b.map_type, b.key_size, b.value_size, b.max_entries, b.flags, b.spin_lock)
+    (a.map_type, a.key_size, a.value_size, a.max_entries, a.flags, a.spin_lock, a.map_extra)
+        == (b.map_type, b.key_size, b.value_size, b.max_entries, b.flags, b.spin_lock, b.map_extra)
 }
 
 fn same_template(a: Option<&MapDef>, b: Option<&MapDef>) -> bool {

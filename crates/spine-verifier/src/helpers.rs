@@ -280,6 +280,9 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
         mt::QUEUE | mt::STACK => {
             matches!(id, h::MAP_PUSH_ELEM | h::MAP_POP_ELEM | h::MAP_PEEK_ELEM)
         }
+        // Values go in with push and are tested with peek; lookups, updates, deletes
+        // and pops are refused, as the kernel's verifier refuses them.
+        mt::BLOOM_FILTER => matches!(id, h::MAP_PUSH_ELEM | h::MAP_PEEK_ELEM),
         _ => true,
     };
     let func_ok = match id {
@@ -304,10 +307,10 @@ pub fn map_func_compatible(id: u32, map_type: u32) -> bool {
         h::MAP_LOOKUP_PERCPU_ELEM => {
             matches!(map_type, mt::PERCPU_ARRAY | mt::PERCPU_HASH | mt::LRU_PERCPU_HASH)
         }
-        // The kernel also allows push and peek on a bloom filter, which spine lacks.
-        h::MAP_PUSH_ELEM | h::MAP_POP_ELEM | h::MAP_PEEK_ELEM => {
-            matches!(map_type, mt::QUEUE | mt::STACK)
+        h::MAP_PUSH_ELEM | h::MAP_PEEK_ELEM => {
+            matches!(map_type, mt::QUEUE | mt::STACK | mt::BLOOM_FILTER)
         }
+        h::MAP_POP_ELEM => matches!(map_type, mt::QUEUE | mt::STACK),
         // The maps whose values may hold a `struct bpf_timer`.
         h::TIMER_INIT => matches!(map_type, mt::ARRAY | mt::HASH | mt::LRU_HASH),
         _ => true,
@@ -353,6 +356,12 @@ mod tests {
             for id in [h::MAP_LOOKUP_ELEM, h::MAP_UPDATE_ELEM, h::MAP_DELETE_ELEM, h::LOOP] {
                 assert!(!map_func_compatible(id, q), "{id} on {q}");
             }
+        }
+        let bloom = mt::BLOOM_FILTER;
+        assert!(map_func_compatible(h::MAP_PUSH_ELEM, bloom));
+        assert!(map_func_compatible(h::MAP_PEEK_ELEM, bloom));
+        for id in [h::MAP_POP_ELEM, h::MAP_LOOKUP_ELEM, h::MAP_UPDATE_ELEM, h::MAP_DELETE_ELEM] {
+            assert!(!map_func_compatible(id, bloom), "{id} on a bloom filter");
         }
     }
 }

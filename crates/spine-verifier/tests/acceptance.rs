@@ -950,3 +950,43 @@ fn queue_peek_on_a_read_only_stack() {
          exit",
     );
 }
+
+/// A bloom filter's push reads a value and its peek tests one (the kernel's prototypes:
+/// a map value, and a buffer it calls uninitialised). The peek only reads: an unwritten
+/// buffer is zeroed at each invocation (no stale bytes reach the hash), and a read of
+/// it afterwards is refused, since the helper never wrote it.
+#[test]
+fn bloom_filter_push_and_peek() {
+    let v = accept(
+        "stdw [%r10-8], 7
+         mov %r2, %r10
+         add %r2, -8
+         lddw %r1, map[15]
+         mov %r3, 0
+         call 87
+         mov %r2, %r10
+         add %r2, -8
+         lddw %r1, map[15]
+         call 89
+         exit",
+    );
+    assert!(!v.stack_zeroing, "the pushed and peeked value was written");
+    let v = accept(
+        "mov %r2, %r10
+         add %r2, -16
+         lddw %r1, map[15]
+         call 89
+         exit",
+    );
+    assert!(v.stack_zeroing, "a peek of unwritten bytes zeroes the stack");
+    let e = common::verify_src(
+        "mov %r2, %r10
+         add %r2, -16
+         lddw %r1, map[15]
+         call 89
+         ldxdw %r0, [%r10-16]
+         exit",
+    )
+    .expect_err("read of a buffer a bloom peek never wrote");
+    assert!(e.to_string().contains("-16"), "{e}");
+}

@@ -117,6 +117,8 @@ attacks! {
     lookup_in_prog_array,
     map_value_loop_overrun,
     queue_lookup_with_key,
+    bloom_lookup,
+    bloom_pop,
     queue_peek_buffer_too_small,
     queue_peek_into_packet,
     queue_pop_from_read_only_stack,

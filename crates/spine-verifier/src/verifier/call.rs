@@ -352,14 +352,16 @@ impl Verifier<'_> {
                     return Err(wrong("stack, map_value or mem (the packet is not allowed)"));
                 }
                 let size = self.maps[m].value_size;
-                self.helper_mem(
-                    st,
-                    helper,
-                    reg,
-                    r,
-                    &Scalar::constant(size.into()),
-                    HelperAccess::Uninit,
-                )?;
+                // A bloom filter's peek only reads the value it tests. The kernel's
+                // prototype still says the buffer is filled; taking its word would let a
+                // program read stack bytes nobody wrote. Unwritten bytes given here are
+                // zeroed at each invocation instead, and stay unreadable afterwards.
+                let access = if self.maps[m].map_type == spine_abi::map_type::BLOOM_FILTER {
+                    HelperAccess::Read
+                } else {
+                    HelperAccess::Uninit
+                };
+                self.helper_mem(st, helper, reg, r, &Scalar::constant(size.into()), access)?;
             }
             ArgType::Mem { rdonly, maybe_null } => {
                 if !(is_mem_kind(r.kind) || (maybe_null && r.is_null())) {

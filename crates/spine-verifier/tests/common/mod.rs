@@ -24,6 +24,7 @@ pub const QUEUE: usize = 11; // queue, value 8, 4 entries
 pub const RO_STACK: usize = 12; // stack, value 8, BPF_F_RDONLY_PROG
 pub const TIMERS: usize = 13; // array key 4 value 32, a bpf_timer at offset 8
 pub const TIMER_HASH: usize = 14; // hash key 4 value 24, a bpf_timer at offset 0
+pub const BLOOM: usize = 15; // bloom filter, value 8
 
 pub fn maps() -> Vec<MapInfo> {
     let mut rodata = MapInfo::new(".rodata", mt::ARRAY, 4, 32, 1);
@@ -56,6 +57,7 @@ pub fn maps() -> Vec<MapInfo> {
         ro_stack,
         timers,
         timer_hash,
+        MapInfo::new("bloom", mt::BLOOM_FILTER, 0, 8, 16),
     ]
 }
 
