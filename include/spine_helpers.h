@@ -139,7 +139,9 @@ struct spine_msg_md {
 
 /* Sends an active message of len bytes (1..SPINE_MSG_MAX) at data to host endpoint
  * `endpoint` (an endpoint id, as a handler's ctx->source), marked with `handler`
- * (0..255) on the endpoint's receive ring. ctx is the program's context. Returns 0, or
+ * (0..255) on the endpoint's receive ring. ctx is the program's context, or 0 in a
+ * bpf_timer callback, which has none (the verifier takes either; the message goes out
+ * in the sender's domain). Returns 0, or
  * -EINVAL (endpoint or handler out of range), -E2BIG (too long), -ENOSPC (more than 64
  * messages in one burst). Only a domain that lists "spine_msg_send" in its helpers
  * grants it; any other refuses the program at load. */
@@ -191,7 +193,8 @@ struct spine_remote_msg_hdr {
  * (0..255) of every extension of the sender's own domain on the same adapter (the
  * sender's own handler included, if it registered one). Asynchronous: the message is
  * queued and the adapter runs the handlers later, each under the watchdog, never inside
- * this call; a full queue drops it and counts the drop (msg_post_dropped). Returns 0
+ * this call; a full queue drops it and counts the drop (msg_post_dropped). ctx as for
+ * spine_msg_send (0 in a bpf_timer callback). Returns 0
  * once queued, or -EINVAL (handler out of range), -E2BIG (too long), -ENOSPC (more than
  * 64 messages sent and posted in one burst). Granted only by a domain that lists
  * "spine_msg_post" in its helpers. */
@@ -224,6 +227,14 @@ static long (*spine_msg_bulk_read)(void *ctx, __u64 offset, void *dst, __u32 len
  * XDP program (bpf_redirect, devmaps, BPF_F_BROADCAST), anything else drops.
  * SEC("spine/applet/tick") runs at most every 100 us on a blank, zeroed 256-byte frame
  * (timers): write a frame into it (bpf_xdp_store_bytes), trim it (bpf_xdp_adjust_tail)
- * and return XDP_TX to send it out of the endpoint's port, or XDP_DROP to send nothing. */
+ * and return XDP_TX to send it out of the endpoint's port, or XDP_DROP to send nothing.
+ *
+ * Timers: handlers and applets may arm a struct bpf_timer held in a map value
+ * (bpf_timer_init, bpf_timer_set_callback, bpf_timer_start, bpf_timer_cancel, as in the
+ * kernel). The callback runs on the worker that armed the timer (for a handler run by
+ * an endpoint's message, or an applet: the worker serving that endpoint), under the
+ * watchdog; a periodic timer is one whose callback starts it again. A callback may send
+ * and post messages (spine_msg_send(0, ...)). An extension that is unloaded or detached
+ * by the watchdog has its timers cancelled. */
 
 #endif /* SPINE_HELPERS_H */

@@ -1139,3 +1139,109 @@ fn bulk_messages_reference_the_endpoints_area_and_are_checked() {
     drop(ep);
     rig.finish();
 }
+
+/// The domain `timed` for `timers_handler.c`: what its handler and applet call.
+fn timers_domain() -> DomainSpec {
+    let names: Vec<String> = [
+        "map_lookup_elem",
+        "spine_msg_send",
+        "timer_init",
+        "timer_set_callback",
+        "timer_start",
+        "timer_cancel",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    DomainSpec { name: "timed".into(), helpers, ..DomainSpec::default_domain() }
+}
+
+/// `runs` of slot `slot` of `timers_handler.c`'s map in extension `ext`.
+fn timer_runs(live: &Live, ext: &str, slot: u32) -> u32 {
+    let v = live.map_lookup(ext, "timers", &slot.to_ne_bytes()).unwrap();
+    u32::from_ne_bytes(v[24..28].try_into().unwrap())
+}
+
+/// Receives marked messages until `n` have come.
+fn recv_marked_n(ep: &mut Endpoint, n: usize) -> Vec<Marked> {
+    let mut got = Vec::new();
+    until("the timer's messages", || {
+        ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
+        got.len() >= n
+    });
+    got
+}
+
+/// Timers armed by an active-message handler (`timers_handler.c`, handler 3): a message
+/// arms a one-shot timer whose callback sends one message to the endpoint: exactly one
+/// arrives; another arms a periodic one that re-arms itself until it has run 5 times:
+/// exactly 5 arrive, numbered 1..5. The callbacks run on the worker serving the
+/// endpoint (two workers), counted to the extension (`timers`, no faults); once the
+/// callbacks stopped re-arming (their count says so) nothing more comes.
+#[test]
+fn a_handler_arms_one_shot_and_periodic_timers_whose_callbacks_message_the_host() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "timers_handler");
+    let rig = Rig::build(2, None, Some(timers_domain()));
+    let chan = Channel { domain: Some("timed".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = rig.live.load("tm", &obj, None, "timed").unwrap().id;
+    until("every worker runs the handler", || rig.live.handlers_settled());
+    until("room on the transmit ring", || ep.send_message(3, &[0, 1]));
+    let got = recv_marked_n(&mut ep, 1);
+    assert_eq!(got, [(vec![0, 1], Some((3, id)))], "the one-shot's message");
+    until("room on the transmit ring", || ep.send_message(3, &[1, 5]));
+    let got = recv_marked_n(&mut ep, 5);
+    let want: Vec<Marked> = (1..=5u8).map(|n| (vec![1, n], Some((3, id)))).collect();
+    assert_eq!(got, want, "the periodic timer's 5 messages, in order");
+    assert_eq!((timer_runs(&rig.live, "tm", 0), timer_runs(&rig.live, "tm", 1)), (1, 5));
+    until("the timer counters published", || {
+        rig.live.totals().extension("tm").is_some_and(|e| e.timers == 6)
+    });
+    let t = rig.live.totals();
+    let e = t.extension("tm").unwrap();
+    assert_eq!((e.timers, e.faults), (6, 0));
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more: the callbacks stopped re-arming");
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled), (2, 0));
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.workers.iter().map(|w| w.msg_delivered).sum::<u64>(), 6);
+}
+
+/// Timers armed by an endpoint applet (`timers_handler.c`'s `doTx`): each frame the
+/// client sends arms slot `data[0]` for `data[1]` runs, whose callback messages the
+/// endpoint (marked handler 4). A one-shot and a 3-run periodic timer: exactly 1 and 3
+/// messages; the endpoint's applet counters count the 4 timer runs.
+#[test]
+fn an_applet_arms_timers_whose_callbacks_message_its_endpoint() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "timers_handler");
+    let rig = Rig::build(1, None, Some(timers_domain()));
+    let id = rig.live.load("tm", &obj, None, "timed").unwrap().id;
+    let chan = Channel {
+        domain: Some("timed".into()),
+        applets: Some("tm".into()),
+        ..Channel::udp4("wire", 9999)
+    };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let mut frame = vec![2u8, 1];
+    frame.resize(60, 0);
+    until("room for a frame", || ep.send_batch(std::slice::from_ref(&frame)) == 1);
+    assert_eq!(recv_marked_n(&mut ep, 1), [(vec![2, 1], Some((4, id)))]);
+    frame[..2].copy_from_slice(&[3, 3]);
+    until("room for a frame", || ep.send_batch(std::slice::from_ref(&frame)) == 1);
+    let want: Vec<Marked> = (1..=3u8).map(|n| (vec![3, n], Some((4, id)))).collect();
+    assert_eq!(recv_marked_n(&mut ep, 3), want);
+    assert_eq!((timer_runs(&rig.live, "tm", 2), timer_runs(&rig.live, "tm", 3)), (1, 3));
+    until("the applet counters published", || {
+        rig.live.endpoints()[0].counters.applets.timer_runs == 4
+    });
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.applets.tx_runs, c.applets.dropped, c.applets.faults), (2, 2, 0));
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.extension("tm").map(|e| (e.timers, e.faults)), Some((4, 0)));
+}
