@@ -217,6 +217,32 @@ static __u64 (*spine_msg_bulk_len)(void *ctx) = (void *)0x53500003;
 static long (*spine_msg_bulk_read)(void *ctx, __u64 offset, void *dst, __u32 len) =
 	(void *)0x53500004;
 
+/* Bulk messages sent by an extension (extension -> host). A handler run on an
+ * endpoint's message copies data into that endpoint's buffer area, where the client
+ * told it to (typically a region it reserved, Endpoint::reserve_area, named in the
+ * message), then sends the endpoint a bulk message referring to it; the client
+ * receives the data in place (recv_marked hands it the area's bytes, marked with the
+ * handler and the extension's id) and the region stays the client's. Granted by
+ * listing "spine_msg_bulk_write" and "spine_msg_send_bulk". */
+
+/* Copies len bytes at src to `offset` of the buffer area of the endpoint whose message
+ * is being handled. Returns 0, -EFAULT when offset + len passes the area's end (checked
+ * on every call: no write leaves that endpoint's area), -EINVAL when the program runs
+ * on no endpoint's message (an XDP program, a posted or remote message, a timer). */
+static long (*spine_msg_bulk_write)(void *ctx, __u64 offset, const void *src, __u32 len) =
+	(void *)0x53500005;
+
+/* Sends host endpoint `endpoint` a bulk active message for `handler` (0..255): a
+ * reference to len bytes (at least 1) at `offset` of that endpoint's buffer area. The
+ * adapter checks the reference against the area when it delivers it (a bad one is
+ * counted bad_desc on the endpoint and msg_undelivered) and delivers only to an endpoint
+ * of the sender's domain that the sender's worker serves (not over a tunnel, not to
+ * another worker's endpoint: counted msg_undelivered). ctx as for spine_msg_send.
+ * Returns 0 once queued, -EINVAL (endpoint or handler out of range, len 0), -ENOSPC
+ * (more than 64 messages in one burst). */
+static long (*spine_msg_send_bulk)(void *ctx, __u32 endpoint, __u32 handler, __u64 offset,
+				   __u32 len) = (void *)0x53500006;
+
 /* Endpoint applets (U-Net/SLE). A program in SEC("spine/applet/tx") runs on each frame an
  * endpoint's client transmits (doTx), one in SEC("spine/applet/rx") on each frame about
  * to be delivered to the endpoint (doRx), for every endpoint whose request names the

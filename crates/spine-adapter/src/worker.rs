@@ -1035,21 +1035,10 @@ impl Worker {
             ran = true;
             let Ok(frame) = self.pool.frame_mut(buf) else { break };
             let mut bounds = Bounds { meta: head, data: head, end: head + len };
-            let result = match bulk {
-                None => h.runner.run_message_raw(
-                    frame,
-                    self.geometry,
-                    &mut bounds,
-                    source,
-                    &mut self.host,
-                ),
-                Some((off, len)) => {
-                    let end = &self.eps.owned[k].end;
-                    let mut host =
-                        crate::handlers::BulkHost { inner: &mut self.host, end, off, len };
-                    h.runner.run_message_raw(frame, self.geometry, &mut bounds, source, &mut host)
-                }
-            };
+            let end = &self.eps.owned[k].end;
+            let mut host = crate::handlers::EndpointHost { inner: &mut self.host, end, bulk };
+            let result =
+                h.runner.run_message_raw(frame, self.geometry, &mut bounds, source, &mut host);
             if result.is_err() {
                 continue;
             }
@@ -1100,6 +1089,9 @@ impl Worker {
     /// `msg_undelivered`), or, posted, into this worker's queue for the domain's handlers
     /// ([`Worker::post`]).
     pub(crate) fn route_message(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
+        if msg.bulk().is_some() {
+            return self.route_bulk(domain, ext, msg);
+        }
         let id = match msg.to {
             Dest::Endpoint(id) if is_remote(id) => return self.send_remote(domain, ext, id, msg),
             Dest::Endpoint(id) => id,
@@ -1119,6 +1111,33 @@ impl Worker {
                 false
             }
         };
+        if delivered {
+            self.counters.worker.msg_delivered += 1;
+        } else {
+            self.counters.worker.msg_undelivered += 1;
+        }
+    }
+
+    /// A bulk message extension `ext` of domain `domain` sent (`spine_msg_send_bulk`):
+    /// delivered to the endpoint it names if this worker serves it in the same domain,
+    /// the reference checked against that endpoint's area ([`AdapterEnd::deliver_bulk_message`]:
+    /// a bad one counted `bad_desc` there); `msg_delivered`, else `msg_undelivered` (a
+    /// bulk message is not handed to another worker nor sent over a tunnel: its data
+    /// lies in the area of an endpoint this worker serves).
+    ///
+    /// [`AdapterEnd::deliver_bulk_message`]: spine_endpoint::AdapterEnd::deliver_bulk_message
+    #[cold]
+    fn route_bulk(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
+        let (Dest::Endpoint(id), Some((off, len))) = (msg.to, msg.bulk()) else {
+            self.counters.worker.msg_undelivered += 1;
+            return;
+        };
+        let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
+        let delivered = target.is_some_and(|o| {
+            let ok = o.end.deliver_bulk_message(msg.handler, ext, off, len);
+            o.woke |= ok;
+            ok
+        });
         if delivered {
             self.counters.worker.msg_delivered += 1;
         } else {
@@ -1197,6 +1216,9 @@ impl Worker {
     /// ([`Worker::post`]).
     fn deliver_message(&mut self, k: usize, ext: u16, msg: &spine_runtime::OutMsg) {
         let domain = self.eps.owned[k].domain_ix();
+        if msg.bulk().is_some() {
+            return self.route_bulk(domain, ext, msg);
+        }
         let Dest::Endpoint(id) = msg.to else { return self.post(domain, ext, msg) };
         if is_remote(id) {
             return self.send_remote(domain, ext, id, msg);

@@ -1245,3 +1245,62 @@ fn an_applet_arms_timers_whose_callbacks_message_its_endpoint() {
     let t = rig.finish();
     assert_eq!(t.extension("tm").map(|e| (e.timers, e.faults)), Some((4, 0)));
 }
+
+/// Bulk messages from an extension (extension → host): the client reserves two frames
+/// of its buffer area and asks handler 13 (`bulk_reply.c`) for 2,000 bytes at an offset
+/// that crosses the frames' boundary; the handler writes them there
+/// (`spine_msg_bulk_write`, 256 bytes a call, a probe past the area's end answered
+/// -EFAULT) and sends a bulk message referring to them (`spine_msg_send_bulk`): the
+/// client receives exactly those bytes in place, marked with handler 13 and the
+/// extension's id. A write outside the area fails (-EFAULT) and sends nothing; a
+/// reference outside the area is refused on delivery (`bad_desc`, `msg_undelivered`).
+#[test]
+fn a_handler_sends_a_bulk_message_referring_to_data_it_wrote_into_the_endpoints_area() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "bulk_reply");
+    let names: Vec<String> = ["map_lookup_elem", "spine_msg_bulk_write", "spine_msg_send_bulk"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, None, Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = rig.live.load("bulk", &obj, None, "msgs").unwrap().id;
+    until("every worker runs the handler", || rig.live.handlers_settled());
+    let view = rig.live.endpoints()[0].clone();
+    let area = u64::from(view.frames) * u64::from(view.frame_size);
+    let at = ep.reserve_area(2).expect("two free frames");
+    let start = at + u64::from(view.frame_size) - 700;
+    let request = |off: u64, len: u32, seed: u8| {
+        let mut r = off.to_ne_bytes().to_vec();
+        r.extend_from_slice(&len.to_ne_bytes());
+        r.extend_from_slice(&[seed, 0, 0, 0]);
+        r
+    };
+    let stat = |k: u32| {
+        let v = rig.live.map_lookup("bulk", "stats", &k.to_ne_bytes()).unwrap();
+        i64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    until("room on the transmit ring", || ep.send_message(13, &request(start, 2000, 5)));
+    let got = recv_marked_n(&mut ep, 1);
+    let want: Vec<u8> = (0..2000u32).map(|p| (p * 13 + 5) as u8).collect();
+    assert_eq!(got, [(want, Some((13, id)))], "the bytes the handler wrote, in place");
+    assert_eq!((stat(0), stat(1), stat(2), stat(3)), (1, -14, 0, 0));
+    // A write outside the area: -EFAULT, nothing sent.
+    until("room on the transmit ring", || ep.send_message(13, &request(area - 100, 300, 1)));
+    until("the failed write recorded", || stat(3) == -14);
+    // A reference outside the area (sent without writing): refused on delivery.
+    until("room on the transmit ring", || ep.send_message(13, &request(area - 10, 11, 0xff)));
+    until("the bad reference counted", || rig.live.endpoints()[0].counters.bad_desc == 1);
+    assert_eq!(stat(0), 2, "the handler sent it");
+    until("the worker's counters", || rig.live.totals().workers[0].msg_undelivered == 1);
+    assert_eq!(rig.live.totals().workers[0].msg_delivered, 1);
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered), (3, 0, 1));
+    ep.release_area(at, 2);
+    drop(ep);
+    rig.finish();
+}

@@ -172,6 +172,10 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::SPINE_MSG_POST => ([CtxOrNull, Anything, mem_ro, ConstSize, d], RetType::Integer),
         h::SPINE_MSG_BULK_LEN => ([Ctx, d, d, d, d], RetType::Integer),
         h::SPINE_MSG_BULK_READ => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
+        h::SPINE_MSG_BULK_WRITE => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
+        h::SPINE_MSG_SEND_BULK => {
+            ([CtxOrNull, Anything, Anything, Anything, Anything], RetType::Integer)
+        }
         _ => return None,
     };
     Some(HelperProto {
@@ -193,7 +197,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 45] = [
+pub const KNOWN_HELPERS: [u32; 47] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -239,6 +243,8 @@ pub const KNOWN_HELPERS: [u32; 45] = [
     h::SPINE_MSG_POST,
     h::SPINE_MSG_BULK_LEN,
     h::SPINE_MSG_BULK_READ,
+    h::SPINE_MSG_BULK_WRITE,
+    h::SPINE_MSG_SEND_BULK,
 ];
 
 /// A table of kernel prototypes for a chosen set of helpers.
