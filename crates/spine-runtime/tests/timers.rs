@@ -210,7 +210,7 @@ fn a_handlers_timer_callback_sends_messages_one_shot_and_periodic() {
         assert!(handler.has_timers(), "{engine:?}");
         let mut r = XdpRunner::new(handler, 1).unwrap();
         let mut h = host(10_000);
-        let mut arm = |r: &mut XdpRunner, h: &mut FixedHost, slot: u8, runs: u8| {
+        let arm = |r: &mut XdpRunner, h: &mut FixedHost, slot: u8, runs: u8| {
             let mut f = Frame::new(Geometry::TEST_RUN);
             f.load_message(&[slot, runs]).unwrap();
             assert_eq!(r.run_message(&mut f, 42, h), Ok(0), "{engine:?}: armed");
