@@ -1304,3 +1304,74 @@ fn a_handler_sends_a_bulk_message_referring_to_data_it_wrote_into_the_endpoints_
     drop(ep);
     rig.finish();
 }
+
+/// Atomic replacement of a handler (`Live::load_replacing`, over the control API
+/// `POST /v1/extensions?replaces=`): while a client has 200
+/// messages for handler 7 in flight (two workers), v1 (replies XOR 0x20) is replaced by
+/// v2 (XOR 0x40) in one publish of the handler table. Every message is answered exactly
+/// once, by v1 or by v2, never both and never neither (exactly 200 replies, each one
+/// of the two transforms of its message, none unhandled), and once v2 answers, v1 never
+/// does again (the replies switch once, in order). Replacing an extension of another
+/// domain, or one attached to a port, is refused by kind.
+#[test]
+fn a_handler_replaced_atomically_answers_every_message_once_by_the_old_or_the_new() {
+    let v1 = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let v2 = fixture("handler_v2");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(2, None, Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id1 = rig.live.load("v1", &v1, None, "msgs").unwrap().id;
+    until("every worker runs v1", || rig.live.handlers_settled());
+    let err = rig.live.load_replacing("v1", "v2", &v2, None, "default").unwrap_err();
+    assert_eq!(err.kind(), "refused", "another domain: {err}");
+    let msgs: Vec<Vec<u8>> = (0..200u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let mut replies = Vec::new();
+    let mut id2 = None;
+    for (i, m) in msgs.iter().enumerate() {
+        until("room on the transmit ring", || ep.send_message(7, m));
+        if i == 100 {
+            // Through the control API: `POST /v1/extensions?name=v2&replaces=v1`.
+            let mut api = Client::new(&rig.sock);
+            id2 = Some(api.load_replacing("v1", "v2", &v2, None, Some("msgs")).unwrap().id);
+        }
+        ep.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+    }
+    until("every reply", || {
+        ep.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+        replies.len() >= msgs.len()
+    });
+    until("every worker runs v2 alone", || rig.live.handlers_settled());
+    let id2 = id2.unwrap();
+    let xor = |m: &[u8], x: u8| m.iter().map(|b| b ^ x).collect::<Vec<u8>>();
+    // One reply per message, in order: the first k from v1, the rest from v2.
+    let k = replies.iter().take_while(|(_, mark)| *mark == Some((7, id1))).count();
+    let want: Vec<Marked> =
+        msgs.iter()
+            .enumerate()
+            .map(|(i, m)| {
+                if i < k {
+                    (xor(m, 0x20), Some((7, id1)))
+                } else {
+                    (xor(m, 0x40), Some((7, id2)))
+                }
+            })
+            .collect();
+    assert_eq!(replies, want, "each message answered once, by v1 up to the switch, then v2");
+    assert_eq!(ask(&rig.live, &mut ep, b"after"), Some((xor(b"after", 0x40), Some((7, id2)))));
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered), (201, 0, 201));
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    // An extension attached to a port cannot be replaced this way.
+    rig.live.load("v3", &v1, None, "msgs").unwrap();
+    rig.live.attach("v3", "wire").unwrap();
+    let err = rig.live.load_replacing("v3", "v4", &v2, None, "msgs").unwrap_err();
+    assert_eq!(err.kind(), "attached", "{err}");
+    assert!(rig.live.extensions().iter().all(|e| e.name != "v4"), "nothing loaded");
+    drop(ep);
+    rig.finish();
+}
