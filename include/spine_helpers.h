@@ -228,7 +228,8 @@ static long (*spine_msg_bulk_read)(void *ctx, __u64 offset, void *dst, __u32 len
 /* Copies len bytes at src to `offset` of the buffer area of the endpoint whose message
  * is being handled. Returns 0, -EFAULT when offset + len passes the area's end (checked
  * on every call: no write leaves that endpoint's area), -EINVAL when the program runs
- * on no endpoint's message (an XDP program, a posted or remote message, a timer). */
+ * on no endpoint's message (an XDP program, an applet, a posted or remote message).
+ * ctx is the program's context (a bpf_timer callback, having none, cannot call it). */
 static long (*spine_msg_bulk_write)(void *ctx, __u64 offset, const void *src, __u32 len) =
 	(void *)0x53500005;
 
