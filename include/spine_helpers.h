@@ -139,7 +139,9 @@ struct spine_msg_md {
 
 /* Sends an active message of len bytes (1..SPINE_MSG_MAX) at data to host endpoint
  * `endpoint` (an endpoint id, as a handler's ctx->source), marked with `handler`
- * (0..255) on the endpoint's receive ring. ctx is the program's context. Returns 0, or
+ * (0..255) on the endpoint's receive ring. ctx is the program's context, or 0 in a
+ * bpf_timer callback, which has none (the verifier takes either; the message goes out
+ * in the sender's domain). Returns 0, or
  * -EINVAL (endpoint or handler out of range), -E2BIG (too long), -ENOSPC (more than 64
  * messages in one burst). Only a domain that lists "spine_msg_send" in its helpers
  * grants it; any other refuses the program at load. */
@@ -191,7 +193,8 @@ struct spine_remote_msg_hdr {
  * (0..255) of every extension of the sender's own domain on the same adapter (the
  * sender's own handler included, if it registered one). Asynchronous: the message is
  * queued and the adapter runs the handlers later, each under the watchdog, never inside
- * this call; a full queue drops it and counts the drop (msg_post_dropped). Returns 0
+ * this call; a full queue drops it and counts the drop (msg_post_dropped). ctx as for
+ * spine_msg_send (0 in a bpf_timer callback). Returns 0
  * once queued, or -EINVAL (handler out of range), -E2BIG (too long), -ENOSPC (more than
  * 64 messages sent and posted in one burst). Granted only by a domain that lists
  * "spine_msg_post" in its helpers. */
@@ -214,6 +217,33 @@ static __u64 (*spine_msg_bulk_len)(void *ctx) = (void *)0x53500003;
 static long (*spine_msg_bulk_read)(void *ctx, __u64 offset, void *dst, __u32 len) =
 	(void *)0x53500004;
 
+/* Bulk messages sent by an extension (extension -> host). A handler run on an
+ * endpoint's message copies data into that endpoint's buffer area, where the client
+ * told it to (typically a region it reserved, Endpoint::reserve_area, named in the
+ * message), then sends the endpoint a bulk message referring to it; the client
+ * receives the data in place (recv_marked hands it the area's bytes, marked with the
+ * handler and the extension's id) and the region stays the client's. Granted by
+ * listing "spine_msg_bulk_write" and "spine_msg_send_bulk". */
+
+/* Copies len bytes at src to `offset` of the buffer area of the endpoint whose message
+ * is being handled. Returns 0, -EFAULT when offset + len passes the area's end (checked
+ * on every call: no write leaves that endpoint's area), -EINVAL when the program runs
+ * on no endpoint's message (an XDP program, an applet, a posted or remote message).
+ * ctx is the program's context (a bpf_timer callback, having none, cannot call it). */
+static long (*spine_msg_bulk_write)(void *ctx, __u64 offset, const void *src, __u32 len) =
+	(void *)0x53500005;
+
+/* Sends host endpoint `endpoint` a bulk active message for `handler` (0..255): a
+ * reference to len bytes (at least 1) at `offset` of that endpoint's buffer area. The
+ * adapter checks the reference against the area when it delivers it (a bad one is
+ * counted bad_desc on the endpoint and msg_undelivered) and delivers only to an endpoint
+ * of the sender's domain that the sender's worker serves (not over a tunnel, not to
+ * another worker's endpoint: counted msg_undelivered). ctx as for spine_msg_send.
+ * Returns 0 once queued, -EINVAL (endpoint or handler out of range, len 0), -ENOSPC
+ * (more than 64 messages in one burst). */
+static long (*spine_msg_send_bulk)(void *ctx, __u32 endpoint, __u32 handler, __u64 offset,
+				   __u32 len) = (void *)0x53500006;
+
 /* Endpoint applets (U-Net/SLE). A program in SEC("spine/applet/tx") runs on each frame an
  * endpoint's client transmits (doTx), one in SEC("spine/applet/rx") on each frame about
  * to be delivered to the endpoint (doRx), for every endpoint whose request names the
@@ -224,6 +254,14 @@ static long (*spine_msg_bulk_read)(void *ctx, __u64 offset, void *dst, __u32 len
  * XDP program (bpf_redirect, devmaps, BPF_F_BROADCAST), anything else drops.
  * SEC("spine/applet/tick") runs at most every 100 us on a blank, zeroed 256-byte frame
  * (timers): write a frame into it (bpf_xdp_store_bytes), trim it (bpf_xdp_adjust_tail)
- * and return XDP_TX to send it out of the endpoint's port, or XDP_DROP to send nothing. */
+ * and return XDP_TX to send it out of the endpoint's port, or XDP_DROP to send nothing.
+ *
+ * Timers: handlers and applets may arm a struct bpf_timer held in a map value
+ * (bpf_timer_init, bpf_timer_set_callback, bpf_timer_start, bpf_timer_cancel, as in the
+ * kernel). The callback runs on the worker that armed the timer (for a handler run by
+ * an endpoint's message, or an applet: the worker serving that endpoint), under the
+ * watchdog; a periodic timer is one whose callback starts it again. A callback may send
+ * and post messages (spine_msg_send(0, ...)). An extension that is unloaded or detached
+ * by the watchdog has its timers cancelled. */
 
 #endif /* SPINE_HELPERS_H */

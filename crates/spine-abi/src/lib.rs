@@ -192,6 +192,14 @@ pub mod helper {
     /// spine's `spine_msg_bulk_read(ctx, offset, dst, len)`: copies bulk data out of the
     /// sending endpoint's buffer area, bounds-checked on every call.
     pub const SPINE_MSG_BULK_READ: u32 = 0x5350_0004;
+    /// spine's `spine_msg_bulk_write(ctx, offset, src, len)`: copies into the buffer
+    /// area of the endpoint whose message a handler runs on, bounds-checked to that
+    /// area on every call.
+    pub const SPINE_MSG_BULK_WRITE: u32 = 0x5350_0005;
+    /// spine's `spine_msg_send_bulk(ctx, endpoint, handler, offset, len)`: a bulk
+    /// active message to a host endpoint, a reference to `len` bytes at `offset` of
+    /// that endpoint's buffer area (checked against it on delivery).
+    pub const SPINE_MSG_SEND_BULK: u32 = 0x5350_0006;
 
     /// Kernel name of a helper (`bpf_map_lookup_elem`), for messages; `None` if spine
     /// does not know it.
@@ -242,6 +250,8 @@ pub mod helper {
             SPINE_MSG_POST => "spine_msg_post",
             SPINE_MSG_BULK_LEN => "spine_msg_bulk_len",
             SPINE_MSG_BULK_READ => "spine_msg_bulk_read",
+            SPINE_MSG_BULK_WRITE => "spine_msg_bulk_write",
+            SPINE_MSG_SEND_BULK => "spine_msg_send_bulk",
             _ => return None,
         })
     }

@@ -58,9 +58,12 @@ pub struct AppletCounters {
     pub faults: u64,
     /// Runs of the tick applet.
     pub tick_runs: u64,
+    /// `bpf_timer` callbacks the applets armed that ran (faults among them are in
+    /// `faults` too).
+    pub timer_runs: u64,
 }
 
-const N_COUNTERS: usize = 8;
+const N_COUNTERS: usize = 9;
 
 impl AppletCounters {
     fn to_array(self) -> [u64; N_COUNTERS] {
@@ -73,6 +76,7 @@ impl AppletCounters {
             self.redirected,
             self.faults,
             self.tick_runs,
+            self.timer_runs,
         ]
     }
 
@@ -86,6 +90,7 @@ impl AppletCounters {
             redirected: v[5],
             faults: v[6],
             tick_runs: v[7],
+            timer_runs: v[8],
         }
     }
 }
@@ -152,6 +157,13 @@ pub(crate) struct OwnedApplets {
     /// The extension's id, the source of the messages the applets send.
     ext: u16,
     pub counts: AppletCounters,
+}
+
+impl OwnedApplets {
+    /// Whether an applet may arm `bpf_timer`s (the worker then fires them).
+    pub fn has_timers(&self) -> bool {
+        [&self.tx, &self.rx, &self.tick].into_iter().flatten().any(|r| r.extension().has_timers())
+    }
 }
 
 impl Live {
@@ -421,6 +433,43 @@ impl Worker {
             Ok(()) => self.count(k, |c| c.redirected += 1),
             Err(buf) => self.applet_drop(k, buf, false),
         }
+    }
+}
+
+impl Worker {
+    /// Runs the due `bpf_timer` callbacks the applets of this worker's endpoints armed
+    /// here: each an invocation bounded by the watchdog, counted to the endpoint
+    /// (`timer_runs`, `faults`) and to the extension; what a callback sends is routed in
+    /// the endpoint's domain. Two endpoints with the same applets share its timers
+    /// (they live in the extension's maps): whichever runner comes first fires one.
+    #[cold]
+    pub(crate) fn fire_applet_timers(&mut self, now: u64) -> usize {
+        let mut work = 0;
+        for k in 0..self.eps.owned.len() {
+            for hook in [AppletHook::Tx, AppletHook::Rx, AppletHook::Tick] {
+                for _ in 0..spine_runtime::MAX_TIMERS_PER_CALL {
+                    let Some(a) = self.eps.owned[k].applets.as_mut() else { break };
+                    let ext = a.ext;
+                    let runner = match hook {
+                        AppletHook::Tx => a.tx.as_mut(),
+                        AppletHook::Rx => a.rx.as_mut(),
+                        AppletHook::Tick => a.tick.as_mut(),
+                    };
+                    let Some(runner) = runner.filter(|r| r.extension().has_timers()) else {
+                        break;
+                    };
+                    let Some(ran) = runner.run_next_timer(now, &mut self.host) else { break };
+                    work += 1;
+                    a.counts.timer_runs += 1;
+                    a.counts.faults += u64::from(ran.is_err());
+                    self.count_timer(usize::from(ext), ran.is_err());
+                    if ran.is_ok() {
+                        self.applet_outbox(k, hook);
+                    }
+                }
+            }
+        }
+        work
     }
 }
 

@@ -263,17 +263,19 @@ impl PostQueue {
     }
 }
 
-/// The host a bulk message's handlers run with: the worker's, plus the message's bulk
-/// data (`len` bytes at offset `off` of its endpoint's buffer area). Every read checks
-/// the range against `len` and, through [`AdapterEnd::read_area`], against the area.
-pub(crate) struct BulkHost<'a> {
+/// The host the handlers of an endpoint's message run with: the worker's, plus that
+/// endpoint's buffer area and, for a bulk message, its bulk data (`len` bytes at
+/// offset `off` of the area). Every read checks the range against `len` and, through
+/// [`AdapterEnd::read_area`], against the area; every write
+/// (`spine_msg_bulk_write`) against the area ([`AdapterEnd::write_area`]).
+pub(crate) struct EndpointHost<'a> {
     pub inner: &'a mut dyn Host,
     pub end: &'a AdapterEnd,
-    pub off: u64,
-    pub len: u32,
+    /// The message's bulk data (offset, length), `None` for a small message.
+    pub bulk: Option<(u64, u32)>,
 }
 
-impl Host for BulkHost<'_> {
+impl Host for EndpointHost<'_> {
     fn now_ns(&mut self) -> u64 {
         self.inner.now_ns()
     }
@@ -296,14 +298,22 @@ impl Host for BulkHost<'_> {
         self.inner.fib()
     }
     fn bulk_len(&self) -> u64 {
-        u64::from(self.len)
+        self.bulk.map_or(0, |(_, len)| u64::from(len))
     }
     fn bulk_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), i64> {
-        let inside = offset.checked_add(out.len() as u64).is_some_and(|e| e <= u64::from(self.len));
-        let at = self.off.checked_add(offset);
+        let Some((off, len)) = self.bulk else { return Err(spine_abi::errno::EINVAL) };
+        let inside = offset.checked_add(out.len() as u64).is_some_and(|e| e <= u64::from(len));
+        let at = off.checked_add(offset);
         match at {
             Some(at) if inside && self.end.read_area(at, out) => Ok(()),
             _ => Err(spine_abi::errno::EFAULT),
+        }
+    }
+    fn bulk_write(&mut self, offset: u64, data: &[u8]) -> Result<(), i64> {
+        if self.end.write_area(offset, data) {
+            Ok(())
+        } else {
+            Err(spine_abi::errno::EFAULT)
         }
     }
 }

@@ -172,6 +172,8 @@ pub enum LiveError {
     Runner { name: String, source: RunnerError },
     #[error("extension '{name}' is attached to {}; detach it first or unload with force", ports.join(", "))]
     Attached { name: String, ports: Vec<String> },
+    #[error("extension '{old}' is of domain '{old_domain}', not '{domain}': a replacement takes its domain's messages")]
+    ReplaceDomain { old: String, old_domain: String, domain: String },
     #[error("port '{port}' already runs extension '{ext}'; replace it instead")]
     PortBusy { port: String, ext: String },
     #[error("port '{port}' has no extension attached")]
@@ -259,6 +261,7 @@ impl LiveError {
             LiveError::PortBusy { .. } => "port_busy",
             LiveError::NotAttached { .. } => "not_attached",
             LiveError::Refused { .. } => "refused",
+            LiveError::ReplaceDomain { .. } => "refused",
             LiveError::Map { .. } => "map",
             LiveError::Size { .. } => "bad_size",
             LiveError::TooMany { .. } => "too_many",
@@ -463,7 +466,40 @@ impl Live {
         section: Option<&str>,
         domain: &str,
     ) -> Result<ExtView, LiveError> {
+        self.load_with(name, object, section, domain, None)
+    }
+
+    /// Loads extension `name` as [`Live::load`] does, in place of loaded extension
+    /// `old` of the same domain, which is unloaded: atomically for active messages.
+    /// The handler table is published once, with `name`'s handlers and without `old`'s,
+    /// and each worker dispatches every message under one table, so every message runs
+    /// the old handlers or the new ones, never both and never neither (loading then
+    /// unloading leaves a window in which a message runs both). `old` must not be
+    /// attached to a port ([`Live::replace`] does that for ports).
+    pub fn load_replacing(
+        &self,
+        old: &str,
+        name: &str,
+        object: &[u8],
+        section: Option<&str>,
+        domain: &str,
+    ) -> Result<ExtView, LiveError> {
+        self.load_with(name, object, section, domain, Some(old))
+    }
+
+    fn load_with(
+        &self,
+        name: &str,
+        object: &[u8],
+        section: Option<&str>,
+        domain: &str,
+        replaces: Option<&str>,
+    ) -> Result<ExtView, LiveError> {
         self.reap();
+        if let Some(old) = replaces {
+            // Early, before verifying; checked again when the new one goes in.
+            self.replaceable(&self.shared.lock(), old, domain)?;
+        }
         let dom = self
             .shared
             .domains
@@ -501,16 +537,50 @@ impl Live {
         if st.exts.len() > usize::from(u16::MAX) {
             return Err(LiveError::TooMany { name: name.to_string() });
         }
+        let retire = match replaces {
+            None => None,
+            Some(old) => Some(self.replaceable(&st, old, domain)?),
+        };
         let base_refs = Arc::strong_count(&ext);
         st.exts.push(ExtSlot {
             name: name.to_string(),
             domain: domain.to_string(),
             loaded: Some(Loaded { ext, object, base_refs }),
         });
+        if let Some(id) = retire {
+            if let Some(l) = st.exts[id].loaded.take() {
+                st.retired.push(l);
+            }
+        }
+        // One publish: the new handlers and, when replacing, without the old ones.
         self.shared.publish_handlers(&st);
         drop(st);
+        if retire.is_some() {
+            self.reap();
+        }
         let view = self.extensions().into_iter().find(|e| e.name == name);
         Ok(view.expect("just loaded"))
+    }
+
+    /// The index of loaded extension `old`, which a load into `domain` may replace: of
+    /// that domain and attached to no port.
+    fn replaceable(&self, st: &State, old: &str, domain: &str) -> Result<usize, LiveError> {
+        let id = find_ext(st, old)?;
+        let on: Vec<String> = (0..st.attached.len())
+            .filter(|&p| st.attached[p].map(usize::from) == Some(id))
+            .map(|p| self.shared.port_names[p].clone())
+            .collect();
+        if !on.is_empty() {
+            return Err(LiveError::Attached { name: old.to_string(), ports: on });
+        }
+        if st.exts[id].domain != domain {
+            return Err(LiveError::ReplaceDomain {
+                old: old.to_string(),
+                old_domain: st.exts[id].domain.clone(),
+                domain: domain.to_string(),
+            });
+        }
+        Ok(id)
     }
 
     /// Attaches extension `ext` to `port`'s receive hook; the port must have none.

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use spine_abi::xdp_action as act;
 use spine_endpoint::Taken;
 use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache, PoolError};
-use spine_runtime::{Bounds, Dest, Geometry, Redirect, RxInfo, Verdict, XdpRunner};
+use spine_runtime::{
+    Bounds, Dest, Geometry, Redirect, RxInfo, Verdict, XdpRunner, MAX_TIMERS_PER_CALL,
+};
 
 use crate::counters::{Counters, Drops};
 use crate::device::Device;
@@ -362,27 +364,76 @@ impl Worker {
         work
     }
 
-    /// Runs the due `bpf_timer` callbacks of the programs this worker runs (those armed
-    /// on this worker), each an invocation bounded by the watchdog and counted to its
-    /// extension. The clock is read once per round, and only when an attached program
-    /// sets timers; each runner runs at most `MAX_TIMERS_PER_CALL` callbacks a round.
+    /// Runs the due `bpf_timer` callbacks of the extensions this worker runs (those
+    /// armed on this worker): port programs', handlers' and its endpoints' applets'.
+    /// Each is an invocation bounded by the watchdog, counted to its extension
+    /// (`timers`, `faults`); what a callback sends is routed as its extension's messages
+    /// are ([`Worker::route_message`]). The clock is read once per round, and only when
+    /// some runner's extension sets timers; each runner runs at most
+    /// `MAX_TIMERS_PER_CALL` callbacks a round.
     fn fire_timers(&mut self) -> usize {
         let mut now = None;
         let mut work = 0;
         for p in 0..self.progs.len() {
             let e = usize::from(self.progs[p].ext);
-            let Some(r) = self.progs[p].runner.as_mut() else { continue };
-            if !r.extension().has_timers() {
+            if !self.progs[p].runner.as_ref().is_some_and(|r| r.extension().has_timers()) {
                 continue;
             }
             let now = *now.get_or_insert_with(crate::sys::monotonic_ns);
-            let run = r.run_timers(now, &mut self.host);
-            if run.fired > 0 {
-                if let Some(c) = self.counters.exts.get_mut(e) {
-                    c.timers += u64::from(run.fired);
-                    c.faults += u64::from(run.faults);
+            for _ in 0..MAX_TIMERS_PER_CALL {
+                let Some(r) = self.progs[p].runner.as_mut() else { break };
+                let Some(ran) = r.run_next_timer(now, &mut self.host) else { break };
+                work += 1;
+                self.count_timer(e, ran.is_err());
+                if ran.is_ok() {
+                    self.drain_outbox(p, e);
                 }
-                work += run.fired as usize;
+            }
+        }
+        if self.handlers.runners.iter().any(|h| h.runner.extension().has_timers()) {
+            let now = *now.get_or_insert_with(crate::sys::monotonic_ns);
+            work += self.fire_handler_timers(now);
+        }
+        if self.eps.owned.iter().any(|o| o.applets.as_ref().is_some_and(|a| a.has_timers())) {
+            let now = *now.get_or_insert_with(crate::sys::monotonic_ns);
+            work += self.fire_applet_timers(now);
+        }
+        work
+    }
+
+    /// One timer callback of extension `e` ran (`fault`: it faulted).
+    #[cold]
+    pub(crate) fn count_timer(&mut self, e: usize, fault: bool) {
+        if self.counters.exts.len() <= e {
+            self.counters.exts.resize(e + 1, Default::default());
+        }
+        let c = &mut self.counters.exts[e];
+        c.timers += 1;
+        c.faults += u64::from(fault);
+    }
+
+    /// The timers of the handlers in this worker's handler table: a callback's messages
+    /// go out in its extension's domain.
+    #[cold]
+    fn fire_handler_timers(&mut self, now: u64) -> usize {
+        let mut work = 0;
+        for r in 0..self.handlers.runners.len() {
+            if !self.handlers.runners[r].runner.extension().has_timers() {
+                continue;
+            }
+            let (domain, ext) = (self.handlers.runners[r].domain, self.handlers.runners[r].ext);
+            for _ in 0..MAX_TIMERS_PER_CALL {
+                let runner = &mut self.handlers.runners[r].runner;
+                let Some(ran) = runner.run_next_timer(now, &mut self.host) else { break };
+                work += 1;
+                self.count_timer(usize::from(ext), ran.is_err());
+                if ran.is_err() {
+                    continue;
+                }
+                for m in 0..self.handlers.runners[r].runner.outbox().len() {
+                    let msg = self.handlers.runners[r].runner.outbox()[m];
+                    self.route_message(domain, ext, &msg);
+                }
             }
         }
         work
@@ -984,21 +1035,10 @@ impl Worker {
             ran = true;
             let Ok(frame) = self.pool.frame_mut(buf) else { break };
             let mut bounds = Bounds { meta: head, data: head, end: head + len };
-            let result = match bulk {
-                None => h.runner.run_message_raw(
-                    frame,
-                    self.geometry,
-                    &mut bounds,
-                    source,
-                    &mut self.host,
-                ),
-                Some((off, len)) => {
-                    let end = &self.eps.owned[k].end;
-                    let mut host =
-                        crate::handlers::BulkHost { inner: &mut self.host, end, off, len };
-                    h.runner.run_message_raw(frame, self.geometry, &mut bounds, source, &mut host)
-                }
-            };
+            let end = &self.eps.owned[k].end;
+            let mut host = crate::handlers::EndpointHost { inner: &mut self.host, end, bulk };
+            let result =
+                h.runner.run_message_raw(frame, self.geometry, &mut bounds, source, &mut host);
             if result.is_err() {
                 continue;
             }
@@ -1049,6 +1089,9 @@ impl Worker {
     /// `msg_undelivered`), or, posted, into this worker's queue for the domain's handlers
     /// ([`Worker::post`]).
     pub(crate) fn route_message(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
+        if msg.bulk().is_some() {
+            return self.route_bulk(domain, ext, msg);
+        }
         let id = match msg.to {
             Dest::Endpoint(id) if is_remote(id) => return self.send_remote(domain, ext, id, msg),
             Dest::Endpoint(id) => id,
@@ -1068,6 +1111,33 @@ impl Worker {
                 false
             }
         };
+        if delivered {
+            self.counters.worker.msg_delivered += 1;
+        } else {
+            self.counters.worker.msg_undelivered += 1;
+        }
+    }
+
+    /// A bulk message extension `ext` of domain `domain` sent (`spine_msg_send_bulk`):
+    /// delivered to the endpoint it names if this worker serves it in the same domain,
+    /// the reference checked against that endpoint's area ([`AdapterEnd::deliver_bulk_message`]:
+    /// a bad one counted `bad_desc` there); `msg_delivered`, else `msg_undelivered` (a
+    /// bulk message is not handed to another worker nor sent over a tunnel: its data
+    /// lies in the area of an endpoint this worker serves).
+    ///
+    /// [`AdapterEnd::deliver_bulk_message`]: spine_endpoint::AdapterEnd::deliver_bulk_message
+    #[cold]
+    fn route_bulk(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
+        let (Dest::Endpoint(id), Some((off, len))) = (msg.to, msg.bulk()) else {
+            self.counters.worker.msg_undelivered += 1;
+            return;
+        };
+        let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
+        let delivered = target.is_some_and(|o| {
+            let ok = o.end.deliver_bulk_message(msg.handler, ext, off, len);
+            o.woke |= ok;
+            ok
+        });
         if delivered {
             self.counters.worker.msg_delivered += 1;
         } else {
@@ -1146,6 +1216,9 @@ impl Worker {
     /// ([`Worker::post`]).
     fn deliver_message(&mut self, k: usize, ext: u16, msg: &spine_runtime::OutMsg) {
         let domain = self.eps.owned[k].domain_ix();
+        if msg.bulk().is_some() {
+            return self.route_bulk(domain, ext, msg);
+        }
         let Dest::Endpoint(id) = msg.to else { return self.post(domain, ext, msg) };
         if is_remote(id) {
             return self.send_remote(domain, ext, id, msg);

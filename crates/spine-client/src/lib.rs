@@ -479,7 +479,9 @@ impl Endpoint {
 
     /// As [`recv`](Self::recv), with each entry's marking: `Some((handler, source))` for
     /// an active message an extension sent (source: its extension id), `None` for a
-    /// frame.
+    /// frame. A bulk message an extension sent (`spine_msg_send_bulk`) is handed in
+    /// place: the bytes of the buffer-area region it refers to, which stays the
+    /// application's (typically one it reserved with [`reserve_area`](Self::reserve_area)).
     pub fn recv_marked(&mut self, max: usize, f: impl FnMut(&[u8], Option<(u8, u16)>)) -> usize {
         self.end.recv_marked(max, f)
     }

@@ -433,6 +433,27 @@ impl Client {
         self.call("POST", &q, Some(("application/octet-stream", object)))
     }
 
+    /// As [`Client::load`], in place of loaded extension `old` of the same domain, which
+    /// is unloaded: atomically for active messages (every message runs `old`'s handlers
+    /// or the new ones, never both nor neither). `old` must not be attached to a port.
+    pub fn load_replacing(
+        &mut self,
+        old: &str,
+        name: &str,
+        object: &[u8],
+        section: Option<&str>,
+        domain: Option<&str>,
+    ) -> Result<ExtView, ClientError> {
+        let mut q = format!("/{VERSION}/extensions?name={}&replaces={}", enc(name), enc(old));
+        if let Some(s) = section {
+            q.push_str(&format!("&section={}", enc(s)));
+        }
+        if let Some(d) = domain {
+            q.push_str(&format!("&domain={}", enc(d)));
+        }
+        self.call("POST", &q, Some(("application/octet-stream", object)))
+    }
+
     pub fn unload(&mut self, name: &str, force: bool) -> Result<(), ClientError> {
         let p = format!("/{VERSION}/extensions/{}?force={force}", enc(name));
         self.checked("DELETE", &p, None).map(drop)

@@ -488,7 +488,7 @@ impl From<LiveError> for Fail {
             | LiveError::NotAttached { .. } => StatusCode::CONFLICT,
             LiveError::Object { .. } | LiveError::Size { .. } => StatusCode::BAD_REQUEST,
             LiveError::Load { .. } | LiveError::Runner { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            LiveError::Refused { .. } => StatusCode::FORBIDDEN,
+            LiveError::Refused { .. } | LiveError::ReplaceDomain { .. } => StatusCode::FORBIDDEN,
             LiveError::Map { source, .. } if source.errno().abs() == i64::from(libc::ENOENT) => {
                 StatusCode::NOT_FOUND
             }
@@ -676,9 +676,14 @@ struct LoadQuery {
     section: Option<String>,
     #[serde(default)]
     domain: Option<String>,
+    /// A loaded extension of the same domain that the new one replaces atomically for
+    /// active messages (`Live::load_replacing`).
+    #[serde(default)]
+    replaces: Option<String>,
 }
 
-/// `POST /v1/extensions?name=N[&section=S][&domain=D]`, the ELF object as the body.
+/// `POST /v1/extensions?name=N[&section=S][&domain=D][&replaces=OLD]`, the ELF object as
+/// the body.
 async fn load(
     State(a): State<App>,
     q: Result<Query<LoadQuery>, axum::extract::rejection::QueryRejection>,
@@ -690,7 +695,11 @@ async fn load(
     // Verifying and compiling can take a while: off the thread that serves the others.
     let live = a.live.clone();
     let view = tokio::task::spawn_blocking(move || {
-        live.load(&q.name, &body, q.section.as_deref(), q.domain.as_deref().unwrap_or("default"))
+        let (section, domain) = (q.section.as_deref(), q.domain.as_deref().unwrap_or("default"));
+        match &q.replaces {
+            Some(old) => live.load_replacing(old, &q.name, &body, section, domain),
+            None => live.load(&q.name, &body, section, domain),
+        }
     })
     .await
     .map_err(|e| Fail::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))??;

@@ -1139,3 +1139,239 @@ fn bulk_messages_reference_the_endpoints_area_and_are_checked() {
     drop(ep);
     rig.finish();
 }
+
+/// The domain `timed` for `timers_handler.c`: what its handler and applet call.
+fn timers_domain() -> DomainSpec {
+    let names: Vec<String> = [
+        "map_lookup_elem",
+        "spine_msg_send",
+        "timer_init",
+        "timer_set_callback",
+        "timer_start",
+        "timer_cancel",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    DomainSpec { name: "timed".into(), helpers, ..DomainSpec::default_domain() }
+}
+
+/// `runs` of slot `slot` of `timers_handler.c`'s map in extension `ext`.
+fn timer_runs(live: &Live, ext: &str, slot: u32) -> u32 {
+    let v = live.map_lookup(ext, "timers", &slot.to_ne_bytes()).unwrap();
+    u32::from_ne_bytes(v[24..28].try_into().unwrap())
+}
+
+/// Receives marked messages until `n` have come.
+fn recv_marked_n(ep: &mut Endpoint, n: usize) -> Vec<Marked> {
+    let mut got = Vec::new();
+    until("the timer's messages", || {
+        ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
+        got.len() >= n
+    });
+    got
+}
+
+/// Timers armed by an active-message handler (`timers_handler.c`, handler 3): a message
+/// arms a one-shot timer whose callback sends one message to the endpoint: exactly one
+/// arrives; another arms a periodic one that re-arms itself until it has run 5 times:
+/// exactly 5 arrive, numbered 1..5. The callbacks run on the worker serving the
+/// endpoint (two workers), counted to the extension (`timers`, no faults); once the
+/// callbacks stopped re-arming (their count says so) nothing more comes.
+#[test]
+fn a_handler_arms_one_shot_and_periodic_timers_whose_callbacks_message_the_host() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "timers_handler");
+    let rig = Rig::build(2, None, Some(timers_domain()));
+    let chan = Channel { domain: Some("timed".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = rig.live.load("tm", &obj, None, "timed").unwrap().id;
+    until("every worker runs the handler", || rig.live.handlers_settled());
+    until("room on the transmit ring", || ep.send_message(3, &[0, 1]));
+    let got = recv_marked_n(&mut ep, 1);
+    assert_eq!(got, [(vec![0, 1], Some((3, id)))], "the one-shot's message");
+    until("room on the transmit ring", || ep.send_message(3, &[1, 5]));
+    let got = recv_marked_n(&mut ep, 5);
+    let want: Vec<Marked> = (1..=5u8).map(|n| (vec![1, n], Some((3, id)))).collect();
+    assert_eq!(got, want, "the periodic timer's 5 messages, in order");
+    assert_eq!((timer_runs(&rig.live, "tm", 0), timer_runs(&rig.live, "tm", 1)), (1, 5));
+    until("the timer counters published", || {
+        rig.live.totals().extension("tm").is_some_and(|e| e.timers == 6)
+    });
+    let t = rig.live.totals();
+    let e = t.extension("tm").unwrap();
+    assert_eq!((e.timers, e.faults), (6, 0));
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more: the callbacks stopped re-arming");
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled), (2, 0));
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.workers.iter().map(|w| w.msg_delivered).sum::<u64>(), 6);
+}
+
+/// Timers armed by an endpoint applet (`timers_handler.c`'s `doTx`): each frame the
+/// client sends arms slot `data[0]` for `data[1]` runs, whose callback messages the
+/// endpoint (marked handler 4). A one-shot and a 3-run periodic timer: exactly 1 and 3
+/// messages; the endpoint's applet counters count the 4 timer runs.
+#[test]
+fn an_applet_arms_timers_whose_callbacks_message_its_endpoint() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "timers_handler");
+    let rig = Rig::build(1, None, Some(timers_domain()));
+    let id = rig.live.load("tm", &obj, None, "timed").unwrap().id;
+    let chan = Channel {
+        domain: Some("timed".into()),
+        applets: Some("tm".into()),
+        ..Channel::udp4("wire", 9999)
+    };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let mut frame = vec![2u8, 1];
+    frame.resize(60, 0);
+    until("room for a frame", || ep.send_batch(std::slice::from_ref(&frame)) == 1);
+    assert_eq!(recv_marked_n(&mut ep, 1), [(vec![2, 1], Some((4, id)))]);
+    frame[..2].copy_from_slice(&[3, 3]);
+    until("room for a frame", || ep.send_batch(std::slice::from_ref(&frame)) == 1);
+    let want: Vec<Marked> = (1..=3u8).map(|n| (vec![3, n], Some((4, id)))).collect();
+    assert_eq!(recv_marked_n(&mut ep, 3), want);
+    assert_eq!((timer_runs(&rig.live, "tm", 2), timer_runs(&rig.live, "tm", 3)), (1, 3));
+    until("the applet counters published", || {
+        rig.live.endpoints()[0].counters.applets.timer_runs == 4
+    });
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.applets.tx_runs, c.applets.dropped, c.applets.faults), (2, 2, 0));
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.extension("tm").map(|e| (e.timers, e.faults)), Some((4, 0)));
+}
+
+/// Bulk messages from an extension (extension → host): the client reserves two frames
+/// of its buffer area and asks handler 13 (`bulk_reply.c`) for 2,000 bytes at an offset
+/// that crosses the frames' boundary; the handler writes them there
+/// (`spine_msg_bulk_write`, 256 bytes a call, a probe past the area's end answered
+/// -EFAULT) and sends a bulk message referring to them (`spine_msg_send_bulk`): the
+/// client receives exactly those bytes in place, marked with handler 13 and the
+/// extension's id. A write outside the area fails (-EFAULT) and sends nothing; a
+/// reference outside the area is refused on delivery (`bad_desc`, `msg_undelivered`).
+#[test]
+fn a_handler_sends_a_bulk_message_referring_to_data_it_wrote_into_the_endpoints_area() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "bulk_reply");
+    let names: Vec<String> = ["map_lookup_elem", "spine_msg_bulk_write", "spine_msg_send_bulk"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, None, Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = rig.live.load("bulk", &obj, None, "msgs").unwrap().id;
+    until("every worker runs the handler", || rig.live.handlers_settled());
+    let view = rig.live.endpoints()[0].clone();
+    let area = u64::from(view.frames) * u64::from(view.frame_size);
+    let at = ep.reserve_area(2).expect("two free frames");
+    let start = at + u64::from(view.frame_size) - 700;
+    let request = |off: u64, len: u32, seed: u8| {
+        let mut r = off.to_ne_bytes().to_vec();
+        r.extend_from_slice(&len.to_ne_bytes());
+        r.extend_from_slice(&[seed, 0, 0, 0]);
+        r
+    };
+    let stat = |k: u32| {
+        let v = rig.live.map_lookup("bulk", "stats", &k.to_ne_bytes()).unwrap();
+        i64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    until("room on the transmit ring", || ep.send_message(13, &request(start, 2000, 5)));
+    let got = recv_marked_n(&mut ep, 1);
+    let want: Vec<u8> = (0..2000u32).map(|p| (p * 13 + 5) as u8).collect();
+    assert_eq!(got, [(want, Some((13, id)))], "the bytes the handler wrote, in place");
+    assert_eq!((stat(0), stat(1), stat(2), stat(3)), (1, -14, 0, 0));
+    // A write outside the area: -EFAULT, nothing sent.
+    until("room on the transmit ring", || ep.send_message(13, &request(area - 100, 300, 1)));
+    until("the failed write recorded", || stat(3) == -14);
+    // A reference outside the area (sent without writing): refused on delivery.
+    until("room on the transmit ring", || ep.send_message(13, &request(area - 10, 11, 0xff)));
+    until("the bad reference counted", || rig.live.endpoints()[0].counters.bad_desc == 1);
+    assert_eq!(stat(0), 2, "the handler sent it");
+    until("the worker's counters", || rig.live.totals().workers[0].msg_undelivered == 1);
+    assert_eq!(rig.live.totals().workers[0].msg_delivered, 1);
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered), (3, 0, 1));
+    ep.release_area(at, 2);
+    drop(ep);
+    rig.finish();
+}
+
+/// Atomic replacement of a handler (`Live::load_replacing`, over the control API
+/// `POST /v1/extensions?replaces=`): while a client has 200
+/// messages for handler 7 in flight (two workers), v1 (replies XOR 0x20) is replaced by
+/// v2 (XOR 0x40) in one publish of the handler table. Every message is answered exactly
+/// once, by v1 or by v2, never both and never neither (exactly 200 replies, each one
+/// of the two transforms of its message, none unhandled), and once v2 answers, v1 never
+/// does again (the replies switch once, in order). Replacing an extension of another
+/// domain, or one attached to a port, is refused by kind.
+#[test]
+fn a_handler_replaced_atomically_answers_every_message_once_by_the_old_or_the_new() {
+    let v1 = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let v2 = fixture("handler_v2");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(2, None, Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id1 = rig.live.load("v1", &v1, None, "msgs").unwrap().id;
+    until("every worker runs v1", || rig.live.handlers_settled());
+    let err = rig.live.load_replacing("v1", "v2", &v2, None, "default").unwrap_err();
+    assert_eq!(err.kind(), "refused", "another domain: {err}");
+    let msgs: Vec<Vec<u8>> = (0..200u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let mut replies = Vec::new();
+    let mut id2 = None;
+    for (i, m) in msgs.iter().enumerate() {
+        until("room on the transmit ring", || ep.send_message(7, m));
+        if i == 100 {
+            // Through the control API: `POST /v1/extensions?name=v2&replaces=v1`.
+            let mut api = Client::new(&rig.sock);
+            id2 = Some(api.load_replacing("v1", "v2", &v2, None, Some("msgs")).unwrap().id);
+        }
+        ep.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+    }
+    until("every reply", || {
+        ep.recv_marked(64, |d, mark| replies.push((d.to_vec(), mark)));
+        replies.len() >= msgs.len()
+    });
+    until("every worker runs v2 alone", || rig.live.handlers_settled());
+    let id2 = id2.unwrap();
+    let xor = |m: &[u8], x: u8| m.iter().map(|b| b ^ x).collect::<Vec<u8>>();
+    // One reply per message, in order: the first k from v1, the rest from v2.
+    let k = replies.iter().take_while(|(_, mark)| *mark == Some((7, id1))).count();
+    let want: Vec<Marked> =
+        msgs.iter()
+            .enumerate()
+            .map(|(i, m)| {
+                if i < k {
+                    (xor(m, 0x20), Some((7, id1)))
+                } else {
+                    (xor(m, 0x40), Some((7, id2)))
+                }
+            })
+            .collect();
+    assert_eq!(replies, want, "each message answered once, by v1 up to the switch, then v2");
+    assert_eq!(ask(&rig.live, &mut ep, b"after"), Some((xor(b"after", 0x40), Some((7, id2)))));
+    let c = rig.live.endpoints()[0].counters;
+    assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered), (201, 0, 201));
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    // An extension attached to a port cannot be replaced this way.
+    rig.live.load("v3", &v1, None, "msgs").unwrap();
+    rig.live.attach("v3", "wire").unwrap();
+    let err = rig.live.load_replacing("v3", "v4", &v2, None, "msgs").unwrap_err();
+    assert_eq!(err.kind(), "attached", "{err}");
+    assert!(rig.live.extensions().iter().all(|e| e.name != "v4"), "nothing loaded");
+    drop(ep);
+    rig.finish();
+}

@@ -284,6 +284,37 @@ impl AdapterEnd {
         None
     }
 
+    /// Writes `data` at offset `off` of the buffer area (`spine_msg_bulk_write`); `false`
+    /// (nothing written) when the range is not wholly inside the area. The area is
+    /// shared with the client: an extension writes only where the client told it to
+    /// (a region it reserved), and only inside this endpoint's area.
+    pub fn write_area(&self, off: u64, data: &[u8]) -> bool {
+        if !self.layout.in_area(off, data.len()) {
+            return false;
+        }
+        self.shm.write(self.layout.area_offset() + off as usize, data);
+        true
+    }
+
+    /// Delivers a bulk active message for `handler` from extension `source`: a
+    /// reference to `len` bytes (at least 1) at offset `off` of this endpoint's area,
+    /// posted on the receive ring marked [`Desc::BULK`]. A reference outside the area
+    /// is refused (`bad_desc`), as is a full ring (`rx_no_room`): `false`.
+    pub fn deliver_bulk_message(&mut self, handler: u8, source: u16, off: u64, len: u32) -> bool {
+        if len == 0 || !self.layout.in_area(off, len as usize) {
+            self.stats.bad_desc += 1;
+            return false;
+        }
+        if self.ready(RingId::Rx) == 0 {
+            self.stats.rx_no_room += 1;
+            return false;
+        }
+        let options = Desc::message_options(false, handler, source) | Desc::BULK;
+        self.post_rx(Desc { addr: off, len, options });
+        self.stats.msg_delivered += 1;
+        true
+    }
+
     /// Copies `out.len()` bytes at offset `off` of the buffer area into `out`; `false`
     /// (nothing copied) when the range is not wholly inside the area. Checked on every
     /// call: the bytes are the client's and may change, but no read leaves its area.

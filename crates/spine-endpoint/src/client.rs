@@ -203,6 +203,16 @@ impl ClientEnd {
                 self.shm.u64_at(slot).load(Ordering::Relaxed),
                 self.shm.u64_at(slot + 8).load(Ordering::Relaxed),
             );
+            if let Some(mark) = self.layout.check_bulk_rx(d) {
+                // A bulk message an extension wrote into the area: handed in place;
+                // the region stays the client's (it reserved it).
+                f(
+                    self.shm.bytes_mut(self.layout.area_offset() + d.addr as usize, d.len as usize),
+                    Some(mark),
+                );
+                self.rx.advance(&self.shm, 1);
+                continue;
+            }
             match self.layout.check_entry(d, true) {
                 Some((Payload::Inline, msg)) => {
                     let at = self.rx.inline_slot(self.layout.inline_off(), 0);

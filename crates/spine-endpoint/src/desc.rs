@@ -33,7 +33,10 @@ impl Desc {
     /// but a reference to `len` bytes (at least 1) at offset `addr` of the endpoint's
     /// buffer area, which the handler reads with `spine_msg_bulk_read`, checked against
     /// the area on every read. The area stays the client's: nothing goes back on the
-    /// completion ring.
+    /// completion ring. On the receive ring (with [`Desc::MESSAGE`], the handler in
+    /// bits 8..16 and the sending extension's id in bits 16..32): a bulk message an
+    /// extension sent, `len` bytes at offset `addr` of the area that it wrote there
+    /// (`spine_msg_bulk_write`); no fill frame is used and none comes back.
     pub const BULK: u32 = 16;
     /// The egress port of a [`Desc::HEADER`] return that drops the buffer.
     pub const EGRESS_DROP: u16 = 0xffff;

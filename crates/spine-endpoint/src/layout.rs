@@ -169,6 +169,20 @@ impl Layout {
         (end <= self.area_bytes() as u64).then_some((d.options >> 8) as u8)
     }
 
+    /// Checks a bulk message descriptor from the receive ring (options exactly
+    /// [`Desc::MESSAGE`] | [`Desc::BULK`], the handler in bits 8..16 and the source in
+    /// bits 16..32; `len` at least 1; `addr..addr + len` within the area). Returns its
+    /// handler and source.
+    pub fn check_bulk_rx(&self, d: Desc) -> Option<(u8, u16)> {
+        if d.options & !0xffff_ff00 != Desc::MESSAGE | Desc::BULK || d.len == 0 {
+            return None;
+        }
+        if !self.in_area(d.addr, d.len as usize) {
+            return None;
+        }
+        d.message()
+    }
+
     /// Whether `len` bytes at offset `off` lie within the buffer area.
     pub fn in_area(&self, off: u64, len: usize) -> bool {
         off.checked_add(len as u64).is_some_and(|end| end <= self.area_bytes() as u64)
@@ -188,6 +202,20 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_messages_on_the_receive_ring_stay_inside_the_area() {
+        let l = Layout::new(8, 2048, 4).unwrap();
+        let bulk = |addr: u64, len: u32, options: u32| Desc { addr, len, options };
+        let opts = Desc::message_options(false, 13, 0x1234) | Desc::BULK;
+        assert_eq!(l.check_bulk_rx(bulk(1000, 3000, opts)), Some((13, 0x1234)), "across frames");
+        assert_eq!(l.check_bulk_rx(bulk(4 * 2048 - 1, 1, opts)), Some((13, 0x1234)));
+        assert_eq!(l.check_bulk_rx(bulk(4 * 2048 - 1, 2, opts)), None, "past the area");
+        assert_eq!(l.check_bulk_rx(bulk(u64::MAX, 2, opts)), None, "wraps");
+        assert_eq!(l.check_bulk_rx(bulk(0, 0, opts)), None, "empty");
+        assert_eq!(l.check_bulk_rx(bulk(0, 8, opts | Desc::INLINE)), None, "other bits");
+        assert_eq!(l.check_bulk_rx(bulk(0, 8, opts & !Desc::MESSAGE)), None, "not a message");
+    }
 
     #[test]
     fn descriptors_stay_in_one_frame() {

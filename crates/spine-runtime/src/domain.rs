@@ -72,6 +72,8 @@ pub const SPINE_HELPERS: &[u32] = &[
     spine_abi::helper::SPINE_MSG_POST,
     spine_abi::helper::SPINE_MSG_BULK_LEN,
     spine_abi::helper::SPINE_MSG_BULK_READ,
+    spine_abi::helper::SPINE_MSG_BULK_WRITE,
+    spine_abi::helper::SPINE_MSG_SEND_BULK,
 ];
 
 /// What an active-message handler may not call: helpers that act on a packet or its

@@ -151,10 +151,6 @@ pub struct Extension {
     pub(crate) timer_entries: Vec<(usize, Engine)>,
 }
 
-/// The `bpf_timer` helpers.
-const TIMER_HELPERS: [u32; 4] =
-    [helper::TIMER_INIT, helper::TIMER_SET_CALLBACK, helper::TIMER_START, helper::TIMER_CANCEL];
-
 /// Where the instructions of a timer entry's program sit against the extension's own:
 /// two further on, behind the wrapper.
 pub(crate) const TIMER_WRAPPER_LEN: usize = 2;
@@ -226,12 +222,7 @@ impl Drop for Extension {
     /// The timers whose callbacks it set in its maps (which may outlive it: a domain's
     /// shared maps) are cancelled: no runner of it is left to fire them.
     fn drop(&mut self) {
-        if self.timer_entries.is_empty() {
-            return;
-        }
-        for t in self.maps.data_maps().filter_map(|m| m.timers()) {
-            t.drop_owner(self.id);
-        }
+        self.cancel_timers();
     }
 }
 
@@ -390,12 +381,10 @@ fn verify_with(
         return Err(LoadError::WrongType { program: prog.name.clone(), prog_type: prog.prog_type });
     }
     opts.domain.check_insns(prog.insns.len())?;
-    let mut ids = if handler { opts.domain.handler_helpers() } else { opts.domain.xdp_helpers() };
-    if handler || is_applet(prog) {
-        // Only port programs' timers are fired (by the workers' rounds); handlers and
-        // applets have no runner that would, so they may not arm one.
-        ids.retain(|&id| !TIMER_HELPERS.contains(&id));
-    }
+    // Handlers and applets may arm timers too: the adapter's workers fire every
+    // runner's timers (port programs', handlers', applets'), each on the worker that
+    // armed it.
+    let ids = if handler { opts.domain.handler_helpers() } else { opts.domain.xdp_helpers() };
     let helpers = KernelHelpers::only(&ids);
     let env = VerifyEnv {
         ctx,
@@ -638,6 +627,17 @@ impl Extension {
     /// Whether the program may set timer callbacks (its runners fire its timers).
     pub fn has_timers(&self) -> bool {
         !self.timer_entries.is_empty()
+    }
+    /// Cancels every timer whose callback this extension set (they keep their
+    /// initialisation, as after `bpf_timer_cancel`): when it goes, or when the watchdog
+    /// detached it, so that no timer waits on a callback that will never run.
+    pub fn cancel_timers(&self) {
+        if self.timer_entries.is_empty() {
+            return;
+        }
+        for t in self.maps.data_maps().filter_map(|m| m.timers()) {
+            t.drop_owner(self.id);
+        }
     }
 }
 

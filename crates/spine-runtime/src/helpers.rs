@@ -753,6 +753,34 @@ impl Env for XdpEnv<'_> {
                     }
                 }
             }
+            helper::SPINE_MSG_BULK_WRITE => {
+                // `spine_msg_bulk_write(ctx, offset, src, len)`: the verifier proved `src`
+                // readable for `len`; the host checks the range against the endpoint's
+                // area on every call.
+                self.check_ctx(a[0])?;
+                let src = mem.slice(a[2], a[3] as u32 as usize).ok_or_else(bad_ptr)?;
+                match self.host.bulk_write(a[1], src) {
+                    Ok(()) => 0,
+                    Err(e) => neg(e),
+                }
+            }
+            helper::SPINE_MSG_SEND_BULK => {
+                // `spine_msg_send_bulk(ctx, endpoint, handler, offset, len)`: queued as a
+                // send; the adapter checks the reference against the endpoint's area
+                // when it delivers it.
+                let (endpoint, handler, off, len) = (a[1], a[2], a[3], a[4]);
+                if endpoint > u64::from(u32::MAX) || handler > 255 || len == 0 {
+                    neg(errno::EINVAL)
+                } else if len > u64::from(u32::MAX) {
+                    neg(errno::E2BIG)
+                } else {
+                    let to = crate::msg::Dest::Endpoint(endpoint as u32);
+                    match self.outbox.push_bulk(to, handler as u8, off, len as u32) {
+                        Ok(()) => 0,
+                        Err(e) => neg(e),
+                    }
+                }
+            }
             helper::SPINE_MSG_POST => {
                 // `spine_msg_post(ctx, handler, data, len)`: queued in the outbox like a
                 // send; the adapter runs the handlers later, never inside this call.

@@ -39,6 +39,13 @@ pub trait Host {
     fn bulk_read(&mut self, _offset: u64, _out: &mut [u8]) -> Result<(), i64> {
         Err(spine_abi::errno::EINVAL)
     }
+    /// Copies `data` to `offset` of the buffer area of the endpoint whose message is
+    /// being handled (`spine_msg_bulk_write`), checked against that area: `EINVAL` when
+    /// the invocation runs on no endpoint's message (the default), `EFAULT` for a range
+    /// outside the area.
+    fn bulk_write(&mut self, _offset: u64, _data: &[u8]) -> Result<(), i64> {
+        Err(spine_abi::errno::EINVAL)
+    }
     /// The MTU of interface `ifindex`, for `bpf_check_mtu`; `None` (the helper answers
     /// `-ENODEV`) for an interface the host does not know. The default asks the FIB's
     /// interfaces ([`Host::fib`]; configured, or mirrored from the kernel).

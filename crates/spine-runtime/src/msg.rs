@@ -37,12 +37,16 @@ pub struct OutMsg {
     pub handler: u8,
     len: u8,
     data: [u8; MSG_MAX],
+    /// For a bulk message (`spine_msg_send_bulk`): its reference, offset and length
+    /// (at least 1) in the destination endpoint's buffer area; `bulk_len` 0 otherwise.
+    bulk_off: u64,
+    bulk_len: u32,
 }
 
 impl OutMsg {
     /// A message of `data` (`None` when longer than [`MSG_MAX`]).
     pub fn new(to: Dest, handler: u8, data: &[u8]) -> Option<OutMsg> {
-        let mut m = OutMsg { to, handler, len: 0, data: [0; MSG_MAX] };
+        let mut m = OutMsg { to, handler, len: 0, data: [0; MSG_MAX], bulk_off: 0, bulk_len: 0 };
         m.data.get_mut(..data.len())?.copy_from_slice(data);
         m.len = data.len() as u8;
         Some(m)
@@ -50,6 +54,12 @@ impl OutMsg {
 
     pub fn payload(&self) -> &[u8] {
         &self.data[..usize::from(self.len)]
+    }
+
+    /// A bulk message's reference (offset, length) in its endpoint's area; `None` for a
+    /// small message.
+    pub fn bulk(&self) -> Option<(u64, u32)> {
+        (self.bulk_len > 0).then_some((self.bulk_off, self.bulk_len))
     }
 }
 
@@ -62,7 +72,14 @@ pub struct Outbox {
 
 impl Default for Outbox {
     fn default() -> Self {
-        let empty = OutMsg { to: Dest::Handlers, handler: 0, len: 0, data: [0; MSG_MAX] };
+        let empty = OutMsg {
+            to: Dest::Handlers,
+            handler: 0,
+            len: 0,
+            data: [0; MSG_MAX],
+            bulk_off: 0,
+            bulk_len: 0,
+        };
         Outbox { msgs: Box::new([empty; OUTBOX_SLOTS]), len: 0 }
     }
 }
@@ -81,6 +98,28 @@ impl Outbox {
         slot.handler = handler;
         slot.len = data.len() as u8;
         slot.data[..data.len()].copy_from_slice(data);
+        slot.bulk_len = 0;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Queues a bulk message: a reference to `len` (at least 1) bytes at `off` of the
+    /// destination endpoint's area, no payload; `Err(ENOSPC)` when the outbox is full.
+    pub(crate) fn push_bulk(
+        &mut self,
+        to: Dest,
+        handler: u8,
+        off: u64,
+        len: u32,
+    ) -> Result<(), i64> {
+        let Some(slot) = self.msgs.get_mut(self.len) else {
+            return Err(spine_abi::errno::ENOSPC);
+        };
+        slot.to = to;
+        slot.handler = handler;
+        slot.len = 0;
+        slot.bulk_off = off;
+        slot.bulk_len = len.max(1);
         self.len += 1;
         Ok(())
     }

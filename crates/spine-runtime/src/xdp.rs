@@ -269,33 +269,58 @@ impl XdpRunner {
 
     /// Runs the callbacks of this extension's timers that are due at `now` (ns, on the
     /// host's clock, which `bpf_timer_start` read) and fire on this runner's CPU, at
-    /// most [`MAX_TIMERS_PER_CALL`] of them, earliest first. Each is an invocation of
-    /// its own, bounded by the watchdog's budget; a fault is counted against the
-    /// extension as any invocation's. A callback that starts its timer again (a
-    /// periodic timer) runs again at a later call once that time comes. The adapter's
-    /// workers call this once per round; tests call it with a fake clock.
+    /// most [`MAX_TIMERS_PER_CALL`] of them, earliest first in each map. Each is an
+    /// invocation of its own, bounded by the watchdog's budget; a fault is counted
+    /// against the extension as any invocation's. A callback that starts its timer
+    /// again (a periodic timer) runs again at a later call once that time comes. The
+    /// messages callbacks send are not kept (each run starts an empty outbox): callers
+    /// that route them use [`XdpRunner::run_next_timer`], as the adapter's workers do.
     pub fn run_timers(&mut self, now: u64, host: &mut dyn Host) -> TimerRun {
         let mut run = TimerRun::default();
-        if !self.ext.has_timers() || !self.is_attached() {
-            return run;
+        while (run.fired as usize) < MAX_TIMERS_PER_CALL {
+            let Some(r) = self.run_next_timer(now, host) else { break };
+            run.fired += 1;
+            if r.is_err() {
+                run.faults += 1;
+            }
+        }
+        run
+    }
+
+    /// Runs the callback of one timer of this extension that is due at `now` and fires
+    /// on this runner's CPU (the earliest of the first map that has one); `None` when
+    /// none is. Afterwards [`XdpRunner::outbox`] holds the messages the callback sent
+    /// (`spine_msg_send`, `spine_msg_post`), for the caller to route. A detached
+    /// extension runs no callback: its timers are cancelled instead
+    /// ([`Extension::cancel_timers`]).
+    pub fn run_next_timer(
+        &mut self,
+        now: u64,
+        host: &mut dyn Host,
+    ) -> Option<Result<u64, Box<Fault>>> {
+        if !self.ext.has_timers() {
+            return None;
+        }
+        if !self.is_attached() {
+            self.ext.cancel_timers();
+            return None;
         }
         let ext = self.ext.clone();
         let maps = ext.maps();
         for index in 0..maps.len() {
             let Some(map) = maps.data(index) else { continue };
             let Some(timers) = map.timers() else { continue };
-            while (run.fired as usize) < MAX_TIMERS_PER_CALL && timers.any_due(now) {
-                let Some(due) = timers.take_due(now, self.cpu as u32, ext.id()) else { break };
-                run.fired += 1;
-                if self.fire_timer(&ext, index, map, due, host).is_err() {
-                    run.faults += 1;
-                    if !self.is_attached() {
-                        return run;
-                    }
-                }
+            if !timers.any_due(now) {
+                continue;
             }
+            let Some(due) = timers.take_due(now, self.cpu as u32, ext.id()) else { continue };
+            let r = self.fire_timer(&ext, index, map, due, host);
+            if r.is_err() && !self.is_attached() {
+                ext.cancel_timers();
+            }
+            return Some(r);
         }
-        run
+        None
     }
 
     /// Runs one due timer's callback: r1 = its map, r2 = its key (lent in the key

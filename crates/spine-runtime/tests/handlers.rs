@@ -262,3 +262,42 @@ fn bulk_reads_are_bounded_to_the_bulk_data_on_both_engines() {
         .to_string();
     assert!(err.contains("spine_msg_bulk"), "names the helper: {err}");
 }
+
+/// Bulk messages sent by an extension, at the runtime (`bulk_reply.c`, handler 13):
+/// without an endpoint behind the run (the default host) `spine_msg_bulk_write`
+/// answers -EINVAL and nothing is sent; `spine_msg_send_bulk` queues a bulk message,
+/// its reference and no payload, for the adapter to check and deliver; on both
+/// engines. A domain that does not grant the helpers refuses the handler.
+#[test]
+fn spine_msg_send_bulk_queues_a_reference_and_bulk_write_needs_an_endpoint() {
+    let obj = compile("bulk_reply");
+    let grants = ["map_lookup_elem", "spine_msg_bulk_write", "spine_msg_send_bulk"];
+    let request = |off: u64, len: u32, seed: u8| {
+        let mut r = off.to_ne_bytes().to_vec();
+        r.extend_from_slice(&len.to_ne_bytes());
+        r.extend_from_slice(&[seed, 0, 0, 0]);
+        r
+    };
+    for engine in [EngineKind::Interpreter, EngineKind::Jit] {
+        let loaded = load(&obj, engine, granting(&grants)).unwrap();
+        let mut r = XdpRunner::new(loaded.handlers[0].clone(), 0).unwrap();
+        let mut host = FixedHost::new(1);
+        let mut f = Frame::new(Geometry::TEST_RUN);
+        f.load_message(&request(4096, 100, 1)).unwrap();
+        assert_eq!(r.run_message(&mut f, 9, &mut host), Ok(1), "{engine:?}: the write failed");
+        assert!(r.outbox().is_empty(), "{engine:?}: nothing sent");
+        let stats = loaded.handlers[0].map("stats").unwrap().clone();
+        let mut v = [0u8; 8];
+        stats.lookup_user(&3u32.to_ne_bytes(), &mut v).unwrap();
+        assert_eq!(i64::from_ne_bytes(v), -22, "{engine:?}: -EINVAL with no endpoint");
+        f.load_message(&request(4096, 100, 0xff)).unwrap();
+        assert_eq!(r.run_message(&mut f, 9, &mut host), Ok(0), "{engine:?}");
+        let sent: Vec<_> =
+            r.outbox().iter().map(|m| (m.to, m.handler, m.payload().len(), m.bulk())).collect();
+        assert_eq!(sent, [(Dest::Endpoint(9), 13, 0, Some((4096, 100)))], "{engine:?}");
+    }
+    let err = load(&obj, EngineKind::Jit, granting(&["map_lookup_elem", "spine_msg_send_bulk"]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spine_msg_bulk_write"), "names the helper: {err}");
+}

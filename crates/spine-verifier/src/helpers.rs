@@ -37,6 +37,9 @@ pub enum ArgType {
     ConstAllocSizeOrZero,
     /// The context pointer, unmodified (`ARG_PTR_TO_CTX`).
     Ctx,
+    /// The context pointer, unmodified, or NULL: spine's message senders, whose context
+    /// argument a `bpf_timer` callback (which has none) passes as 0.
+    CtxOrNull,
     /// A callback from `lddw PSEUDO_FUNC` (`ARG_PTR_TO_FUNC`).
     Func,
     /// A stack pointer or NULL (`ARG_PTR_TO_STACK_OR_NULL`, a callback's context).
@@ -163,10 +166,16 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::XDP_GET_BUFF_LEN => ([Ctx, d, d, d, d], RetType::Integer),
         h::XDP_LOAD_BYTES => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
         h::XDP_STORE_BYTES => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
-        h::SPINE_MSG_SEND => ([Ctx, Anything, Anything, mem_ro, ConstSize], RetType::Integer),
-        h::SPINE_MSG_POST => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
+        // A timer callback has no context: it passes NULL to the senders, whose message
+        // goes to the outbox of the invocation that runs them either way.
+        h::SPINE_MSG_SEND => ([CtxOrNull, Anything, Anything, mem_ro, ConstSize], RetType::Integer),
+        h::SPINE_MSG_POST => ([CtxOrNull, Anything, mem_ro, ConstSize, d], RetType::Integer),
         h::SPINE_MSG_BULK_LEN => ([Ctx, d, d, d, d], RetType::Integer),
         h::SPINE_MSG_BULK_READ => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
+        h::SPINE_MSG_BULK_WRITE => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
+        h::SPINE_MSG_SEND_BULK => {
+            ([CtxOrNull, Anything, Anything, Anything, Anything], RetType::Integer)
+        }
         _ => return None,
     };
     Some(HelperProto {
@@ -188,7 +197,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 45] = [
+pub const KNOWN_HELPERS: [u32; 47] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -234,6 +243,8 @@ pub const KNOWN_HELPERS: [u32; 45] = [
     h::SPINE_MSG_POST,
     h::SPINE_MSG_BULK_LEN,
     h::SPINE_MSG_BULK_READ,
+    h::SPINE_MSG_BULK_WRITE,
+    h::SPINE_MSG_SEND_BULK,
 ];
 
 /// A table of kernel prototypes for a chosen set of helpers.

@@ -440,6 +440,12 @@ impl Verifier<'_> {
                     return Err(wrong("ctx"));
                 }
             }
+            ArgType::CtxOrNull => {
+                let ctx = r.kind == Kind::Ctx && r.off == 0 && r.v.const_value() == Some(0);
+                if !ctx && !r.is_null() {
+                    return Err(wrong("ctx or NULL"));
+                }
+            }
             ArgType::Func => {
                 let Kind::Func { pc } = r.kind else { return Err(wrong("func")) };
                 meta.func = Some(pc as usize);
