@@ -398,3 +398,36 @@ fn the_clock_helpers_read_the_hosts_monotonic_clock() {
         assert!(read(4) >= tai + 1_000_000_000, "{engine:?}");
     }
 }
+
+/// The watchdog's countdown is compiled in only where a program has progress points
+/// (backward jumps, counted bpf-to-bpf calls, callback helper calls): a bundled program
+/// without any gets JIT code of the same size with the watchdog on and off, so the
+/// watchdog costs it nothing whatever a noisy `spine bench exec` row says; one with
+/// them gets the countdown.
+#[test]
+fn the_watchdog_adds_code_only_to_programs_with_progress_points() {
+    let (mut with, mut without) = (0, 0);
+    for b in spine_progs::all() {
+        let obj = spine_obj::parse(b.object).expect("bundled object parses");
+        let load = |watchdog| {
+            let opts = LoadOptions { engine: EngineKind::Jit, watchdog, ..LoadOptions::default() };
+            load_object(&obj, &opts).expect("bundled program loads").program(None).unwrap().clone()
+        };
+        let (on, off) = (load(true), load(false));
+        let insns = on.insns();
+        let points = spine_vm::counted_calls(insns).iter().any(|&c| c)
+            || insns.iter().enumerate().any(|(pc, i)| {
+                (i.is_helper_call() && spine_vm::is_callback_helper(i.imm as u32))
+                    || (!i.is_local_call() && i.branch_target(pc).is_some_and(|t| t as usize <= pc))
+            });
+        let (a, b_len) = (on.native_code().unwrap().len(), off.native_code().unwrap().len());
+        if points {
+            with += 1;
+            assert_ne!(a, b_len, "{}: progress points but no countdown code", b.name);
+        } else {
+            without += 1;
+            assert_eq!(a, b_len, "{}: no progress point, yet the watchdog added code", b.name);
+        }
+    }
+    assert!(with > 0 && without > 0, "bundled programs of both kinds ({with}, {without})");
+}

@@ -197,6 +197,19 @@ impl Scalar {
     /// Makes every component as tight as the others allow (the kernel's
     /// `reg_bounds_sync`). Leaves an empty scalar empty.
     pub fn sync(&mut self) {
+        // A known number inside every bound: the deduction below would arrive at exactly
+        // this constant in every component (most synced results are constants).
+        if self.t.mask == 0 {
+            let v = self.t.value;
+            if (self.umin..=self.umax).contains(&v)
+                && (self.smin..=self.smax).contains(&(v as i64))
+                && (self.u32min..=self.u32max).contains(&(v as u32))
+                && (self.s32min..=self.s32max).contains(&(v as i32))
+            {
+                *self = Scalar::constant(v);
+                return;
+            }
+        }
         self.update_bounds();
         self.deduce_bounds();
         self.deduce_bounds();

@@ -7,6 +7,7 @@
 use crate::precise::Marks;
 use crate::reg::{Kind, MapIdx, Reg};
 use crate::scalar::{Scalar, Thresholds};
+use smallvec::SmallVec;
 use std::hash::{Hash, Hasher};
 
 /// Largest `data_end - data` the runtime ever presents (the kernel's `MAX_PACKET_OFF`).
@@ -59,6 +60,10 @@ impl Hasher for ShapeHasher {
         z ^ (z >> 31)
     }
 }
+
+/// Ids collected while sanitizing a state at a prune point: inline, since a state holds
+/// only a handful (sanitizing runs at every prune point of every path).
+type Scratch = SmallVec<[u32; 16]>;
 
 /// What is known about one stack byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -256,7 +261,7 @@ impl State {
     /// Clears scalar ids that no other register shares: a lone id links nothing, and
     /// keeping it would only make equal states look different.
     pub fn drop_lone_scalar_ids(&mut self) {
-        let mut ids: Vec<u32> = Vec::new();
+        let mut ids: Scratch = SmallVec::new();
         self.for_each_reg(|r| {
             if r.kind == Kind::Scalar && r.id != 0 {
                 ids.push(r.id);
@@ -281,8 +286,14 @@ impl State {
     /// about a number no register holds (and no derivation names), a derivation from a
     /// group no register belongs to, and names no fact refers to.
     pub fn drop_dead_facts(&mut self) {
-        let mut groups = Vec::new();
-        let mut held = Vec::new();
+        // Most states hold no symbolic fact or derivation at all: nothing to drop.
+        let mut any = false;
+        self.for_each_reg(|r| any |= r.sym != 0 || r.from_s != 0);
+        if !any {
+            return;
+        }
+        let mut groups: Scratch = SmallVec::new();
+        let mut held: Scratch = SmallVec::new();
         self.for_each_reg(|r| {
             if matches!(r.kind, Kind::Packet | Kind::PacketMeta) {
                 groups.push(r.id);
@@ -290,7 +301,7 @@ impl State {
                 held.push(r.sym);
             }
         });
-        let mut named = Vec::new();
+        let mut named: Scratch = SmallVec::new();
         self.for_each_reg_mut(|r| {
             if !matches!(r.kind, Kind::Packet | Kind::PacketMeta) {
                 return;
@@ -371,6 +382,13 @@ impl State {
     pub fn includes_with(&self, new: &State, marks: Option<&Marks>) -> bool {
         if !self.same_frames(new) || self.refs.len() != new.refs.len() {
             return false;
+        }
+        // Necessary conditions first, with no id bookkeeping: a cached state that fails
+        // to cover a visit most often differs in a register's kind or a packet range.
+        for (fo, fnew) in self.frames.iter().zip(&new.frames) {
+            if !fo.regs.iter().zip(&fnew.regs).all(|(o, n)| reg_may_include(o, n)) {
+                return false;
+            }
         }
         let mut ids = IdMap::default();
         match (self.lock, new.lock) {
@@ -518,12 +536,14 @@ type SymMatch = (u32, u32, i64, Option<(usize, usize)>);
 /// Old-to-new id correspondence while checking subsumption. Scalar, packet and
 /// nullable ids need only be functional (registers linked in the old state must be
 /// linked in the new one); references must correspond one to one.
+/// Inline capacities cover what real states link (a few scalar ids, one or two packet
+/// groups): a comparison, done thousands of times per load, allocates nothing.
 #[derive(Default)]
 struct IdMap {
-    map: Vec<(u32, u32)>,
-    shifted: Vec<(u32, u32, i64)>,
-    refs: Vec<(u32, u32)>,
-    syms: Vec<SymMatch>,
+    map: SmallVec<[(u32, u32); 8]>,
+    shifted: SmallVec<[(u32, u32, i64); 4]>,
+    refs: SmallVec<[(u32, u32); 2]>,
+    syms: SmallVec<[SymMatch; 4]>,
 }
 
 impl IdMap {
@@ -583,6 +603,28 @@ impl IdMap {
     }
 }
 
+/// What [`reg_includes`] (and the comparison of an imprecise scalar) requires of the
+/// kinds and packet ranges alone: false only where both would be false.
+fn reg_may_include(o: &Reg, n: &Reg) -> bool {
+    match o.kind {
+        Kind::NotInit => true,
+        k if k != n.kind => false,
+        Kind::Packet | Kind::PacketMeta => packet_range_ok(o, n),
+        _ => true,
+    }
+}
+
+/// The new packet pointer has at least the old one's proven range, measured from where
+/// each points.
+fn packet_range_ok(o: &Reg, n: &Reg) -> bool {
+    let d = i64::from(n.off) - i64::from(o.off);
+    match (o.range, n.range) {
+        (None, _) => true,
+        (Some(r), Some(s)) => i64::from(s) - d >= i64::from(r),
+        (Some(_), None) => false,
+    }
+}
+
 fn reg_includes(o: &Reg, n: &Reg, ids: &mut IdMap) -> bool {
     match o.kind {
         Kind::NotInit => true,
@@ -610,12 +652,7 @@ fn reg_includes(o: &Reg, n: &Reg, ids: &mut IdMap) -> bool {
             }
             match o.kind {
                 Kind::Packet | Kind::PacketMeta => {
-                    let range_ok = match (o.range, n.range) {
-                        (None, _) => true,
-                        (Some(r), Some(s)) => i64::from(s) - d >= i64::from(r),
-                        (Some(_), None) => false,
-                    };
-                    range_ok && (o.id == 0 || ids.check_shifted(o.id, n.id, d))
+                    packet_range_ok(o, n) && (o.id == 0 || ids.check_shifted(o.id, n.id, d))
                 }
                 // Map values keep an id only where a lock may be taken through them.
                 Kind::MapValue { .. } => ids.check_both(o.id, n.id),

@@ -50,28 +50,30 @@ impl Verifier<'_> {
         let a = Self::read(st, i.dst)?;
         let b = if x { Self::read(st, i.src)? } else { Reg::constant(i.imm as i64 as u64) };
         let operands = 1 << i.dst | if x { 1 << i.src } else { 0 };
+        // Each side is first worked out as an edit of the state (`None`: impossible), so
+        // the state is cloned only when both sides are explored, and edited in place for
+        // the side this path continues with.
         let (taken, fall) = if a.is_scalar() && b.is_scalar() {
-            let sides = match branch_taken(&a.v, &b.v, cmp, jmp32) {
-                Some(true) => (Self::scalar_side(st.clone(), i, cmp, jmp32, a, b), None),
-                Some(false) => (None, Self::scalar_side(st.clone(), i, cmp.negate(), jmp32, a, b)),
-                None => (
-                    Self::scalar_side(st.clone(), i, cmp, jmp32, a, b),
-                    Self::scalar_side(st.clone(), i, cmp.negate(), jmp32, a, b),
-                ),
+            let known = branch_taken(&a.v, &b.v, cmp, jmp32);
+            let side = |c: Cmp| {
+                let (mut va, mut vb) = (a.v, b.v);
+                refine(&mut va, &mut vb, c, jmp32).then_some(Edit::Scalar { va, vb })
             };
-            if sides.0.is_none() || sides.1.is_none() {
+            let taken = if known == Some(false) { None } else { side(cmp) };
+            let fall = if known == Some(true) { None } else { side(cmp.negate()) };
+            if taken.is_none() || fall.is_none() {
                 // A side was ruled out by the operands' values: they are precise.
                 self.need(st, operands);
             }
-            sides
+            (taken, fall)
         } else {
             // A scalar compared with a pointer (a null test) decides by its value.
             self.need(st, operands);
             let how = Self::classify_ptr_cmp(i, cmp, jmp32, &a, &b)?;
             match how {
-                PtrCmp::Known(true) => (Some(st.clone()), None),
-                PtrCmp::Known(false) => (None, Some(st.clone())),
-                PtrCmp::Opaque => (Some(st.clone()), Some(st.clone())),
+                PtrCmp::Known(true) => (Some(Edit::Keep), None),
+                PtrCmp::Known(false) => (None, Some(Edit::Keep)),
+                PtrCmp::Opaque => (Some(Edit::Keep), Some(Edit::Keep)),
                 PtrCmp::Null { id, ref_id, null_when_taken } => {
                     // A value that may hold a lock keeps its id, which names the element
                     // a lock is taken through (`reg_may_point_to_spin_lock`).
@@ -81,50 +83,33 @@ impl Verifier<'_> {
                         }
                         _ => false,
                     });
-                    let mut t = st.clone();
-                    let mut f = st.clone();
-                    mark_null(&mut t, id, ref_id, null_when_taken, keep);
-                    mark_null(&mut f, id, ref_id, !null_when_taken, keep);
-                    (Some(t), Some(f))
+                    let null = |is_null| Edit::Null { id, ref_id, is_null, keep };
+                    (Some(null(null_when_taken)), Some(null(!null_when_taken)))
                 }
-                PtrCmp::Packet => {
-                    let mut t = st.clone();
-                    let mut f = st.clone();
-                    let t_ok = packet_side(&mut t, &a, &b, cmp);
-                    let f_ok = packet_side(&mut f, &a, &b, cmp.negate());
-                    (t_ok.then_some(t), f_ok.then_some(f))
-                }
+                PtrCmp::Packet => (
+                    packet_side(&a, &b, cmp).map(Edit::Packet),
+                    packet_side(&a, &b, cmp.negate()).map(Edit::Packet),
+                ),
             }
         };
         match (taken, fall) {
             (Some(t), Some(f)) => {
-                self.push_pending(target, t)?;
-                *st = f;
+                let mut other = st.clone();
+                t.apply(&mut other, i, &a, &b);
+                self.push_pending(target, other)?;
+                f.apply(st, i, &a, &b);
                 Ok(Flow::Next(pc + 1))
             }
             (Some(t), None) => {
-                *st = t;
+                t.apply(st, i, &a, &b);
                 Ok(Flow::Next(target))
             }
             (None, Some(f)) => {
-                *st = f;
+                f.apply(st, i, &a, &b);
                 Ok(Flow::Next(pc + 1))
             }
             (None, None) => Ok(Flow::Done),
         }
-    }
-
-    /// The state on the side where `a cmp b` holds, or `None` if no values allow it.
-    fn scalar_side(mut st: State, i: Insn, cmp: Cmp, jmp32: bool, a: Reg, b: Reg) -> Option<State> {
-        let (mut va, mut vb) = (a.v, b.v);
-        if !refine(&mut va, &mut vb, cmp, jmp32) {
-            return None;
-        }
-        set_scalar(&mut st, i.dst, a.id, va);
-        if i.code & op::X != 0 {
-            set_scalar(&mut st, i.src, b.id, vb);
-        }
-        Some(st)
     }
 
     fn classify_ptr_cmp(i: Insn, cmp: Cmp, jmp32: bool, a: &Reg, b: &Reg) -> Result<PtrCmp, K> {
@@ -273,18 +258,18 @@ fn mark_null(st: &mut State, id: u32, ref_id: u32, is_null: bool, keep_id: bool)
     }
 }
 
-/// Applies `a cmp b` on packet pointers: with `p` the pointer bounded by `e` (the packet
-/// end, or the packet start for a metadata pointer), `p <= e` proves `p.off` bytes from
-/// `p`'s base and `p < e` one more. Returns false when the side is impossible given
-/// ranges already proven.
-fn packet_side(st: &mut State, a: &Reg, b: &Reg, cmp: Cmp) -> bool {
+/// What `a cmp b` on packet pointers proves on its side: with `p` the pointer bounded
+/// by `e` (the packet end, or the packet start for a metadata pointer), `p <= e` proves
+/// `p.off` bytes from `p`'s base and `p < e` one more (`Some((kind, id, range))` to
+/// mark). `None` when the side is impossible given ranges already proven.
+fn packet_side(a: &Reg, b: &Reg, cmp: Cmp) -> Option<Option<(Kind, u32, i32)>> {
     let is_start = |r: &Reg| r.kind == Kind::Packet && r.off == 0 && r.v.const_value() == Some(0);
     let (p, c) = match (a.kind, b.kind) {
         (Kind::Packet, Kind::PacketEnd) => (a, cmp),
         (Kind::PacketEnd, Kind::Packet) => (b, cmp.flip()),
         (Kind::PacketMeta, Kind::Packet) if is_start(b) => (a, cmp),
         (Kind::Packet, Kind::PacketMeta) if is_start(a) => (b, cmp.flip()),
-        _ => return true,
+        _ => return Some(None),
     };
     let off = i64::from(p.off);
     let known_le = p.range.is_some_and(|r| off <= i64::from(r));
@@ -295,7 +280,7 @@ fn packet_side(st: &mut State, a: &Reg, b: &Reg, cmp: Cmp) -> bool {
         _ => false,
     };
     if impossible {
-        return false;
+        return None;
     }
     let fact = match c {
         Cmp::Le | Cmp::Eq => Some(off),
@@ -303,8 +288,34 @@ fn packet_side(st: &mut State, a: &Reg, b: &Reg, cmp: Cmp) -> bool {
         _ => None,
     };
     let no_wrap = p.v.smax < MAX_VAR_OFF && p.v.smin > -MAX_VAR_OFF;
-    if let Some(r) = fact.filter(|r| *r >= 0 && *r < MAX_VAR_OFF && no_wrap) {
-        Verifier::mark_packet_range(st, p.kind, p.id, r as i32);
+    Some(fact.filter(|r| *r >= 0 && *r < MAX_VAR_OFF && no_wrap).map(|r| (p.kind, p.id, r as i32)))
+}
+
+/// What a conditional jump teaches on one of its sides, applied to the state that
+/// continues there.
+enum Edit {
+    /// Nothing.
+    Keep,
+    /// The compared scalars' refined values (`vb` only for a register operand).
+    Scalar { va: Scalar, vb: Scalar },
+    /// A null check's outcome.
+    Null { id: u32, ref_id: u32, is_null: bool, keep: bool },
+    /// A packet range proven, if any.
+    Packet(Option<(Kind, u32, i32)>),
+}
+
+impl Edit {
+    fn apply(self, st: &mut State, i: Insn, a: &Reg, b: &Reg) {
+        match self {
+            Edit::Keep | Edit::Packet(None) => {}
+            Edit::Scalar { va, vb } => {
+                set_scalar(st, i.dst, a.id, va);
+                if i.code & op::X != 0 {
+                    set_scalar(st, i.src, b.id, vb);
+                }
+            }
+            Edit::Null { id, ref_id, is_null, keep } => mark_null(st, id, ref_id, is_null, keep),
+            Edit::Packet(Some((kind, id, r))) => Verifier::mark_packet_range(st, kind, id, r),
+        }
     }
-    true
 }

@@ -365,7 +365,9 @@ impl<'a> Verifier<'a> {
             self.state_bytes = self.state_bytes.saturating_sub(bytes);
             self.path = p.path;
             self.cur_node = p.node;
-            self.hist = p.hist;
+            // Into the buffer the walk keeps (its capacity survives from path to path).
+            self.hist.clear();
+            self.hist.extend_from_slice(&p.hist);
             self.walk(p.pc, p.state)?;
         }
         Ok(())
@@ -588,13 +590,14 @@ impl<'a> Verifier<'a> {
         };
         self.nodes.push(Node {
             parent: self.cur_node,
-            hist: std::mem::take(&mut self.hist),
+            hist: self.hist.clone(),
             marks: Marks::default(),
             branches: 1,
             barrier: false,
             unrolled: None,
             unrolled_above,
         });
+        self.hist.clear();
         self.cur_node = node;
         self.cache[pc].push(Cached { shape, state: st.clone(), node, hits: 0, misses: 0 });
         self.add_states(1, pc, &st)?;
