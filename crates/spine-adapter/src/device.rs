@@ -253,8 +253,9 @@ pub fn open(
             };
             Device::AfPacket(AfPacketPort::open(cfg)?)
         }
-        PortKind::AfXdp { interface, queue, bind, attach, ring_size } => {
+        PortKind::AfXdp { interface, queue, bind, attach, ring_size, frags } => {
             let cfg = AfXdpConfig {
+                frags: *frags,
                 queue: *queue,
                 bind: *bind,
                 attach: *attach,
