@@ -194,7 +194,8 @@ fn trimmed_or_not(f: &[u8]) -> Vec<u8> {
 
 #[test]
 fn a_program_not_loaded_as_xdp_frags_never_sees_a_chained_frame() {
-    let frames: Vec<Vec<u8>> = [200, 4000, ROOM, ROOM + 1, 9000].iter().map(|&n| frame(n)).collect();
+    let frames: Vec<Vec<u8>> =
+        [200, 4000, ROOM, ROOM + 1, 9000].iter().map(|&n| frame(n)).collect();
     let (a, _, out_sent) = build("plain", &frames, true);
     let (t, s) = finish(a);
     // The two frames that fit one buffer ran, linear (buff_len == data_end - data).

@@ -22,7 +22,9 @@ pub enum PoolError {
     NotLent { index: u32 },
     #[error("buffer {index} was lent by another lender")]
     WrongLender { index: u32 },
-    #[error("buffer {index} heads a chain of fragments; it cannot be lent or chained as one buffer")]
+    #[error(
+        "buffer {index} heads a chain of fragments; it cannot be lent or chained as one buffer"
+    )]
     Chained { index: u32 },
     #[error("a chain holds at most {max} buffers")]
     ChainTooLong { max: usize },

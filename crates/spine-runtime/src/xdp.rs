@@ -8,8 +8,8 @@ use spine_vm::{Fault, Memory, Region, RunLimits, Stack, MAX_REGIONS};
 
 use crate::ctx::{XdpCtx, XDP_CTX_SIZE};
 use crate::ext::{Engine, Extension};
-use crate::frame::{Bounds, Frame, Geometry};
 use crate::frags::Frags;
+use crate::frame::{Bounds, Frame, Geometry};
 use crate::helpers::{Redirect, XdpEnv, CB_KEYS_BYTES, MAX_TAIL_CALLS};
 use crate::host::Event;
 use crate::maps::Held;

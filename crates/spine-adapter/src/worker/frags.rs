@@ -112,9 +112,9 @@ impl Worker {
             if i < frags.count() {
                 let bytes = frags.frag(i);
                 // Cannot fail: `f` has one holder and a fragment is at most a buffer.
-                let written = pool.set_data(&mut f, 0, bytes.len() as u32).and_then(|()| {
-                    pool.data_mut(&mut f).map(|d| d.copy_from_slice(bytes))
-                });
+                let written = pool
+                    .set_data(&mut f, 0, bytes.len() as u32)
+                    .and_then(|()| pool.data_mut(&mut f).map(|d| d.copy_from_slice(bytes)));
                 match written {
                     Ok(()) => match pool.chain(head, f) {
                         Ok(()) => {}

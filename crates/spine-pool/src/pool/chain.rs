@@ -67,8 +67,10 @@ impl Pool {
         let first = self.slot(head).ok().map(|_| head.index);
         first.into_iter().flat_map(move |h| self.chain_iter(h)).map(move |i| {
             let s = &self.slots[i as usize];
-            let (off, len) =
-                (s.data_off.load(Ordering::Relaxed) as usize, s.len.load(Ordering::Relaxed) as usize);
+            let (off, len) = (
+                s.data_off.load(Ordering::Relaxed) as usize,
+                s.len.load(Ordering::Relaxed) as usize,
+            );
             // SAFETY: fragment `i` is owned by the chain `head` heads, and `head` is
             // borrowed for `'a`: the chain cannot be freed or written meanwhile (writing
             // needs `&mut` of the head's only handle to unchain it first). Its slot's
@@ -91,7 +93,8 @@ impl Pool {
     /// Packet bytes of the whole frame: the head's and every fragment's.
     pub fn frame_len(&self, head: &Buf) -> u64 {
         let Ok(s) = self.slot(head) else { return 0 };
-        let frags: u64 = self.chain_iter(head.index)
+        let frags: u64 = self
+            .chain_iter(head.index)
             .map(|i| u64::from(self.slots[i as usize].len.load(Ordering::Relaxed)))
             .sum();
         u64::from(s.len.load(Ordering::Relaxed)) + frags

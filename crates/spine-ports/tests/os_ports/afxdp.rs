@@ -248,7 +248,11 @@ fn stale_spine_program_is_replaced_and_foreign_one_refused() {
 
 /// Receives until `n` frames arrived or `wait` passed; returns each frame whole (head
 /// and fragments) and how many of them were chains, and frees the buffers.
-fn rx_frames(port: &mut AfXdpPort, cache: &mut spine_ports::PoolCache, n: usize) -> (Vec<Vec<u8>>, usize) {
+fn rx_frames(
+    port: &mut AfXdpPort,
+    cache: &mut spine_ports::PoolCache,
+    n: usize,
+) -> (Vec<Vec<u8>>, usize) {
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     let mut burst = Burst::with_capacity(32);
     let (mut out, mut chains) = (Vec::new(), 0);
@@ -290,7 +294,8 @@ fn jumbo_frames_cross_as_chains_with_xdp_use_sg() {
         assert!(port.takes_frags());
         let peer = Raw::bind("jb");
         let lens = [60usize, 1792, 2100, 4000, 9000 + 14, 1500];
-        let sent: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &l)| frame(i as u32, l)).collect();
+        let sent: Vec<Vec<u8>> =
+            lens.iter().enumerate().map(|(i, &l)| frame(i as u32, l)).collect();
         for f in &sent {
             peer.send(f);
         }
