@@ -20,12 +20,16 @@ use spine_ports::{Burst, MemPort, PoolCache, PoolConfig, Port, PortError, PortSt
 struct Wire {
     rx: MemPort,
     frags: bool,
-    sent: Arc<Mutex<Vec<Vec<u8>>>>,
+    sent: Sent,
     stats: PortStats,
 }
 
+/// The frames a [`Wire`] was sent, whole.
+type Sent = Arc<Mutex<Vec<Vec<u8>>>>;
+
 impl Wire {
-    fn new(name: &str, frames: &[Vec<u8>], frags: bool) -> (Device, Arc<Mutex<Vec<Vec<u8>>>>) {
+    /// The port as a device, and what it will have been sent.
+    fn device(name: &str, frames: &[Vec<u8>], frags: bool) -> (Device, Sent) {
         let rx = if frames.is_empty() {
             MemPort::sink(name)
         } else {
@@ -104,15 +108,11 @@ const ROOM: usize = 1792;
 /// a jumbo frame, one that the trim makes linear again, and one filling many buffers.
 const LENGTHS: [usize; 6] = [ROOM + 1, ROOM + 100, 2000, 4000, 9000, 3 * ROOM + 5];
 
-fn build(
-    section: &str,
-    frames: &[Vec<u8>],
-    out_takes_frags: bool,
-) -> (Adapter, Arc<Mutex<Vec<Vec<u8>>>>, Arc<Mutex<Vec<Vec<u8>>>>) {
+fn build(section: &str, frames: &[Vec<u8>], out_takes_frags: bool) -> (Adapter, Sent, Sent) {
     let opts = AdapterOptions { workers: 1, pool: PoolConfig::new(512), ..Default::default() };
     let mut b = AdapterBuilder::new(opts).unwrap();
-    let (wire, wire_sent) = Wire::new("wire", frames, true);
-    let (out, out_sent) = Wire::new("out", &[], out_takes_frags);
+    let (wire, wire_sent) = Wire::device("wire", frames, true);
+    let (out, out_sent) = Wire::device("out", &[], out_takes_frags);
     let w = b.add_port("wire", wire, None).unwrap();
     b.add_port("out", out, Some(100)).unwrap();
     let e = b.load_extension("trim", &object(), Some(section), "default", "test").unwrap();

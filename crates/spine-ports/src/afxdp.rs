@@ -409,7 +409,8 @@ impl AfXdpPort {
         let xsk = self.xsk.as_mut().expect("open until dropped");
         let avail = xsk.rx.available();
         let (mut used, mut got) = (0, 0);
-        while used < avail && !(out.is_full() && !self.chains.in_frame()) {
+        // A frame is only started while `out` has room, so one in progress always has some.
+        while used < avail && (!out.is_full() || self.chains.in_frame()) {
             let (addr, len) = xsk.rx.read_desc(used);
             let contd = xsk.rx.read_options(used) & libc::XDP_PKT_CONTD != 0;
             used += 1;

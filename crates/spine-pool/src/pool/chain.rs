@@ -51,8 +51,9 @@ impl Pool {
             return refuse(frag, PoolError::ChainTooLong { max: MAX_CHAIN });
         }
         self.slots[tail as usize].next.store(frag.index + 1, Ordering::Relaxed);
-        // The handle's reference now belongs to the chain (refs stays 1).
-        std::mem::forget(frag);
+        // The handle's reference now belongs to the chain (refs stays 1); `Buf` has no
+        // destructor, so letting it go changes nothing else.
+        let _ = frag;
         Ok(())
     }
 
