@@ -41,6 +41,8 @@ pub(crate) struct Msg {
 pub(crate) enum MsgKind {
     /// Software RSS: run the ingress port's extension here.
     Rx,
+    /// As `Rx`, for a chained (multi-buffer) frame.
+    RxFrags,
     /// Transmit on `port`, which this worker owns.
     Tx,
     /// Transmit the chained (multi-buffer) frame on `port`, which this worker owns.
@@ -478,8 +480,8 @@ impl Worker {
                 return got;
             }
         }
-        // A burst with chained frames takes the per-packet path (`handle`), which
-        // looks for fragments; a linear one is never looked at for them.
+        // A burst with chained frames takes the per-packet path, which looks for
+        // fragments (`handle_frags`); a linear one is never looked at for them.
         if self.trace.is_none() && !self.wiring.rss && !self.rx.has_chains() {
             if let Some(e) = self.progs[pi].attached() {
                 return self.run_burst(p, e);
@@ -491,7 +493,8 @@ impl Worker {
         for buf in rx.drain_front(n) {
             self.packet_seq = self.packet_seq.wrapping_add(1);
             let seq = self.packet_seq;
-            let len = if chained {
+            let frags = chained && self.pool.has_frags(&buf);
+            let len = if frags {
                 self.pool.frame_len(&buf)
             } else {
                 u64::from(self.pool.meta(&buf).map_or(0, |m| m.len))
@@ -505,11 +508,16 @@ impl Worker {
                     Err(_) => self.index,
                 };
                 if target != self.index {
-                    self.handoff(target, Msg { buf, kind: MsgKind::Rx, port: p, packet: seq }, p);
+                    let kind = if frags { MsgKind::RxFrags } else { MsgKind::Rx };
+                    self.handoff(target, Msg { buf, kind, port: p, packet: seq }, p);
                     continue;
                 }
             }
-            self.handle(buf, p, seq);
+            if frags {
+                self.handle_frags(buf, p, seq);
+            } else {
+                self.handle(buf, p, seq);
+            }
         }
         self.rx = rx;
         n
@@ -637,6 +645,7 @@ impl Worker {
             self.counters.worker.peer_in += 1;
             match m.kind {
                 MsgKind::Rx => self.handle(m.buf, m.port, m.packet),
+                MsgKind::RxFrags => self.handle_frags(m.buf, m.port, m.packet),
                 MsgKind::Tx => self.transmit(m.buf, m.port, m.port, m.packet),
                 MsgKind::TxFrags => self.transmit_frags(m.buf, m.port, m.port, m.packet),
                 MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
@@ -651,10 +660,9 @@ impl Worker {
     }
 
     /// Runs port `p`'s extension on `buf` and acts on the verdict.
+    /// A linear frame only: chained ones go to [`Worker::handle_frags`] (receive marks
+    /// the burst that holds them).
     pub fn handle(&mut self, mut buf: Buf, p: u16, seq: u32) {
-        if self.pool.has_frags(&buf) {
-            return self.handle_frags(buf, p, seq);
-        }
         let pi = p as usize;
         let wiring = &*self.wiring;
         let info = &wiring.ports[pi];

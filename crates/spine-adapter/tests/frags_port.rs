@@ -205,3 +205,15 @@ fn a_program_not_loaded_as_xdp_frags_never_sees_a_chained_frame() {
     assert_eq!((wire.rx_packets, wire.drops.frags), (5, 3));
     assert_eq!(t.extension("trim").unwrap().runs, 2);
 }
+
+#[test]
+fn the_longest_chain_runs_and_a_longer_frame_is_dropped_by_the_port() {
+    // 18 buffers (a head and the kernel's 17 fragments) hold 18 * 1,792 bytes.
+    let frames: Vec<Vec<u8>> = [18 * ROOM, 18 * ROOM + 1, 4000].iter().map(|&n| frame(n)).collect();
+    let (a, wire_sent, _) = build("trim_tx", &frames, true);
+    let (t, s) = finish(a);
+    assert_eq!(s[0], 2, "the frame too long for a chain never reached the program");
+    let wire = t.port("wire").unwrap();
+    assert_eq!((wire.rx_packets, wire.device.rx_drops), (2, 1));
+    assert_eq!(*wire_sent.lock().unwrap(), vec![trimmed(&frames[0]), trimmed(&frames[2])]);
+}
