@@ -448,6 +448,7 @@ impl AdapterBuilder {
                 },
                 uplink: p.host_path.map(|h| h as u16),
                 tunnel: matches!(p.device, Device::Udp(_)),
+                frags: p.device.takes_frags(),
             })
             .collect();
         for (i, p) in ports.iter().enumerate() {
@@ -574,7 +575,7 @@ impl AdapterBuilder {
                     .with_log(log.clone()),
                 trace: opts.trace_events.map(TraceRing::new),
                 packet_seq: 0,
-                scratch: BurstScratch::new(opts.burst),
+                scratch: BurstScratch::new(opts.burst, pool.buf_size() as usize),
                 eps,
                 handlers,
             });

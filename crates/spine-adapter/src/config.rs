@@ -116,6 +116,9 @@ pub enum PortKind {
         bind: BindMode,
         attach: AttachMode,
         ring_size: u32,
+        /// Multi-buffer frames (`XDP_USE_SG`): frames longer than a buffer arrive and
+        /// leave as chains of buffers.
+        frags: bool,
     },
     /// A TAP device created by the port (and gone when it closes).
     Tap {
@@ -713,7 +716,8 @@ fn parse_port(mut t: Table<'_>, base: &Path) -> Result<PortConfig, ConfigError> 
             if !ring_size.is_power_of_two() {
                 return Err(t.err("ring_size", Problem::Invalid("must be a power of two")));
             }
-            PortKind::AfXdp { interface, queue, bind, attach, ring_size }
+            let frags = t.opt_bool("frags")?.unwrap_or(false);
+            PortKind::AfXdp { interface, queue, bind, attach, ring_size, frags }
         }
         "tap" => {
             let interface = interface(&mut t)?;

@@ -75,6 +75,10 @@ pub struct Drops {
     pub tx_full: u64,
     /// Egress: the port failed (its error was logged once).
     pub tx_error: u64,
+    /// A multi-buffer (chained) frame where none may go: a port whose program is not
+    /// `xdp.frags` (or that has none), a verdict or port that cannot take fragments.
+    #[serde(default)]
+    pub frags: u64,
 }
 
 impl Drops {
@@ -91,6 +95,7 @@ impl Drops {
             + self.peer_full
             + self.tx_full
             + self.tx_error
+            + self.frags
     }
 
     fn add(&mut self, o: &Drops) {
@@ -106,6 +111,7 @@ impl Drops {
         self.peer_full += o.peer_full;
         self.tx_full += o.tx_full;
         self.tx_error += o.tx_error;
+        self.frags += o.frags;
     }
 }
 
@@ -482,7 +488,7 @@ fn verdict_list(v: &Verdicts) -> [(&'static str, u64); 6] {
     ]
 }
 
-fn drop_list(d: &Drops) -> [(&'static str, u64); 12] {
+fn drop_list(d: &Drops) -> [(&'static str, u64); 13] {
     [
         ("verdict", d.verdict),
         ("aborted", d.aborted),
@@ -496,6 +502,7 @@ fn drop_list(d: &Drops) -> [(&'static str, u64); 12] {
         ("peer_full", d.peer_full),
         ("tx_full", d.tx_full),
         ("tx_error", d.tx_error),
+        ("frags", d.frags),
     ]
 }
 

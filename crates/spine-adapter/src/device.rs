@@ -68,6 +68,19 @@ impl Device {
         }
     }
 
+    /// Whether the port transmits chained (multi-buffer) frames ([`Port::takes_frags`]).
+    pub fn takes_frags(&self) -> bool {
+        match self {
+            Device::Mem { port, .. } => port.takes_frags(),
+            Device::Pcap(p) => p.takes_frags(),
+            Device::AfPacket(p) => p.takes_frags(),
+            Device::AfXdp(p) => p.takes_frags(),
+            Device::Tap(p) => p.takes_frags(),
+            Device::Udp(p) => p.takes_frags(),
+            Device::Other(p) => p.takes_frags(),
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Device::Mem { .. } => "mem",
@@ -169,6 +182,10 @@ impl Port for PcapPort {
         s.tx_drops.device += self.no_output;
         s
     }
+
+    fn takes_frags(&self) -> bool {
+        true
+    }
 }
 
 /// The packets a mem port replays.
@@ -236,8 +253,9 @@ pub fn open(
             };
             Device::AfPacket(AfPacketPort::open(cfg)?)
         }
-        PortKind::AfXdp { interface, queue, bind, attach, ring_size } => {
+        PortKind::AfXdp { interface, queue, bind, attach, ring_size, frags } => {
             let cfg = AfXdpConfig {
+                frags: *frags,
                 queue: *queue,
                 bind: *bind,
                 attach: *attach,

@@ -43,7 +43,7 @@ impl Kind {
 }
 
 /// Drop reasons in [`Kind::Drop`] events, in the order of `counters::Drops`.
-pub const DROP_REASONS: [&str; 12] = [
+pub const DROP_REASONS: [&str; 13] = [
     "verdict",
     "aborted",
     "fault",
@@ -56,6 +56,7 @@ pub const DROP_REASONS: [&str; 12] = [
     "peer_full",
     "tx_full",
     "tx_error",
+    "frags",
 ];
 
 /// One event: 32 bytes, written in place.

@@ -43,8 +43,12 @@ pub(crate) struct Msg {
 pub(crate) enum MsgKind {
     /// Software RSS: run the ingress port's extension here.
     Rx,
+    /// As `Rx`, for a chained (multi-buffer) frame.
+    RxFrags,
     /// Transmit on `port`, which this worker owns.
     Tx,
+    /// Transmit the chained (multi-buffer) frame on `port`, which this worker owns.
+    TxFrags,
     /// A cpumap redirect: deliver as `XDP_PASS` of the ingress port.
     Pass,
     /// An endpoint map redirect: deliver to endpoint `id`, which this worker serves.
@@ -69,6 +73,8 @@ pub(crate) struct PortInfo {
     /// A UDP tunnel port: its receive path recognises active-message frames
     /// (`spine_endpoint::remote`).
     pub tunnel: bool,
+    /// The port transmits chained (multi-buffer) frames whole (`Port::takes_frags`).
+    pub frags: bool,
 }
 
 /// The adapter's wiring, shared read-only by every worker.
@@ -107,6 +113,8 @@ enum Why {
     BadCpu,
     PeerFull,
     TxFull,
+    /// After `tx_error` (which no `Why` names) in `Drops` and the trace's reasons.
+    Frags = 12,
 }
 
 impl Why {
@@ -123,6 +131,7 @@ impl Why {
             Why::BadCpu => &mut d.redirect_bad_cpu,
             Why::PeerFull => &mut d.peer_full,
             Why::TxFull => &mut d.tx_full,
+            Why::Frags => &mut d.frags,
         };
         *c += 1;
     }
@@ -288,14 +297,19 @@ pub(crate) struct BurstScratch {
     freeing: Burst,
     /// A tunnel port's received frames that are no active messages.
     kept: Burst,
+    /// A chained frame's fragments while its program runs (`worker/frags.rs`).
+    frags: spine_runtime::Frags,
 }
 
 impl BurstScratch {
-    pub fn new(burst: usize) -> Self {
+    /// Room for `burst` packets, and for the fragments of one chained frame of
+    /// `buf_size`-byte buffers.
+    pub fn new(burst: usize, buf_size: usize) -> Self {
         BurstScratch {
             later: Vec::with_capacity(burst),
             freeing: Burst::with_capacity(burst),
             kept: Burst::with_capacity(burst),
+            frags: spine_runtime::Frags::new(buf_size, spine_runtime::MAX_FRAGS),
         }
     }
 }
@@ -517,17 +531,25 @@ impl Worker {
                 return got;
             }
         }
-        if self.trace.is_none() && !self.wiring.rss {
+        // A burst with chained frames takes the per-packet path, which looks for
+        // fragments (`handle_frags`); a linear one is never looked at for them.
+        if self.trace.is_none() && !self.wiring.rss && !self.rx.has_chains() {
             if let Some(e) = self.progs[pi].attached() {
                 return self.run_burst(p, e);
             }
         }
         let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
         let n = rx.len();
+        let chained = rx.has_chains();
         for buf in rx.drain_front(n) {
             self.packet_seq = self.packet_seq.wrapping_add(1);
             let seq = self.packet_seq;
-            let len = u64::from(self.pool.meta(&buf).map_or(0, |m| m.len));
+            let frags = chained && self.pool.has_frags(&buf);
+            let len = if frags {
+                self.pool.frame_len(&buf)
+            } else {
+                u64::from(self.pool.meta(&buf).map_or(0, |m| m.len))
+            };
             let c = &mut self.counters.ports[pi];
             c.rx_packets += 1;
             c.rx_bytes += len;
@@ -537,11 +559,16 @@ impl Worker {
                     Err(_) => self.index,
                 };
                 if target != self.index {
-                    self.handoff(target, Msg { buf, kind: MsgKind::Rx, port: p, packet: seq }, p);
+                    let kind = if frags { MsgKind::RxFrags } else { MsgKind::Rx };
+                    self.handoff(target, Msg { buf, kind, port: p, packet: seq }, p);
                     continue;
                 }
             }
-            self.handle(buf, p, seq);
+            if frags {
+                self.handle_frags(buf, p, seq);
+            } else {
+                self.handle(buf, p, seq);
+            }
         }
         self.rx = rx;
         n
@@ -669,7 +696,9 @@ impl Worker {
             self.counters.worker.peer_in += 1;
             match m.kind {
                 MsgKind::Rx => self.handle(m.buf, m.port, m.packet),
+                MsgKind::RxFrags => self.handle_frags(m.buf, m.port, m.packet),
                 MsgKind::Tx => self.transmit(m.buf, m.port, m.port, m.packet),
+                MsgKind::TxFrags => self.transmit_frags(m.buf, m.port, m.port, m.packet),
                 MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
                 MsgKind::Endpoint { id } => self.deliver_owned(m.buf, m.port, id, m.packet),
                 MsgKind::Message { id, domain, ext, handler } => {
@@ -682,6 +711,8 @@ impl Worker {
     }
 
     /// Runs port `p`'s extension on `buf` and acts on the verdict.
+    /// A linear frame only: chained ones go to [`Worker::handle_frags`] (receive marks
+    /// the burst that holds them).
     pub fn handle(&mut self, mut buf: Buf, p: u16, seq: u32) {
         let pi = p as usize;
         let wiring = &*self.wiring;
@@ -1442,8 +1473,16 @@ impl Worker {
         let Some(dev) = self.devices[q].as_mut() else { return };
         let pending = &mut self.pending[q];
         let before = pending.len();
-        let mut bytes: u64 =
-            pending.iter().map(|b| u64::from(self.pool.meta(b).map_or(0, |m| m.len))).sum();
+        let chained = pending.has_chains();
+        let pool = &*self.pool;
+        let len = |b: &Buf| {
+            if chained {
+                pool.frame_len(b)
+            } else {
+                u64::from(pool.meta(b).map_or(0, |m| m.len))
+            }
+        };
+        let mut bytes: u64 = pending.iter().map(len).sum();
         let t0 = if self.trace.is_some() { crate::sys::monotonic_ns() } else { 0 };
         let r = if self.tx_failed[q] {
             Err(None)
@@ -1454,10 +1493,7 @@ impl Worker {
             Ok(_) => {
                 let left = pending.len();
                 if left > 0 {
-                    bytes -= pending
-                        .iter()
-                        .map(|b| u64::from(self.pool.meta(b).map_or(0, |m| m.len)))
-                        .sum::<u64>();
+                    bytes -= pending.iter().map(len).sum::<u64>();
                 }
                 let sent = (before - left) as u64;
                 let c = &mut self.counters.ports[q];
@@ -1698,6 +1734,7 @@ impl Worker {
     }
 }
 
+mod frags;
 mod paths;
 
 #[cfg(test)]
@@ -1712,6 +1749,7 @@ mod tests {
             home: 0,
             uplink: None,
             tunnel: false,
+            frags: false,
         };
         Wiring {
             ports: vec![port("a", 10), port("b", 20), port("c", 30)],

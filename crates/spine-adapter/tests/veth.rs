@@ -358,3 +358,62 @@ fn the_router_follows_ip_route_through_the_mirrored_fib() {
     let a = report.totals.port("a").unwrap();
     assert!(a.verdicts.redirect >= 2, "{a:?}");
 }
+
+/// What `tests/fixtures/frags_port.c`'s `trim` leaves of `p` (see `tests/frags_port.rs`).
+fn trimmed(p: &[u8]) -> Vec<u8> {
+    let len = p.len();
+    let off = (len - 32).min(1784);
+    let mut out = p.to_vec();
+    out[14..30].copy_from_slice(&p[len - 16..]);
+    out[30..62].copy_from_slice(&p[off..off + 32]);
+    out.truncate(len - 100);
+    out
+}
+
+/// Jumbo frames through the adapter on a veth with MTU 9000: an AF_XDP port with
+/// `frags = true` (bound with `XDP_USE_SG`, copy mode) receives each frame longer than a
+/// buffer as a chain, an `xdp.frags` program reads its last bytes with
+/// `bpf_xdp_load_bytes`, trims it with `bpf_xdp_adjust_tail` and sends it back
+/// (XDP_TX) as chained descriptors; the far end sees exactly the trimmed frames.
+#[test]
+fn jumbo_frames_cross_the_adapter_as_chains_on_an_afxdp_port_with_frags() {
+    if !bpf_ok() {
+        return;
+    }
+    let Some(ns) = NetNs::new() else { return };
+    ns.veth("jx0", "jx1");
+    ns.ip("link set jx0 mtu 9000");
+    ns.ip("link set jx1 mtu 9000");
+    let dir = TempDir::new("jumbo-veth");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/frags_port.c");
+    let obj = dir.join("frags_port.o");
+    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    ns.enter(|| {
+        let text = format!(
+            "[adapter]\nworkers = 1\n\
+             [[port]]\nname = \"wire\"\nkind = \"afxdp\"\ninterface = \"jx0\"\nbind = \"copy\"\nfrags = true\n\
+             [[extension]]\nname = \"trim\"\nfile = \"{}\"\nsection = \"trim_tx\"\n\
+             [[attach]]\nextension = \"trim\"\nport = \"wire\"\n",
+            obj.display()
+        );
+        let running = start(&text, dir.path());
+        let peer = Raw::bind("jx1");
+        let sent: Vec<Vec<u8>> =
+            [9014usize, 4000, 1500, 2049, 9014].iter().enumerate().map(|(i, &n)| frame(i as u32, n)).collect();
+        for f in &sent {
+            peer.send(f);
+        }
+        let back: Vec<Vec<u8>> = peer
+            .recv(sent.len() + 8, Duration::from_secs(3))
+            .into_iter()
+            .filter(|f| f.len() > 14 && f[12..14] == [0x88, 0xb5])
+            .collect();
+        let report = running.stop().unwrap();
+        let want: Vec<Vec<u8>> = sent.iter().map(|f| trimmed(f)).collect();
+        assert_eq!(back.len(), want.len(), "{:?}", report.totals.port("wire"));
+        assert!(back == want, "each frame trimmed and sent back whole, in order");
+        let w = report.totals.port("wire").unwrap();
+        assert_eq!(w.drops.frags, 0, "{w:?}");
+        assert_eq!(w.device.rx_drops + w.device.tx_drops, 0, "{w:?}");
+    });
+}

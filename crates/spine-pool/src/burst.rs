@@ -10,11 +10,14 @@ use crate::Buf;
 pub struct Burst {
     bufs: Vec<Buf>,
     cap: usize,
+    /// Some handle may head a chain of fragments (set by whoever pushes one; cleared
+    /// when the burst is drained empty). Burst-wide, so the linear path tests it once.
+    chained: bool,
 }
 
 impl Burst {
     pub fn with_capacity(cap: usize) -> Self {
-        Burst { bufs: Vec::with_capacity(cap), cap }
+        Burst { bufs: Vec::with_capacity(cap), cap, chained: false }
     }
 
     pub fn capacity(&self) -> usize {
@@ -73,9 +76,25 @@ impl Burst {
     }
 
     /// Removes and yields the first `n` handles (fewer if there are fewer); the rest
-    /// move to the front.
+    /// move to the front. Draining every handle clears [`Burst::has_chains`].
     pub fn drain_front(&mut self, n: usize) -> std::vec::Drain<'_, Buf> {
         let n = n.min(self.bufs.len());
+        if n == self.bufs.len() {
+            self.chained = false;
+        }
         self.bufs.drain(..n)
+    }
+
+    /// Records that a handle heads a chain of fragments
+    /// ([`Pool::chain`](crate::Pool::chain)): whoever pushes one calls it.
+    pub fn set_chained(&mut self) {
+        self.chained = true;
+    }
+
+    /// Whether some handle may head a chain: when `false`, every packet is one buffer
+    /// and the per-packet chain checks can be skipped.
+    #[inline]
+    pub fn has_chains(&self) -> bool {
+        self.chained
     }
 }

@@ -36,15 +36,31 @@ impl PoolCache {
     }
 
     /// Drops one reference to `buf`; the buffer is free again once its last reference
-    /// is gone. A handle of another pool, or of a buffer that is not owned, is refused.
+    /// is gone, and so is every fragment chained to it. A handle of another pool, or of
+    /// a buffer that is not owned, is refused.
     pub fn free(&mut self, buf: Buf) -> Result<(), PoolError> {
         if let Some(index) = self.pool.release(buf)? {
             if self.stack.len() >= 2 * self.batch {
                 self.pool.give_batch(&mut self.stack, self.batch);
             }
             self.stack.push(index);
+            self.free_chain(index);
         }
         Ok(())
+    }
+
+    /// Frees the fragments chained after `index` (just freed). For a linear frame this
+    /// is one load of the slot line the release has just written.
+    #[inline]
+    fn free_chain(&mut self, index: u32) {
+        let mut at = index;
+        while let Some(next) = self.pool.take_next_free(at) {
+            if self.stack.len() >= 2 * self.batch {
+                self.pool.give_batch(&mut self.stack, self.batch);
+            }
+            self.stack.push(next);
+            at = next;
+        }
     }
 
     /// Up to `n` fresh buffers appended to `out` (fewer when the pool runs short or
@@ -80,7 +96,10 @@ impl PoolCache {
         let mut first = Ok(());
         for buf in burst.drain_front(n) {
             match self.pool.release(buf) {
-                Ok(Some(index)) => self.stack.push(index),
+                Ok(Some(index)) => {
+                    self.stack.push(index);
+                    self.free_chain(index);
+                }
                 Ok(None) => {}
                 Err(e) => {
                     if first.is_ok() {

@@ -23,6 +23,12 @@ pub enum PoolError {
     #[error("buffer {index} was lent by another lender")]
     WrongLender { index: u32 },
     #[error(
+        "buffer {index} heads a chain of fragments; it cannot be lent or chained as one buffer"
+    )]
+    Chained { index: u32 },
+    #[error("a chain holds at most {max} buffers")]
+    ChainTooLong { max: usize },
+    #[error(
         "data range {offset}+{len} (metadata {meta_len}) does not fit a {buf_size}-byte buffer"
     )]
     BadRange { offset: u32, len: u32, meta_len: u32, buf_size: u32 },

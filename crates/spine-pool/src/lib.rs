@@ -14,6 +14,8 @@
 //! - Lending ([`Pool::lend`], [`Pool::reclaim`]): a buffer handed to the kernel (AF_XDP
 //!   fill and TX rings) has no handle until the kernel's descriptor gives its offset
 //!   back; that offset is untrusted and checked.
+//! - Chains ([`Pool::chain`], [`Pool::unchain`]): a frame longer than one buffer is a
+//!   head handle linked to up to [`MAX_CHAIN`]` - 1` fragment buffers, freed together.
 //!
 //! Layer 3 and sans-IO: the one allocation is the only contact with the OS.
 #![deny(unsafe_code)]
@@ -29,4 +31,6 @@ mod region;
 pub use burst::Burst;
 pub use cache::PoolCache;
 pub use error::PoolError;
-pub use pool::{Buf, BufMeta, LendError, LenderId, Pool, PoolConfig, MAX_REFS};
+pub use pool::{
+    Buf, BufMeta, ChainError, LendError, LenderId, Pool, PoolConfig, MAX_CHAIN, MAX_REFS,
+};

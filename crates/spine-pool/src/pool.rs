@@ -140,6 +140,10 @@ struct Slot {
     port: AtomicU32,
     lender: AtomicU32,
     ts_ns: AtomicU64,
+    /// The next buffer of a chained (multi-buffer) frame, as index + 1; 0 ends the
+    /// chain. Buffers in a chain after the head have `refs == 1` and no handle: the
+    /// head's last reference owns them (`chain.rs`). 0 for every free or lent buffer.
+    next: AtomicU32,
 }
 
 /// The buffer pool, shared between workers through an `Arc` (see the module docs for
@@ -186,6 +190,7 @@ impl Pool {
                 port: AtomicU32::new(0),
                 lender: AtomicU32::new(0),
                 ts_ns: AtomicU64::new(0),
+                next: AtomicU32::new(0),
             })
             .collect();
         // Reversed, so that caches pop low indices first: buffer 0 is the first handed out.
@@ -440,6 +445,12 @@ impl Pool {
             Ok(s) => s,
             Err(error) => return Err(LendError { buf, error }),
         };
+        if s.next.load(Ordering::Relaxed) != 0 {
+            // The kernel gives each chunk back on its own: a chain is lent buffer by
+            // buffer, after `Pool::unchain`.
+            let error = PoolError::Chained { index: buf.index };
+            return Err(LendError { buf, error });
+        }
         s.lender.store(lender.0, Ordering::Relaxed);
         // Release: the bytes written so far are complete before anyone sees it lent.
         match s.refs.compare_exchange(1, LENT, Ordering::Release, Ordering::Relaxed) {
@@ -607,6 +618,10 @@ fn prefetch_line(p: *const u8) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
+
+mod chain;
+
+pub use chain::{ChainError, MAX_CHAIN};
 
 #[cfg(test)]
 mod tests;

@@ -8,12 +8,19 @@
 //! Several ports can share one UMEM ([`AfXdpPort::open_shared`]): a buffer received on
 //! one is transmitted on another as is.
 //!
+//! Multi-buffer frames: with [`AfXdpConfig::frags`] the socket is bound with
+//! `XDP_USE_SG` and the redirect program loaded with `BPF_F_XDP_HAS_FRAGS`, so a frame
+//! longer than one chunk (a jumbo frame) arrives as descriptors chained with
+//! `XDP_PKT_CONTD` and becomes a pool chain (`afxdp/sg.rs`); a chained frame is sent
+//! the same way. Without it the receive and transmit paths are as they were.
+//!
 //! Buffer ownership: buffers in the fill and TX rings are lent to the kernel
 //! ([`spine_pool::Pool::lend`]); RX and completion descriptors give them back through
 //! [`spine_pool::Pool::reclaim`], which checks every address. On close, whatever the
 //! kernel still held is returned to the pool.
 
 mod ring;
+mod sg;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -24,6 +31,7 @@ use spine_sys::{detach_xdp, prog_by_id, query_xdp, XdpLink, XdpMode, XskRedirect
 use crate::os;
 use crate::{Port, PortError, PortErrorKind, PortStats};
 use ring::Ring;
+use sg::{Rx, RxChains};
 
 /// The name of the redirect program spine attaches: how a stale one is recognised.
 pub const XSK_PROG_NAME: &str = "spine_xsk";
@@ -106,6 +114,9 @@ pub struct AfXdpConfig {
     pub attach: AttachMode,
     /// Ingress port id written into received buffers.
     pub port_id: u32,
+    /// Multi-buffer frames: bind with `XDP_USE_SG` and load the redirect program
+    /// frags-aware; frames longer than a chunk are received and sent as chains.
+    pub frags: bool,
 }
 
 impl AfXdpConfig {
@@ -121,6 +132,7 @@ impl AfXdpConfig {
             bind: BindMode::Auto,
             attach: AttachMode::Auto,
             port_id: 0,
+            frags: false,
         }
     }
 }
@@ -148,6 +160,8 @@ pub struct AfXdpPort {
     zero_copy: bool,
     /// Descriptors in the TX ring whose completion has not come back.
     tx_outstanding: u32,
+    /// The frame being assembled from RX descriptors (`frags` only).
+    chains: RxChains,
     stats: PortStats,
 }
 
@@ -229,6 +243,7 @@ impl AfXdpPort {
             kernel: None,
             zero_copy,
             tx_outstanding: 0,
+            chains: RxChains::default(),
             stats: PortStats::default(),
             cfg,
         };
@@ -256,7 +271,8 @@ impl AfXdpPort {
                 PortError::new(port, PortErrorKind::Bpf(e))
             }
         };
-        let k = XskRedirect::load(XSK_PROG_NAME, self.cfg.queue + 1).map_err(bpf_err)?;
+        let k = XskRedirect::load_with(XSK_PROG_NAME, self.cfg.queue + 1, self.cfg.frags)
+            .map_err(bpf_err)?;
         let fd = self.xsk.as_ref().expect("open").fd.as_fd();
         k.insert(self.cfg.queue, fd).map_err(bpf_err)?;
         let mut last = None;
@@ -383,6 +399,161 @@ impl AfXdpPort {
         Ok(())
     }
 
+    /// Receive on a socket bound with `XDP_USE_SG`: descriptors chained with
+    /// `XDP_PKT_CONTD` become one pool chain (`afxdp/sg.rs`). Stops only between frames,
+    /// so a frame's descriptors are never split between bursts.
+    fn rx_burst_sg(&mut self, cache: &mut PoolCache, out: &mut Burst) -> Result<usize, PortError> {
+        self.complete(cache);
+        let (pool, lender, port_id) = (self.pool.clone(), self.lender, self.cfg.port_id);
+        let chunk = u64::from(pool.buf_size());
+        let xsk = self.xsk.as_mut().expect("open until dropped");
+        let avail = xsk.rx.available();
+        let (mut used, mut got) = (0, 0);
+        // A frame is only started while `out` has room, so one in progress always has some.
+        while used < avail && (!out.is_full() || self.chains.in_frame()) {
+            let (addr, len) = xsk.rx.read_desc(used);
+            let contd = xsk.rx.read_options(used) & libc::XDP_PKT_CONTD != 0;
+            used += 1;
+            let mut buf = match pool.reclaim(addr, lender) {
+                Ok(b) => b,
+                Err(_) => {
+                    self.stats.rx_drops.bad_desc += 1;
+                    self.chains.broken(cache, contd);
+                    continue;
+                }
+            };
+            let placed = pool
+                .set_data(&mut buf, (addr % chunk) as u32, len)
+                .and_then(|()| pool.set_rx_info(&mut buf, port_id, 0));
+            if placed.is_err() {
+                self.stats.rx_drops.bad_desc += 1;
+                let _ = cache.free(buf);
+                self.chains.broken(cache, contd);
+                continue;
+            }
+            match self.chains.push(cache, buf, contd) {
+                Rx::Frame { buf, chained } => {
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += pool.frame_len(&buf);
+                    if chained {
+                        out.set_chained();
+                    }
+                    // Room checked by the loop: a frame only ends while there is some.
+                    if let Err(buf) = out.push(buf) {
+                        let _ = cache.free(buf);
+                    }
+                    got += 1;
+                }
+                Rx::TooLong => self.stats.rx_drops.too_big += 1,
+                Rx::More | Rx::Skipped => {}
+            }
+        }
+        if used == avail && self.chains.end_of_ring(cache) {
+            // A chain that does not end within what the kernel published.
+            self.stats.rx_drops.bad_desc += 1;
+        }
+        let xsk = self.xsk.as_mut().expect("open until dropped");
+        xsk.rx.release(used);
+        self.refill(cache);
+        if avail == 0 && self.xsk().fill.needs_wakeup() {
+            self.kick_rx();
+        }
+        Ok(got)
+    }
+
+    /// Transmit of a burst that may hold chains: each frame takes one TX descriptor per
+    /// buffer, all but the last marked `XDP_PKT_CONTD`. Frames stay in `pkts` (in order)
+    /// once the ring has no room for a whole one.
+    fn tx_burst_chains(
+        &mut self,
+        cache: &mut PoolCache,
+        pkts: &mut Burst,
+    ) -> Result<usize, PortError> {
+        self.complete(cache);
+        let (pool, lender, sg) = (self.pool.clone(), self.lender, self.cfg.frags);
+        let xsk = self.xsk.as_mut().expect("open until dropped");
+        let mut free = xsk.tx.free_slots() as usize;
+        let mut take = 0;
+        for b in pkts.iter() {
+            let need = 1 + pool.frag_count(b);
+            if need > free {
+                break;
+            }
+            free -= need;
+            take += 1;
+        }
+        let mut queued = 0;
+        let mut addrs = [(0u64, 0u32); spine_pool::MAX_CHAIN];
+        for mut buf in pkts.drain_front(take) {
+            let chained = pool.has_frags(&buf);
+            if chained && (!sg || pool.refs(&buf).unwrap_or(0) != 1) {
+                // A socket without XDP_USE_SG cannot send it; a shared chain is not
+                // copied.
+                self.stats.tx_drops.too_big += 1;
+                let _ = cache.free(buf);
+                continue;
+            }
+            if !chained && pool.refs(&buf).unwrap_or(0) > 1 {
+                // A linear frame others hold too: the kernel gets a private copy.
+                let Some(mut copy) = cache.alloc() else {
+                    self.stats.tx_drops.no_buffer += 1;
+                    let _ = cache.free(buf);
+                    continue;
+                };
+                let copied = pool.data(&buf).and_then(|d| pool.write(&mut copy, d));
+                let _ = cache.free(std::mem::replace(&mut buf, copy));
+                if copied.is_err() {
+                    self.stats.tx_drops.too_big += 1;
+                    let _ = cache.free(buf);
+                    continue;
+                }
+                self.stats.tx_copied += 1;
+            }
+            let total = pool.frame_len(&buf);
+            let mut n = 0;
+            let mut failed = false;
+            let mut next = Some(buf);
+            while let Some(mut b) = next.take() {
+                next = pool.unchain(&mut b).ok().flatten();
+                let meta = pool.meta(&b).unwrap_or_default();
+                match pool.lend(b, lender) {
+                    Ok(base) => {
+                        addrs[n] = (base + u64::from(meta.data_off), meta.len);
+                        n += 1;
+                    }
+                    Err(e) => {
+                        failed = true;
+                        let _ = cache.free(e.buf);
+                    }
+                }
+            }
+            let xsk = self.xsk.as_mut().expect("open until dropped");
+            if failed {
+                for &(addr, _) in &addrs[..n] {
+                    if let Ok(b) = pool.reclaim(addr, lender) {
+                        let _ = cache.free(b);
+                    }
+                }
+                self.stats.tx_drops.bad_buffer += 1;
+                continue;
+            }
+            for (i, &(addr, len)) in addrs[..n].iter().enumerate() {
+                let opts = if i + 1 < n { libc::XDP_PKT_CONTD } else { 0 };
+                xsk.tx.write_desc_opts(queued, addr, len, opts);
+                queued += 1;
+            }
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += total;
+        }
+        let xsk = self.xsk.as_mut().expect("open until dropped");
+        xsk.tx.submit(queued);
+        self.tx_outstanding += queued;
+        if queued > 0 {
+            self.kick_tx()?;
+        }
+        Ok(take)
+    }
+
     fn kick_rx(&mut self) {
         let fd = self.xsk().fd.as_raw_fd();
         // SAFETY: a zero-length receive without buffers: only wakes the driver's RX.
@@ -467,7 +638,7 @@ fn socket(
         Some(_) => libc::XDP_SHARED_UMEM,
         None if zero_copy => libc::XDP_USE_NEED_WAKEUP | libc::XDP_ZEROCOPY,
         None => libc::XDP_USE_NEED_WAKEUP | libc::XDP_COPY,
-    };
+    } | if cfg.frags { libc::XDP_USE_SG } else { 0 };
     let sxdp = libc::sockaddr_xdp {
         sxdp_family: libc::AF_XDP as u16,
         sxdp_flags: flags,
@@ -510,6 +681,9 @@ impl Port for AfXdpPort {
     }
 
     fn rx_burst(&mut self, cache: &mut PoolCache, out: &mut Burst) -> Result<usize, PortError> {
+        if self.cfg.frags {
+            return self.rx_burst_sg(cache, out);
+        }
         self.complete(cache);
         let (pool, lender, port_id) = (self.pool.clone(), self.lender, self.cfg.port_id);
         let chunk = u64::from(pool.buf_size());
@@ -547,6 +721,9 @@ impl Port for AfXdpPort {
     }
 
     fn tx_burst(&mut self, cache: &mut PoolCache, pkts: &mut Burst) -> Result<usize, PortError> {
+        if pkts.has_chains() {
+            return self.tx_burst_chains(cache, pkts);
+        }
         self.complete(cache);
         let (pool, lender) = (self.pool.clone(), self.lender);
         let xsk = self.xsk.as_mut().expect("open until dropped");
@@ -596,6 +773,10 @@ impl Port for AfXdpPort {
             self.kick_tx()?;
         }
         Ok(take)
+    }
+
+    fn takes_frags(&self) -> bool {
+        self.cfg.frags
     }
 
     fn flush(&mut self, cache: &mut PoolCache) -> Result<(), PortError> {

@@ -4,8 +4,13 @@
 //! Receiving costs one buffer allocation (taken in bulk per burst) and one copy of a
 //! pre-built template per packet (the templates sit back to back in one allocation made
 //! at construction).
+//!
+//! With [`MemPort::with_frags`] a template longer than one buffer is received as a chain
+//! of buffers (a head and fragments, [`spine_pool::Pool::chain`]), as an AF_XDP socket
+//! bound with `XDP_USE_SG` receives a jumbo frame; without it such a template is
+//! counted `too_big` and skipped. Chained frames sent to the port are counted whole.
 
-use spine_pool::{Burst, PoolCache};
+use spine_pool::{Buf, Burst, PoolCache};
 
 use crate::{Capture, Port, PortError, PortErrorKind, PortStats};
 
@@ -23,6 +28,8 @@ pub struct MemPort {
     /// Packets still to replay; `None` replays forever.
     remaining: Option<u64>,
     port_id: u32,
+    /// Receive templates longer than a buffer as chains.
+    frags: bool,
     stats: PortStats,
 }
 
@@ -64,6 +71,7 @@ impl MemPort {
             next: 0,
             remaining: None,
             port_id: 0,
+            frags: false,
             stats: PortStats::default(),
         }
     }
@@ -78,6 +86,41 @@ impl MemPort {
     pub fn with_port_id(mut self, id: u32) -> Self {
         self.port_id = id;
         self
+    }
+
+    /// Receives templates longer than one buffer as chains of buffers (up to
+    /// [`spine_pool::MAX_CHAIN`]; longer ones are counted `too_big`).
+    pub fn with_frags(mut self) -> Self {
+        self.frags = true;
+        self
+    }
+
+    /// Builds the chain for `bytes` (longer than one buffer's room): the head holds the
+    /// first `room` bytes, each fragment up to `room` more, all after the headroom.
+    /// `Ok(None)` (and a `no_buffer` drop counted) when the pool runs short.
+    fn rx_chain(&mut self, cache: &mut PoolCache, bytes: &[u8]) -> Result<Option<Buf>, PortError> {
+        let pool = cache.pool().clone();
+        let room = (pool.buf_size() - pool.headroom()) as usize;
+        let err = |e: spine_pool::PoolError| PortError::new(&self.name, e.into());
+        let Some(mut head) = cache.alloc() else {
+            self.stats.rx_drops.no_buffer += 1;
+            return Ok(None);
+        };
+        pool.write_rx(&mut head, &bytes[..room], self.port_id, 0).map_err(err)?;
+        for piece in bytes[room..].chunks(room) {
+            let Some(mut f) = cache.alloc() else {
+                self.stats.rx_drops.no_buffer += 1;
+                cache.free(head).map_err(err)?;
+                return Ok(None);
+            };
+            pool.write(&mut f, piece).map_err(err)?;
+            if let Err(e) = pool.chain(&mut head, f) {
+                cache.free(e.buf).map_err(err)?;
+                cache.free(head).map_err(err)?;
+                return Err(err(e.error));
+            }
+        }
+        Ok(Some(head))
     }
 
     /// Receive when a template may not fit the pool's buffers: each one is checked, and
@@ -98,6 +141,23 @@ impl MemPort {
             }
             let (off, len) = self.spans[self.next];
             self.next = if self.next + 1 == self.spans.len() { 0 } else { self.next + 1 };
+            let room = (pool.buf_size() - pool.headroom()) as usize;
+            if self.frags && len > room {
+                if len > room * spine_pool::MAX_CHAIN {
+                    self.stats.rx_drops.too_big += 1;
+                    continue;
+                }
+                let bytes = std::mem::take(&mut self.bytes);
+                let chain = self.rx_chain(cache, &bytes[off..off + len]);
+                self.bytes = bytes;
+                let Some(head) = chain? else { break };
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += len as u64;
+                out.set_chained();
+                let _ = out.push(head);
+                got += 1;
+                continue;
+            }
             let Some(mut buf) = cache.alloc() else {
                 // This packet is lost; the next burst tries again with the next one.
                 self.stats.rx_drops.no_buffer += 1;
@@ -173,11 +233,13 @@ impl Port for MemPort {
         let n = pkts.len();
         let pool = cache.pool();
         let mut bad = 0;
+        let chained = pkts.has_chains();
         for buf in pkts.iter() {
             match pool.data(buf) {
                 Ok(d) => {
                     self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += d.len() as u64;
+                    self.stats.tx_bytes +=
+                        if chained { pool.frame_len(buf) } else { d.len() as u64 };
                 }
                 Err(_) => bad += 1,
             }
@@ -194,5 +256,9 @@ impl Port for MemPort {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn takes_frags(&self) -> bool {
+        true
     }
 }

@@ -97,6 +97,8 @@ pub struct PcapSink {
     name: String,
     writer: Option<PcapWriter<BufWriter<File>>>,
     stats: PortStats,
+    /// A chained frame's bytes, gathered for writing.
+    gather: Vec<u8>,
 }
 
 impl PcapSink {
@@ -109,7 +111,7 @@ impl PcapSink {
         };
         let file = File::create(path).map_err(io("create"))?;
         let writer = PcapWriter::ethernet(BufWriter::new(file)).map_err(io("write header"))?;
-        Ok(PcapSink { name, writer: Some(writer), stats: PortStats::default() })
+        Ok(PcapSink { name, writer: Some(writer), stats: PortStats::default(), gather: Vec::new() })
     }
 
     /// Flushes the file and closes it; errors that dropping would hide show up here.
@@ -137,10 +139,21 @@ impl Port for PcapSink {
         let writer = self.writer.as_mut().expect("present until finish");
         let n = pkts.len();
         let mut failed = None;
+        let pkts_chained = pkts.has_chains();
         for buf in pkts.drain_front(n) {
             match (pool.data(&buf), pool.meta(&buf)) {
                 (Ok(d), Ok(m)) if failed.is_none() => {
                     let ts = if m.ts_ns != 0 { m.ts_ns } else { now_ns() };
+                    // A chained frame is written whole: head and fragments, gathered
+                    // into a buffer kept for the next one (files are not the fast path).
+                    let d = if pkts_chained && pool.has_frags(&buf) {
+                        self.gather.clear();
+                        self.gather.extend_from_slice(d);
+                        pool.frags(&buf).for_each(|f| self.gather.extend_from_slice(f));
+                        &self.gather[..]
+                    } else {
+                        d
+                    };
                     match writer.write(ts, d) {
                         Ok(()) => {
                             self.stats.tx_packets += 1;
@@ -169,6 +182,10 @@ impl Port for PcapSink {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn takes_frags(&self) -> bool {
+        true
     }
 }
 

@@ -32,6 +32,13 @@ pub trait Port: Send {
 
     /// Counters since open.
     fn stats(&self) -> PortStats;
+
+    /// Whether the port transmits chained (multi-buffer) frames whole
+    /// ([`spine_pool::Pool::chain`]). A port that does not is never handed one: the
+    /// adapter drops such frames before they reach it.
+    fn takes_frags(&self) -> bool {
+        false
+    }
 }
 
 /// Packets lost in one direction, by reason.

@@ -99,6 +99,21 @@ impl Frags {
         true
     }
 
+    /// Appends `bytes` as one more fragment, as a port's receive does with each buffer
+    /// after the head. `false` (nothing changed) if every fragment is in use or `bytes`
+    /// is longer than [`Frags::frag_size`].
+    pub fn push(&mut self, bytes: &[u8]) -> bool {
+        let i = self.count;
+        if i == self.capacity() || bytes.len() > self.frag_size {
+            return false;
+        }
+        self.mem[i * self.frag_size..][..bytes.len()].copy_from_slice(bytes);
+        self.lens[i] = bytes.len();
+        self.count += 1;
+        self.total += bytes.len();
+        true
+    }
+
     /// Copies the fragment bytes `[off, off + dst.len())` into `dst`.
     ///
     /// # Panics
@@ -205,6 +220,17 @@ mod tests {
         assert_eq!(f.total(), 250, "a refused fill changes nothing");
         assert!(f.fill(&[]));
         assert_eq!((f.count(), f.total()), (0, 0));
+    }
+
+    #[test]
+    fn push_appends_whole_fragments_up_to_the_capacity() {
+        let mut f = Frags::new(100, 2);
+        assert!(!f.push(&bytes(101)), "longer than a fragment's buffer");
+        assert!(f.push(&bytes(100)));
+        assert!(f.push(&bytes(3)));
+        assert!(!f.push(&bytes(1)), "every fragment in use");
+        assert_eq!((f.count(), f.total()), (2, 103));
+        assert_eq!(f.frag(1), &bytes(3)[..]);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use spine_vm::{Fault, Memory, Region, RunLimits, Stack, MAX_REGIONS};
 
 use crate::ctx::{XdpCtx, XDP_CTX_SIZE};
 use crate::ext::{Engine, Extension};
+use crate::frags::Frags;
 use crate::frame::{Bounds, Frame, Geometry};
 use crate::helpers::{Redirect, XdpEnv, CB_KEYS_BYTES, MAX_TAIL_CALLS};
 use crate::host::Event;
@@ -228,6 +229,29 @@ impl XdpRunner {
         host: &mut dyn Host,
     ) -> Result<u32, Box<Fault>> {
         self.burst(geometry, rx, host).run_one(buf, bounds)
+    }
+
+    /// As [`XdpRunner::run_raw`], for a multi-buffer frame whose head lies in `buf` and
+    /// the rest in `frags` (the adapter's chained pool buffers, copied in): the frags
+    /// helpers reach the fragments, and afterwards `frags` holds what the program left
+    /// of them. With no fragment in use this is [`XdpRunner::run_raw`].
+    ///
+    /// # Panics
+    /// As [`XdpRunner::run_raw`].
+    pub fn run_raw_frags(
+        &mut self,
+        buf: &mut [u8],
+        geometry: Geometry,
+        bounds: &mut Bounds,
+        frags: &mut Frags,
+        rx: RxInfo,
+        host: &mut dyn Host,
+    ) -> Result<u32, Box<Fault>> {
+        let mut burst = self.burst(geometry, rx, host);
+        if frags.count() > 0 {
+            burst.env.frags = frags;
+        }
+        burst.run_one(buf, bounds)
     }
 
     /// Runs an active-message handler (an extension from `SEC("spine/handler/N")`) on the

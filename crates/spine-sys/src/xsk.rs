@@ -25,6 +25,9 @@ pub fn xsk_redirect_insns(map_fd: RawFd) -> Vec<Insn> {
     ]
 }
 
+/// `BPF_F_XDP_HAS_FRAGS` (`include/uapi/linux/bpf.h`).
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+
 /// An xskmap and the redirect program bound to it, both closed when dropped. Attach the
 /// program to an interface with [`attach_xdp`](crate::attach_xdp).
 #[derive(Debug)]
@@ -36,6 +39,14 @@ pub struct XskRedirect {
 impl XskRedirect {
     /// Creates an xskmap with one slot per queue in `0..queues` and loads the program.
     pub fn load(name: &str, queues: u32) -> Result<XskRedirect, SysError> {
+        Self::load_with(name, queues, false)
+    }
+
+    /// As [`XskRedirect::load`]; with `frags` the program is loaded multi-buffer aware
+    /// (`BPF_F_XDP_HAS_FRAGS`), which a driver needs to attach it to a device whose MTU
+    /// takes more than one buffer (and which an AF_XDP socket bound with `XDP_USE_SG`
+    /// needs to receive such frames whole).
+    pub fn load_with(name: &str, queues: u32, frags: bool) -> Result<XskRedirect, SysError> {
         let map = KernelMap::create(name, MapDef::new(map_type::XSKMAP, 4, 4, queues), None)?;
         let insns = xsk_redirect_insns(map.fd().as_raw_fd());
         let prog = ProgLoad {
@@ -43,7 +54,7 @@ impl XskRedirect {
             insns: &insns,
             license: "Dual BSD/GPL",
             name,
-            prog_flags: 0,
+            prog_flags: if frags { BPF_F_XDP_HAS_FRAGS } else { 0 },
             expected_attach_type: ATTACH_XDP,
             log_level: 0,
         }

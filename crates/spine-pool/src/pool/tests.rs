@@ -1,4 +1,5 @@
 use super::*;
+use crate::Burst;
 
 fn small(buffers: u32) -> Arc<Pool> {
     Pool::new(PoolConfig { cache_batch: 4, ..PoolConfig::new(buffers) }).unwrap()
@@ -227,4 +228,93 @@ fn write_rx_fills_packet_and_metadata_at_once() {
     assert!(matches!(pool.write_rx(&mut b, b"x", 0, 0), Err(PoolError::Shared { .. })));
     c.free(s).unwrap();
     c.free(b).unwrap();
+}
+
+#[test]
+fn a_chain_frees_with_its_head_and_keeps_its_fragments_bytes() {
+    let pool = small(32);
+    let mut c = pool.cache();
+    let mut head = c.alloc().unwrap();
+    pool.write(&mut head, b"head").unwrap();
+    for part in [&b"one"[..], b"two", b"three"] {
+        let mut f = c.alloc().unwrap();
+        pool.write(&mut f, part).unwrap();
+        pool.chain(&mut head, f).unwrap();
+    }
+    assert!(pool.has_frags(&head));
+    assert_eq!(pool.frag_count(&head), 3);
+    assert_eq!(pool.frame_len(&head), 4 + 3 + 3 + 5);
+    let parts: Vec<&[u8]> = pool.frags(&head).collect();
+    assert_eq!(parts, [&b"one"[..], b"two", b"three"]);
+    // A shared head keeps the chain until its last reference goes.
+    let other = pool.share(&head).unwrap();
+    c.free(head).unwrap();
+    assert_eq!(pool.frag_count(&other), 3);
+    c.free(other).unwrap();
+    c.flush();
+    assert_eq!(pool.shared_free(), 32, "head and fragments all free again");
+}
+
+#[test]
+fn unchain_gives_fragments_back_as_owned_handles() {
+    let pool = small(8);
+    let mut c = pool.cache();
+    let mut head = c.alloc().unwrap();
+    let f1 = c.alloc().unwrap();
+    let f2 = c.alloc().unwrap();
+    pool.chain(&mut head, f1).unwrap();
+    pool.chain(&mut head, f2).unwrap();
+    let mut first = pool.unchain(&mut head).unwrap().unwrap();
+    assert!(!pool.has_frags(&head));
+    assert_eq!(pool.frag_count(&first), 1, "the rest stays chained to the first");
+    let second = pool.unchain(&mut first).unwrap().unwrap();
+    assert!(pool.unchain(&mut first).unwrap().is_none());
+    for b in [head, first, second] {
+        c.free(b).unwrap();
+    }
+    c.flush();
+    assert_eq!(pool.shared_free(), 8);
+}
+
+#[test]
+fn chains_refuse_shared_buffers_overlong_chains_and_lending() {
+    let pool = small(40);
+    let mut c = pool.cache();
+    let mut head = c.alloc().unwrap();
+    let f = c.alloc().unwrap();
+    let extra = pool.share(&f).unwrap();
+    let e = pool.chain(&mut head, f).unwrap_err();
+    assert!(matches!(e.error, PoolError::Shared { .. }));
+    c.free(e.buf).unwrap();
+    c.free(extra).unwrap();
+    for _ in 1..MAX_CHAIN {
+        let f = c.alloc().unwrap();
+        pool.chain(&mut head, f).unwrap();
+    }
+    let f = c.alloc().unwrap();
+    let e = pool.chain(&mut head, f).unwrap_err();
+    assert_eq!(e.error, PoolError::ChainTooLong { max: MAX_CHAIN });
+    c.free(e.buf).unwrap();
+    let lender = pool.new_lender();
+    let e = pool.lend(head, lender).unwrap_err();
+    assert!(matches!(e.error, PoolError::Chained { .. }));
+    c.free(e.buf).unwrap();
+    c.flush();
+    assert_eq!(pool.shared_free(), 40);
+}
+
+#[test]
+fn free_burst_frees_chains() {
+    let pool = small(16);
+    let mut c = pool.cache();
+    let mut burst = Burst::with_capacity(4);
+    for _ in 0..4 {
+        let mut h = c.alloc().unwrap();
+        let f = c.alloc().unwrap();
+        pool.chain(&mut h, f).unwrap();
+        burst.push(h).unwrap();
+    }
+    c.free_burst(&mut burst).unwrap();
+    c.flush();
+    assert_eq!(pool.shared_free(), 16);
 }

@@ -124,6 +124,13 @@ impl Ring {
         unsafe { (p.cast::<u64>().read_volatile(), p.add(8).cast::<u32>().read_volatile()) }
     }
 
+    /// The `i`-th available `xdp_desc`'s options (`XDP_PKT_CONTD`: the packet goes on in
+    /// the next descriptor).
+    pub(super) fn read_options(&self, i: u32) -> u32 {
+        // SAFETY: as in `read_desc`; the options are the u32 at offset 12.
+        unsafe { self.slot(i).add(12).cast::<u32>().read_volatile() }
+    }
+
     /// Gives `n` consumed entries back to the kernel.
     pub(super) fn release(&mut self, n: u32) {
         self.local = self.local.wrapping_add(n);
@@ -148,12 +155,17 @@ impl Ring {
     }
 
     pub(super) fn write_desc(&mut self, i: u32, addr: u64, len: u32) {
+        self.write_desc_opts(i, addr, len, 0);
+    }
+
+    /// As `write_desc`, with `options` (`XDP_PKT_CONTD` for all but a chain's last).
+    pub(super) fn write_desc_opts(&mut self, i: u32, addr: u64, len: u32, options: u32) {
         let p = self.slot(i);
-        // SAFETY: as in `write_addr`; options are zero.
+        // SAFETY: as in `write_addr`; `xdp_desc` is a u64 then two u32s.
         unsafe {
             p.cast::<u64>().write_volatile(addr);
             p.add(8).cast::<u32>().write_volatile(len);
-            p.add(12).cast::<u32>().write_volatile(0);
+            p.add(12).cast::<u32>().write_volatile(options);
         }
     }
 

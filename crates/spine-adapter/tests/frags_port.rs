@@ -1,0 +1,219 @@
+//! Multi-buffer frames on the adapter's ports: a mem port with `with_frags` receives
+//! frames longer than a pool buffer as chains (head and fragments), an `xdp.frags`
+//! program (`tests/fixtures/frags_port.c`) reads past the head with
+//! `bpf_xdp_load_bytes`, counts `bpf_xdp_get_buff_len` and trims with
+//! `bpf_xdp_adjust_tail`, and the frame goes out of a port (XDP_TX, or a redirect)
+//! whose transmit sees exactly the bytes the kernel's helpers would leave. A plain
+//! `xdp` program never sees a chained frame: it is dropped and counted `drops.frags`.
+//! Every test checks that every buffer, fragments included, is back in the pool.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::TempDir;
+use spine_adapter::{Adapter, AdapterBuilder, AdapterOptions, Device};
+use spine_ports::{Burst, MemPort, PoolCache, PoolConfig, Port, PortError, PortStats};
+
+/// Receives from a mem port (chained with `with_frags`) and records every frame it is
+/// sent, head and fragments together.
+struct Wire {
+    rx: MemPort,
+    frags: bool,
+    sent: Sent,
+    stats: PortStats,
+}
+
+/// The frames a [`Wire`] was sent, whole.
+type Sent = Arc<Mutex<Vec<Vec<u8>>>>;
+
+impl Wire {
+    /// The port as a device, and what it will have been sent.
+    fn device(name: &str, frames: &[Vec<u8>], frags: bool) -> (Device, Sent) {
+        let rx = if frames.is_empty() {
+            MemPort::sink(name)
+        } else {
+            MemPort::replay(name, frames).unwrap().with_limit(frames.len() as u64).with_frags()
+        };
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let w = Wire { rx, frags, sent: sent.clone(), stats: PortStats::default() };
+        (Device::Other(Box::new(w)), sent)
+    }
+}
+
+impl Port for Wire {
+    fn name(&self) -> &str {
+        self.rx.name()
+    }
+
+    fn rx_burst(&mut self, cache: &mut PoolCache, out: &mut Burst) -> Result<usize, PortError> {
+        self.rx.rx_burst(cache, out)
+    }
+
+    fn tx_burst(&mut self, cache: &mut PoolCache, pkts: &mut Burst) -> Result<usize, PortError> {
+        let pool = cache.pool().clone();
+        let n = pkts.len();
+        for buf in pkts.iter() {
+            let mut f = pool.data(buf).unwrap().to_vec();
+            assert!(pkts.has_chains() || !pool.has_frags(buf), "a chain in an unmarked burst");
+            pool.frags(buf).for_each(|p| f.extend_from_slice(p));
+            self.stats.tx_packets += 1;
+            self.sent.lock().unwrap().push(f);
+        }
+        cache.free_burst(pkts).unwrap();
+        Ok(n)
+    }
+
+    fn stats(&self) -> PortStats {
+        let mut s = self.rx.stats();
+        s.tx_packets = self.stats.tx_packets;
+        s
+    }
+
+    fn takes_frags(&self) -> bool {
+        self.frags
+    }
+}
+
+fn object() -> Vec<u8> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/frags_port.c");
+    let dir = TempDir::new("frags-port");
+    spine_progs::compile_c(&src, &dir.join("frags_port.o"), &[]).expect("clang builds the fixture")
+}
+
+/// A frame of `len` bytes whose every byte depends on its position and on `len`.
+fn frame(len: usize) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (i * 13 + i / 256 + len) as u8).collect();
+    f[12] = 0x88;
+    f[13] = 0xb5;
+    f
+}
+
+/// What `trim` leaves of `p`: its last 16 bytes at 14, 32 bytes from
+/// `min(1784, len - 32)` at 30, and 100 bytes fewer.
+fn trimmed(p: &[u8]) -> Vec<u8> {
+    let len = p.len();
+    let off = (len - 32).min(1784);
+    let mut out = p.to_vec();
+    out[14..30].copy_from_slice(&p[len - 16..]);
+    out[30..62].copy_from_slice(&p[off..off + 32]);
+    out.truncate(len - 100);
+    out
+}
+
+/// 2,048-byte buffers with 256 of headroom: 1,792 bytes in the head.
+const ROOM: usize = 1792;
+
+/// Lengths around every boundary: one byte past the head, within the first fragment,
+/// a jumbo frame, one that the trim makes linear again, and one filling many buffers.
+const LENGTHS: [usize; 6] = [ROOM + 1, ROOM + 100, 2000, 4000, 9000, 3 * ROOM + 5];
+
+fn build(section: &str, frames: &[Vec<u8>], out_takes_frags: bool) -> (Adapter, Sent, Sent) {
+    let opts = AdapterOptions { workers: 1, pool: PoolConfig::new(512), ..Default::default() };
+    let mut b = AdapterBuilder::new(opts).unwrap();
+    let (wire, wire_sent) = Wire::device("wire", frames, true);
+    let (out, out_sent) = Wire::device("out", &[], out_takes_frags);
+    let w = b.add_port("wire", wire, None).unwrap();
+    b.add_port("out", out, Some(100)).unwrap();
+    let e = b.load_extension("trim", &object(), Some(section), "default", "test").unwrap();
+    assert_eq!(b.extension(e).frags_aware(), section != "plain");
+    b.attach(e, w).unwrap();
+    (b.build().unwrap(), wire_sent, out_sent)
+}
+
+fn stats(a: &Adapter) -> Vec<u64> {
+    let ext = a.extension("trim").unwrap();
+    let m = ext.map("stats").unwrap();
+    let mut v = [0u8; 8];
+    (0..4u32)
+        .map(|k| {
+            m.lookup_user(&k.to_le_bytes(), &mut v).unwrap();
+            u64::from_le_bytes(v)
+        })
+        .collect()
+}
+
+/// Runs to completion; returns the totals and the extension's `stats` after checking
+/// that every buffer is back in the pool.
+fn finish(mut a: Adapter) -> (spine_adapter::Totals, Vec<u64>) {
+    a.run_to_completion(1000);
+    let s = stats(&a);
+    let pool = a.pool().clone();
+    let report = a.finish().unwrap();
+    assert_eq!(pool.shared_free(), pool.capacity(), "every buffer, fragments too, is back");
+    (report.totals, s)
+}
+
+#[test]
+fn chained_frames_run_as_multi_buffer_frames_and_go_out_of_their_port_whole() {
+    let frames: Vec<Vec<u8>> = LENGTHS.iter().map(|&n| frame(n)).collect();
+    let (a, wire_sent, _) = build("trim_tx", &frames, true);
+    let (t, s) = finish(a);
+    let n = frames.len() as u64;
+    let total: usize = LENGTHS.iter().sum();
+    assert_eq!(s, [n, total as u64, n, (total - 100 * LENGTHS.len()) as u64]);
+    let wire = t.port("wire").unwrap();
+    assert_eq!((wire.rx_packets, wire.verdicts.tx, wire.drops.total()), (n, n, 0));
+    assert_eq!(wire.rx_bytes, total as u64, "received bytes count every fragment");
+    assert_eq!(wire.tx_bytes, (total - 100 * LENGTHS.len()) as u64);
+    let sent = wire_sent.lock().unwrap();
+    let want: Vec<Vec<u8>> = frames.iter().map(|f| trimmed(f)).collect();
+    assert_eq!(sent.len(), want.len());
+    for (got, want) in sent.iter().zip(&want) {
+        assert!(got == want, "frame of {} bytes differs", want.len() + 100);
+    }
+}
+
+#[test]
+fn a_redirect_sends_the_chain_to_another_port_and_a_port_without_chains_drops_it() {
+    let frames: Vec<Vec<u8>> = [ROOM + 1, 4000, 120, 9000].iter().map(|&n| frame(n)).collect();
+    let (a, _, out_sent) = build("trim_redirect", &frames, true);
+    let (t, _) = finish(a);
+    let mut want: Vec<Vec<u8>> = frames.iter().map(|f| trimmed_or_not(f)).collect();
+    assert_eq!(*out_sent.lock().unwrap(), want);
+    assert_eq!(t.port("wire").unwrap().verdicts.redirect, 4);
+    // The same to a port that transmits one buffer per frame: the frames still chained
+    // after the trim (4,000 and 9,000 bytes) are dropped; the one cut back to a single
+    // buffer (1,793 bytes) and the short one go out.
+    let (a, _, out_sent) = build("trim_redirect", &frames, false);
+    let (t, _) = finish(a);
+    want.remove(3);
+    want.remove(1);
+    assert_eq!(*out_sent.lock().unwrap(), want);
+    assert_eq!(t.port("out").unwrap().drops.frags, 2);
+}
+
+/// `trim_redirect` on a frame: trimmed if long enough, as it came otherwise.
+fn trimmed_or_not(f: &[u8]) -> Vec<u8> {
+    if f.len() < 162 {
+        f.to_vec()
+    } else {
+        trimmed(f)
+    }
+}
+
+#[test]
+fn a_program_not_loaded_as_xdp_frags_never_sees_a_chained_frame() {
+    let frames: Vec<Vec<u8>> =
+        [200, 4000, ROOM, ROOM + 1, 9000].iter().map(|&n| frame(n)).collect();
+    let (a, _, out_sent) = build("plain", &frames, true);
+    let (t, s) = finish(a);
+    // The two frames that fit one buffer ran, linear (buff_len == data_end - data).
+    assert_eq!(s[..3], [2, (200 + ROOM) as u64, 0]);
+    assert_eq!(*out_sent.lock().unwrap(), vec![trimmed(&frames[0]), trimmed(&frames[2])]);
+    let wire = t.port("wire").unwrap();
+    assert_eq!((wire.rx_packets, wire.drops.frags), (5, 3));
+    assert_eq!(t.extension("trim").unwrap().runs, 2);
+}
+
+#[test]
+fn the_longest_chain_runs_and_a_longer_frame_is_dropped_by_the_port() {
+    // 18 buffers (a head and the kernel's 17 fragments) hold 18 * 1,792 bytes.
+    let frames: Vec<Vec<u8>> = [18 * ROOM, 18 * ROOM + 1, 4000].iter().map(|&n| frame(n)).collect();
+    let (a, wire_sent, _) = build("trim_tx", &frames, true);
+    let (t, s) = finish(a);
+    assert_eq!(s[0], 2, "the frame too long for a chain never reached the program");
+    let wire = t.port("wire").unwrap();
+    assert_eq!((wire.rx_packets, wire.device.rx_drops), (2, 1));
+    assert_eq!(*wire_sent.lock().unwrap(), vec![trimmed(&frames[0]), trimmed(&frames[2])]);
+}
