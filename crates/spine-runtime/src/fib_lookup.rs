@@ -947,7 +947,7 @@ mod tests {
             (rc, p)
         };
         assert_eq!(run(&e, "10.1.1.1", 100).0, ret::NO_NEIGH, "no entry for the gateway yet");
-        let mut set = |w: &mut FibWriter, a: &str, state| {
+        let set = |w: &mut FibWriter, a: &str, state| {
             let neigh = Neigh { mac: MAC_GW, state };
             w.apply(FibOp::SetNeigh { ifindex: 5, ip: ip(a), neigh }).unwrap();
             w.publish();
