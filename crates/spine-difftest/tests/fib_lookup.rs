@@ -142,7 +142,7 @@ fn fib_lookup_matches_the_kernel() {
         eprintln!("SKIP: bpf(2) is unavailable: {e}");
         return;
     }
-    let Some((ns, env, names)) = fibns::build() else { return };
+    let Some((ns, env, names, mut live)) = fibns::build_live() else { return };
     let dir = std::env::temp_dir().join(format!("spine-fib-difftest-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fib_probe.c");
@@ -177,6 +177,31 @@ fn fib_lookup_matches_the_kernel() {
         let codes = fibns::spine_lookups_match(&obj, engine, &env, &pkts, &kernel, in0);
         // The run must have exercised every outcome it is meant to compare.
         for c in [0, 1, 2, 3, 4, 5, 7, 8, -22, -19, -97] {
+            assert!(codes.get(&c).copied().unwrap_or(0) > 0, "no lookup answered {c}: {codes:?}");
+        }
+    }
+
+    // Then neighbours and an MTU change under routes already looked up: a gateway's
+    // entry goes (NO_NEIGH), one without an entry gets one, one changes its MAC, a
+    // device's MTU shrinks (FRAG_NEEDED). The FIB takes the changes as events (the
+    // same writer), and this time holds the interfaces itself.
+    for cmd in [
+        "neigh del 10.2.0.2 dev dn1",
+        "neigh replace 10.1.0.3 lladdr 02:00:00:00:01:03 dev dn0 nud permanent",
+        "neigh replace 10.1.1.2 lladdr 02:00:00:00:01:99 dev dn0 nud permanent",
+        "neigh del 172.24.0.5 dev dn1",
+        "-6 neigh del 2001:db8:2::2 dev dn1",
+        "link set dn0 mtu 1400",
+    ] {
+        ns.ip(cmd);
+    }
+    let env = fibns::resync(&ns, &mut live, &names);
+    let kernel2 = fibns::kernel_lookups(&ns, &obj, &pkts, in0);
+    let changed = kernel.iter().zip(&kernel2).filter(|(a, b)| a != b).count();
+    assert!(changed > 100, "the changes altered only {changed} of the kernel's answers");
+    for engine in [EngineKind::Interpreter, EngineKind::Jit] {
+        let codes = fibns::spine_lookups_match(&obj, engine, &env, &pkts, &kernel2, in0);
+        for c in [0, 7, 8] {
             assert!(codes.get(&c).copied().unwrap_or(0) > 0, "no lookup answered {c}: {codes:?}");
         }
     }

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::ecmp;
+use crate::fwd::{Fwd4, FwdTable};
 use crate::iface::{Iface, Ifaces};
 use crate::lpm::{Lpm, LpmError};
 use crate::neigh::{Neigh, NeighTable};
@@ -152,6 +153,9 @@ pub struct FibState {
     rules6: RuleSet,
     /// Resilient nexthop groups' buckets, by group id ([`FibOp::SetBuckets`]).
     buckets: HashMap<u32, Box<[u16]>>,
+    /// Forwarding records of the IPv4 routes with one plain next hop, by route index
+    /// ([`crate::fwd`]): kept in step with the routes, neighbours and interfaces.
+    fwd: FwdTable,
 }
 
 impl Default for FibState {
@@ -166,6 +170,7 @@ impl Default for FibState {
             rules4: RuleSet::default_for(false),
             rules6: RuleSet::default_for(true),
             buckets: HashMap::new(),
+            fwd: FwdTable::default(),
         }
     }
 }
@@ -215,6 +220,7 @@ impl FibState {
             nexthops: r.nexthops.clone(),
             bounds: ecmp::upper_bounds(r.nexthops.iter().map(|n| n.weight)),
         };
+        self.fwd_set_next(&e);
         match self.free.pop() {
             Some(i) => {
                 self.routes[i as usize] = Some(e);
@@ -227,8 +233,15 @@ impl FibState {
         }
     }
 
+    /// Gives the route about to be stored ([`FibState::store`]) its forwarding record.
+    fn fwd_set_next(&mut self, e: &RouteEntry) {
+        let idx = self.free.last().copied().unwrap_or(self.routes.len() as u32);
+        self.fwd.set_route(idx, e, &self.neigh, &self.ifaces);
+    }
+
     fn drop_route(&mut self, idx: u32) {
         self.routes[idx as usize] = None;
+        self.fwd.clear_route(idx);
         self.free.push(idx);
     }
 
@@ -348,6 +361,36 @@ impl FibState {
     pub fn lookup_v4_merged(&self, dst: Ipv4Addr, hash: u32) -> Option<Resolved<'_>> {
         let route = self.route(self.merged4.lookup(u32::from(dst))?)?;
         Some(Resolved { route, nexthop: self.select(route, hash) })
+    }
+
+    /// The index ([`FibState::route`]) of the route [`FibState::lookup_v4_merged`]
+    /// finds for `dst`: one LPM walk, nothing else touched.
+    #[inline]
+    pub fn lookup_v4_merged_index(&self, dst: Ipv4Addr) -> Option<u32> {
+        self.merged4.lookup(u32::from(dst))
+    }
+
+    /// Route `idx` ([`FibState::route`]) with its next hop for flow hash `hash`.
+    #[inline]
+    pub fn resolve(&self, idx: u32, hash: u32) -> Option<Resolved<'_>> {
+        let route = self.route(idx)?;
+        Some(Resolved { route, nexthop: self.select(route, hash) })
+    }
+
+    /// The forwarding record and metric of route `idx`, if it is an IPv4 unicast
+    /// route with one next hop (no lightweight tunnel, no IPv6 gateway, no locked
+    /// MTU): what `bpf_fib_lookup` answers for it, resolved when the routes,
+    /// neighbours or interfaces changed ([`crate::fwd`]). Two cache lines at most,
+    /// neither of them the route entry.
+    #[inline]
+    pub fn fwd_v4(&self, idx: u32) -> Option<(&Fwd4, u32)> {
+        self.fwd.get(idx)
+    }
+
+    /// Number of forwarding records ([`FibState::fwd_v4`]) in use, and the bytes of
+    /// the records and their per-route array.
+    pub fn fwd_stats(&self) -> (usize, usize) {
+        (self.fwd.records(), self.fwd.memory())
     }
 
     /// Route indices ([`FibState::route`]) of [`FibState::lookup_v4_merged`] for a
@@ -543,18 +586,22 @@ impl Absorb<FibOp> for FibState {
             FibOp::FlushTable(t) => self.flush(*t),
             FibOp::SetNeigh { ifindex, ip, neigh } => {
                 self.neigh.set(*ifindex, *ip, *neigh);
+                self.fwd.neigh_changed(*ifindex, *ip, &self.neigh);
                 Ok(())
             }
             FibOp::DelNeigh { ifindex, ip } => {
                 self.neigh.remove(*ifindex, *ip);
+                self.fwd.neigh_changed(*ifindex, *ip, &self.neigh);
                 Ok(())
             }
             FibOp::SetIface(i) => {
                 self.ifaces.set(i.clone());
+                self.fwd.iface_changed(i.ifindex, &self.ifaces);
                 Ok(())
             }
             FibOp::DelIface(i) => {
                 self.ifaces.remove(*i);
+                self.fwd.iface_changed(*i, &self.ifaces);
                 Ok(())
             }
             FibOp::SetRules { v6, rules } => {

@@ -14,6 +14,7 @@ pub use prefix::{IpPrefix, Prefix, Prefix4, Prefix6, PrefixError};
 
 pub mod ecmp;
 pub mod fib;
+pub mod fwd;
 mod iface;
 pub mod mphash;
 pub mod neigh;
@@ -23,6 +24,7 @@ pub mod rule;
 mod table;
 
 pub use fib::{FibError, FibOp, FibReader, FibState, FibWriter, Resolved, RouteEntry};
+pub use fwd::{FastRoute, Fwd4};
 pub use iface::Iface;
 pub use neigh::{Neigh, NeighTable, NudState};
 pub use route::{table_id, NextHop, Route, RouteSelector, RouteType};

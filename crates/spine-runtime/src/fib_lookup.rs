@@ -146,6 +146,20 @@ impl FibEnv {
         let oif = if fl & flags::OUTPUT != 0 { dev.ifindex } else { 0 };
         let src: [u8; 4] = p[16..20].try_into().expect("4 bytes");
         let dst = Ipv4Addr::from(rd_be32(p, 32));
+        // The fast path: with no OUTPUT, SRC or TBID, and the merged local and main
+        // tables answering (DIRECT, or only the default rules), a route with a
+        // forwarding record (`spine_fib::fwd`) is answered from the record alone.
+        // Anything else, and the LPM's answer for it, goes on below.
+        let mut walked = None;
+        if fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
+            && (fl & flags::DIRECT != 0 || st.rules(false).is_default())
+        {
+            let idx = st.lookup_v4_merged_index(dst);
+            if let Some((f, metric)) = idx.and_then(|i| st.fwd_v4(i)) {
+                return self.forward_v4(st, p, fl, dst, f, metric);
+            }
+            walked = Some(idx);
+        }
         let find = |table: u32| {
             if oif != 0 {
                 st.lookup_v4_oif(table, dst, oif)
@@ -158,6 +172,9 @@ impl FibEnv {
         // or a throw, the default table. The FIB keeps that merge as one LPM (one walk
         // per packet); OUTPUT's filtered lookup merges the two tables' answers here.
         let merged = || {
+            if let Some(idx) = walked {
+                return idx.and_then(|i| st.resolve(i, 0));
+            }
             if oif == 0 {
                 return st.lookup_v4_merged(dst, 0);
             }
@@ -262,6 +279,61 @@ impl FibEnv {
             None => IpAddr::V4(Ipv4Addr::from(rd_be32(p, 32))),
         };
         self.finish(st, p, fl, out, next, mtu)
+    }
+
+    /// The rest of [`FibEnv::lookup_v4`] for a route with a forwarding record `f` (a
+    /// unicast route with one next hop, through neither a tunnel nor an IPv6 gateway,
+    /// its MTU the device's): the same checks in the same order, from the record, the
+    /// configured interfaces (which shadow the FIB's) and, for a directly connected
+    /// route, the destination's neighbour entry.
+    #[inline]
+    fn forward_v4(
+        &self,
+        st: &FibState,
+        p: &mut [u8; PARAMS_LEN],
+        fl: u64,
+        dst: Ipv4Addr,
+        f: &spine_fib::Fwd4,
+        metric: u32,
+    ) -> i64 {
+        let configured = match self.ifaces.len() {
+            0 => None,
+            _ => self.ifaces.binary_search_by_key(&f.ifindex, |i| i.ifindex).ok(),
+        };
+        let (mtu, smac) = match configured {
+            Some(i) => (self.ifaces[i].mtu, self.ifaces[i].mac),
+            None => match f.iface() {
+                Some(d) => d,
+                None => return ret::NOT_FWDED,
+            },
+        };
+        let mtu = mtu.min(IP_MAX_MTU);
+        if u32::from(rd16(p, 6)) > mtu {
+            wr16(p, 6, mtu as u16);
+            return ret::FRAG_NEEDED;
+        }
+        wr32(p, 12, metric);
+        wr32(p, 8, f.ifindex);
+        let gw = f.gateway();
+        if let Some(g) = gw {
+            p[32..36].copy_from_slice(&g);
+        }
+        if fl & flags::SKIP_NEIGH == 0 {
+            let dmac = match gw {
+                Some(_) => f.gateway_mac(),
+                None => {
+                    st.neigh(f.ifindex, IpAddr::V4(dst)).filter(|n| n.state.usable()).map(|n| n.mac)
+                }
+            };
+            let Some(dmac) = dmac else { return ret::NO_NEIGH };
+            p[58..64].copy_from_slice(&dmac);
+            p[52..58].copy_from_slice(&smac);
+        }
+        wr32(p, 48, 0); // h_vlan_proto, h_vlan_TCI
+        if mtu != 0 {
+            wr16(p, 6, mtu as u16);
+        }
+        ret::SUCCESS
     }
 
     /// `fib_select_multipath`: each next hop scores 2 when its own source address
@@ -842,6 +914,75 @@ mod tests {
         let mut p = v4("10.3.1.1", 1, 1400);
         assert_eq!(e.lookup(&mut p, 64, flags::SKIP_NEIGH), ret::SUCCESS);
         assert_eq!(rd16(&p, 6), 1400, "mtu_result");
+    }
+
+    /// The fast path (`FibState::fwd_v4`) follows changes made after routes were
+    /// looked up: a neighbour that goes away or fails (NO_NEIGH), comes back, an
+    /// interface held by the FIB whose MTU shrinks (FRAG_NEEDED) or that goes away
+    /// (NOT_FWDED); a configured interface shadows the FIB's; a directly connected
+    /// route reads the destination's neighbour entry.
+    #[test]
+    fn the_fast_path_follows_neighbour_and_interface_changes() {
+        let (mut w, r) = FibWriter::new();
+        w.add(Route::unicast(
+            "10.0.0.0/8".parse().unwrap(),
+            vec![NextHop::via(ip("192.0.2.1"), 5)],
+        ))
+        .unwrap();
+        w.add(Route::unicast("192.0.2.0/24".parse().unwrap(), vec![NextHop::dev(5)])).unwrap();
+        let dev5 = |mtu| Iface {
+            ifindex: 5,
+            mtu,
+            mac: MAC_OUT,
+            forward_v4: true,
+            forward_v6: true,
+            addrs: vec![],
+        };
+        w.apply(FibOp::SetIface(dev5(1500))).unwrap();
+        w.publish();
+        let e = FibEnv::new(r.clone(), vec![Iface { ifindex: 1, ..dev5(1500) }]);
+        let run = |e: &FibEnv, dst: &str, len: u16| {
+            let mut p = v4(dst, 1, len);
+            let rc = e.lookup(&mut p, 64, 0);
+            (rc, p)
+        };
+        assert_eq!(run(&e, "10.1.1.1", 100).0, ret::NO_NEIGH, "no entry for the gateway yet");
+        let set = |w: &mut FibWriter, a: &str, state| {
+            let neigh = Neigh { mac: MAC_GW, state };
+            w.apply(FibOp::SetNeigh { ifindex: 5, ip: ip(a), neigh }).unwrap();
+            w.publish();
+        };
+        set(&mut w, "192.0.2.1", NudState::STALE);
+        let (rc, p) = run(&e, "10.1.1.1", 100);
+        assert_eq!(rc, ret::SUCCESS);
+        assert_eq!(
+            (rd32(&p, 8), &p[32..36], &p[52..58], &p[58..64]),
+            (5, &[192, 0, 2, 1][..], &MAC_OUT[..], &MAC_GW[..])
+        );
+        set(&mut w, "192.0.2.1", NudState::FAILED);
+        assert_eq!(run(&e, "10.1.1.1", 100).0, ret::NO_NEIGH, "a failed entry is not usable");
+        set(&mut w, "192.0.2.1", NudState::PERMANENT);
+        assert_eq!(run(&e, "10.1.1.1", 100).0, ret::SUCCESS);
+        w.apply(FibOp::DelNeigh { ifindex: 5, ip: ip("192.0.2.1") }).unwrap();
+        w.publish();
+        assert_eq!(run(&e, "10.1.1.1", 100).0, ret::NO_NEIGH, "the entry was deleted");
+        // Directly connected: the destination's own entry.
+        assert_eq!(run(&e, "192.0.2.9", 100).0, ret::NO_NEIGH);
+        set(&mut w, "192.0.2.9", NudState::REACHABLE);
+        assert_eq!(run(&e, "192.0.2.9", 100).0, ret::SUCCESS);
+        // The interface's MTU, as the FIB holds it.
+        w.apply(FibOp::SetIface(dev5(1280))).unwrap();
+        w.publish();
+        let (rc, p) = run(&e, "192.0.2.9", 1300);
+        assert_eq!((rc, rd16(&p, 6)), (ret::FRAG_NEEDED, 1280));
+        // A configured interface 5 shadows the FIB's.
+        let shadow = FibEnv::new(r.clone(), vec![Iface { ifindex: 1, ..dev5(1500) }, dev5(9000)]);
+        let (rc, p) = run(&shadow, "192.0.2.9", 1300);
+        assert_eq!((rc, rd16(&p, 6)), (ret::SUCCESS, 9000));
+        w.apply(FibOp::DelIface(5)).unwrap();
+        w.publish();
+        assert_eq!(run(&e, "192.0.2.9", 100).0, ret::NOT_FWDED, "no output interface");
+        assert_eq!(run(&shadow, "192.0.2.9", 100).0, ret::SUCCESS);
     }
 
     #[test]

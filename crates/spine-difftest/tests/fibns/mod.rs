@@ -276,6 +276,15 @@ fn mirror_routes(ns: &NetNs, names: &BTreeMap<String, u32>) -> Vec<FibOp> {
             }));
         }
     }
+    for (ifindex, ip, neigh) in mirror_neighs(ns, names) {
+        ops.push(FibOp::SetNeigh { ifindex, ip, neigh });
+    }
+    ops
+}
+
+/// The namespace's neighbour entries that have a link-layer address.
+fn mirror_neighs(ns: &NetNs, names: &BTreeMap<String, u32>) -> Vec<(u32, IpAddr, Neigh)> {
+    let mut out = Vec::new();
     for n in json(ns, "neigh show nud all") {
         let Some(ll) = n["lladdr"].as_str() else { continue };
         let state = n["state"].as_array().into_iter().flatten().fold(0u16, |s, x| {
@@ -291,13 +300,39 @@ fn mirror_routes(ns: &NetNs, names: &BTreeMap<String, u32>) -> Vec<FibOp> {
                 _ => 0,
             }
         });
-        ops.push(FibOp::SetNeigh {
-            ifindex: names[n["dev"].as_str().expect("dev")],
-            ip: n["dst"].as_str().expect("dst").parse().expect("an address"),
-            neigh: Neigh { mac: mac(ll), state: NudState(state) },
-        });
+        out.push((
+            names[n["dev"].as_str().expect("dev")],
+            n["dst"].as_str().expect("dst").parse().expect("an address"),
+            Neigh { mac: mac(ll), state: NudState(state) },
+        ));
     }
-    ops
+    out
+}
+
+/// A FIB writer kept after [`build_live`], and the neighbour entries it was given.
+pub struct Live {
+    pub w: FibWriter,
+    neighs: Vec<(u32, IpAddr)>,
+}
+
+/// After changes to the namespace's neighbours and interfaces, brings them into the
+/// FIB of `live` in one batch: every entry mirrored before is deleted and the current
+/// ones set, and every interface is set in the FIB itself; returns a view that reads
+/// the interfaces from the FIB (none configured), on the same FIB.
+pub fn resync(ns: &NetNs, live: &mut Live, names: &BTreeMap<String, u32>) -> FibEnv {
+    for (ifindex, ip) in live.neighs.drain(..) {
+        live.w.apply(FibOp::DelNeigh { ifindex, ip }).expect("del neigh");
+    }
+    for (ifindex, ip, neigh) in mirror_neighs(ns, names) {
+        live.w.apply(FibOp::SetNeigh { ifindex, ip, neigh }).expect("set neigh");
+        live.neighs.push((ifindex, ip));
+    }
+    let (ifaces, _) = mirror_ifaces(ns);
+    for i in ifaces {
+        live.w.apply(FibOp::SetIface(i)).expect("set iface");
+    }
+    live.w.publish();
+    FibEnv::new(live.w.reader(), Vec::new()).with_multipath_seed(SEED)
 }
 
 /// A deterministic generator (splitmix64).
@@ -321,6 +356,11 @@ impl Rng {
 /// The namespace built and mirrored: the namespace, spine's view of it, and its
 /// interface indexes by name. `None` (after a SKIP line) without root or bpf(2).
 pub fn build() -> Option<(NetNs, FibEnv, BTreeMap<String, u32>)> {
+    build_live().map(|(ns, env, names, _)| (ns, env, names))
+}
+
+/// As [`build`], keeping the FIB's writer for [`resync`].
+pub fn build_live() -> Option<(NetNs, FibEnv, BTreeMap<String, u32>, Live)> {
     let ns = NetNs::new()?;
     sysctls(&ns);
     for cmd in SETUP {
@@ -345,8 +385,8 @@ pub fn build() -> Option<(NetNs, FibEnv, BTreeMap<String, u32>)> {
     }
     w.publish();
     let env = FibEnv::new(r, ifaces).with_multipath_seed(SEED);
-
-    Some((ns, env, names))
+    let neighs = mirror_neighs(&ns, &names).into_iter().map(|n| (n.0, n.1)).collect();
+    Some((ns, env, names, Live { w, neighs }))
 }
 
 /// A host whose `bpf_fib_lookup` reads the mirrored FIB.
