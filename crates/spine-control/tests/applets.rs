@@ -8,6 +8,9 @@
 //! and active messages between adapters) join two adapters by a UDP tunnel port on the
 //! loopback interface.
 
+mod common;
+
+use common::c_client;
 use spine_testnet::daemons::TempDir;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -662,25 +665,6 @@ fn handlers_on_two_adapters_play_message_ping_pong_over_a_tunnel() {
     assert_eq!((wb.msg_remote_in, wb.msg_remote_runs, wb.msg_remote_out), (K, K, K));
     assert_eq!((wa.msg_remote_in, wa.msg_remote_runs, wa.msg_remote_out), (K, K, K - 1));
     assert_eq!((wa.msg_remote_bad + wb.msg_remote_bad, wa.msg_remote_out_dropped), (0, 0));
-}
-
-/// Builds the C client `clients/c/<name>.c` with the library, warning-free.
-fn c_client(dir: &TempDir, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/c");
-    let exe = dir.join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "clang".into());
-    let ok = std::process::Command::new(&cc)
-        .args(["-Wall", "-Wextra", "-Werror", "-O2"])
-        .arg(src.join("spine_endpoint.c"))
-        .arg(src.join(format!("{name}.c")))
-        .arg(format!("-I{}", src.display()))
-        .arg("-o")
-        .arg(&exe)
-        .status()
-        .expect("a C compiler (clang)")
-        .success();
-    assert!(ok, "the C client {name} builds warning-free");
-    exe
 }
 
 /// Active messages to another adapter from the C and the Python client libraries

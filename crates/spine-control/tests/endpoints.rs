@@ -8,6 +8,9 @@
 //! frames the test sends into it are what the adapter receives on `wire`, and frames the
 //! adapter transmits on `wire` come out of it. The host path is a mem sink, `host`.
 
+mod common;
+
+use common::c_client;
 use spine_testnet::daemons::TempDir;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -408,25 +411,6 @@ fn a_python_application_opens_a_tagged_endpoint_and_echoes() {
 fn a_c_application_opens_a_tagged_endpoint_and_echoes() {
     let dir = TempDir::new("c-client");
     echo_app(Command::new(c_client(&dir, "tag_echo")), "the C client");
-}
-
-/// Builds `clients/c/<name>.c` with the C client library, warning-free, into `dir`.
-fn c_client(dir: &TempDir, name: &str) -> std::path::PathBuf {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/c");
-    let exe = dir.join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "clang".into());
-    let ok = Command::new(&cc)
-        .args(["-Wall", "-Wextra", "-Werror", "-O2"])
-        .arg(src.join("spine_endpoint.c"))
-        .arg(src.join(format!("{name}.c")))
-        .arg(format!("-I{}", src.display()))
-        .arg("-o")
-        .arg(&exe)
-        .status()
-        .expect("a C compiler (clang)")
-        .success();
-    assert!(ok, "the C client {name} builds warning-free");
-    exe
 }
 
 /// Runs `app` (argv: control socket, port, UDP port, count) against a rig: it must open
