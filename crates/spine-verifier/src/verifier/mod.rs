@@ -195,9 +195,10 @@ pub(crate) struct Fail {
 }
 
 /// Verifies `insns`. Loops unroll [`MAX_UNROLL`] passes per path, then join; a
-/// program refused after such a join is verified once more with loops unrolled until
-/// the instruction budget decides (as the kernel explores them), and accepted if that
-/// proves it. The first refusal is the one reported.
+/// program refused after such a join for a lost bound is verified once more with loops
+/// unrolled pass by pass as the kernel explores them (until [`LONG_UNROLL_INSNS`]
+/// instructions or [`LONG_UNROLLED_STATES_PER_HEAD`] states at a head), and accepted if
+/// that proves it. The first refusal is the one reported.
 pub(crate) fn verify(insns: &[Insn], env: &VerifyEnv) -> Result<Verified, VerifyError> {
     let mut joined = false;
     match verify_once(insns, env, false, &mut joined) {
