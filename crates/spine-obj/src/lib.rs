@@ -26,12 +26,14 @@ pub mod maps;
 mod model;
 mod progs;
 mod reloc;
+mod synthetic;
 
 pub use crate::btf_format::BtfFormatter;
 pub use crate::core::{CoreErrorKind, POISON_HELPER};
 pub use error::*;
 pub use link::{MAX_INSNS, MAX_TOTAL_INSNS};
 pub use model::*;
+pub use synthetic::synthetic;
 
 use elf::{Elf, SHT_PROGBITS, SHT_REL, SHT_RELA};
 

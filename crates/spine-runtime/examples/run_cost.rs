@@ -83,70 +83,11 @@ fn loads(obj: &spine_obj::Object, n: u32) -> usize {
     insns
 }
 
-/// The 1,000-instruction program of `spine bench exec` (its `synthetic`): bounds-checked
-/// packet reads, arithmetic, branches and array-map lookups.
-fn synthetic(n: usize) -> spine_obj::Object {
-    use spine_obj::{MapOrigin, MapSpec, Object, ProgType, Program};
-    let mut src = String::from("ldxw %r6, [%r1+0]\nldxw %r7, [%r1+4]\nmov %r8, %r1\nmov %r9, 0\n");
-    let mut count = 4;
-    let mut block = 0;
-    while count + 19 + 2 <= n {
-        let off = 8 * (block % 64) + 8;
-        src.push_str(&format!(
-            "mov %r2, %r6\nadd %r2, {off}\njgt %r2, %r7, +14\nldxdw %r3, [%r6+{}]\nxor %r9, %r3\n\
-             rsh %r3, 7\nand %r3, 15\nstw [%r10-4], 0\nstxw [%r10-4], %r3\nlddw %r1, map[0]\n\
-             mov %r2, %r10\nadd %r2, -4\ncall 1\njeq %r0, 0, +2\nldxdw %r4, [%r0+0]\nadd %r9, %r4\n\
-             jsgt %r9, 1000, +1\nadd %r9, 1\n",
-            off - 8
-        ));
-        count += 19;
-        block += 1;
-    }
-    while count + 2 < n {
-        src.push_str("add %r9, 3\n");
-        count += 1;
-    }
-    src.push_str("mov %r0, 2\nexit\n");
-    let insns = spine_isa::assemble(&src).expect("synthetic program assembles");
-    let map = MapSpec {
-        name: "counts".into(),
-        map_type: spine_abi::map_type::ARRAY,
-        key_size: 4,
-        value_size: 8,
-        max_entries: 16,
-        flags: 0,
-        pinning: 0,
-        numa_node: 0,
-        map_extra: 0,
-        initial: None,
-        origin: MapOrigin::Btf,
-        inner: None,
-        init_slots: Vec::new(),
-        spin_lock: None,
-        timer: None,
-        btf_key_type_id: 0,
-        btf_value_type_id: 0,
-    };
-    Object {
-        license: "GPL".into(),
-        skipped: Vec::new(),
-        btf: None,
-        programs: vec![Program {
-            name: "synthetic".into(),
-            section: "xdp".into(),
-            prog_type: ProgType::Xdp,
-            insns,
-            functions: vec![(0, "synthetic".into())],
-        }],
-        maps: vec![map],
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let [_, what, n] = args.as_slice() {
         if what == "load" {
-            let obj = synthetic(1000);
+            let obj = spine_obj::synthetic(1000);
             assert_eq!(obj.programs[0].insns.len(), 1000);
             let n = n.parse::<u32>().expect("usage: run_cost load <loads>");
             println!("{} instructions loaded", loads(&obj, n));
