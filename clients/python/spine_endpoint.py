@@ -29,6 +29,13 @@ DESC_INLINE = 1
 # in bits 16..32; at most MSG_MAX bytes, inline or in a frame.
 DESC_MESSAGE = 2
 MSG_MAX = 240
+# A bulk active message (with DESC_MESSAGE): no payload but a reference to ``len`` bytes
+# (at least 1) at offset ``addr`` of the endpoint's buffer area, any frames. Sent with
+# ``Endpoint.send_bulk_message``; received from an extension (``spine_msg_send_bulk``,
+# bytes it wrote there with ``spine_msg_bulk_write``) by ``recv_marked``, which checks
+# the reference against the area. The area stays the application's: reserve the region
+# with ``Endpoint.reserve_area`` first, so that the adapter never receives into it.
+DESC_BULK = 16
 # Active messages between adapters (crates/spine-endpoint/src/remote.rs): one message per
 # Ethernet frame of this ethertype, sent through an endpoint on a tunnel port; the
 # adapter at the other end runs its handlers (to = REMOTE_TO_HANDLERS) or delivers the
@@ -138,6 +145,7 @@ class Endpoint:
         self.wake_fd = wake_fd
         # The connection the fds came over, when ``connect`` opened it.
         self.conn = None
+        self.last_bulk = None
         for _ in range(max(frames // 2, 1)):
             self._refill_one()
 
@@ -188,6 +196,49 @@ class Endpoint:
         self.tx.advance()
         return True
 
+    def reserve_area(self, frames):
+        """Takes ``frames`` consecutive frames this side holds (none on the fill ring or in
+        flight) out of the module's own use, for bulk data; returns the area offset of the
+        first, or None when no such run is free now. They stay the application's (the
+        adapter never receives into them) until ``release_area``."""
+        self._reclaim()
+        fs, n = self.frame_size, max(frames, 1)
+        held = set(self.free)
+        for first in sorted(held):
+            if all(first + i * fs in held for i in range(n)):
+                run = range(first, first + n * fs, fs)
+                self.free = [a for a in self.free if a not in run]
+                return first
+        return None
+
+    def release_area(self, off, frames):
+        """Gives ``frames`` frames from ``off`` (a ``reserve_area`` result) back."""
+        fs = self.frame_size
+        for a in range(off, off + max(frames, 1) * fs, fs):
+            if a < self.frames * fs and a % fs == 0 and len(self.free) < self.frames:
+                self.free.append(a)
+
+    def write_area(self, off, data):
+        """Copies ``data`` to offset ``off`` of the buffer area; ValueError when it does
+        not fit inside the area."""
+        if off < 0 or off + len(data) > self.frames * self.frame_size:
+            raise ValueError("outside the buffer area")
+        self.mem[self.area + off : self.area + off + len(data)] = data
+
+    def send_bulk_message(self, handler, off, length):
+        """Sends a bulk active message for ``handler``: a reference to ``length`` bytes at
+        offset ``off`` of the buffer area (keep them unchanged until the handler has
+        answered). The adapter checks it (a bad reference is counted ``bad_desc``). True:
+        sent; False: no transmit slot free now."""
+        if not 0 <= handler <= 255:
+            raise ValueError("handler outside 0..255")
+        if not self.tx.ready():
+            return False
+        options = DESC_MESSAGE | DESC_BULK | handler << 8
+        struct.pack_into("<QII", self.mem, self.tx.slot(), off, length, options)
+        self.tx.advance()
+        return True
+
     def recv(self):
         """One received message as bytes (an active message's payload too), or None
         when none is ready. A descriptor the adapter wrote outside the area or across
@@ -197,7 +248,11 @@ class Endpoint:
 
     def recv_marked(self):
         """As ``recv``, as ``(bytes, mark)``: ``mark`` is ``(handler, source)`` for an
-        active message, None for a frame."""
+        active message, None for a frame. A bulk message an extension sent comes as the
+        bytes of the area region it refers to (copied; the region stays the
+        application's, see ``reserve_area``); ``last_bulk`` then holds its area offset,
+        and None after any other message. A reference outside the area raises ValueError
+        (skipped)."""
         return self._recv()
 
     def _recv(self):
@@ -205,6 +260,16 @@ class Endpoint:
             return None
         addr, length, options = struct.unpack_from("<QII", self.mem, self.rx.slot())
         mark = None
+        self.last_bulk = None
+        if options & 0xFF == DESC_MESSAGE | DESC_BULK:
+            # A bulk message an extension wrote into the area: nothing goes back on the
+            # fill ring (the region is this side's).
+            self.rx.advance()
+            if length == 0 or addr + length > self.frames * self.frame_size:
+                raise ValueError("bulk reference outside the buffer area")
+            at = self.area + addr
+            self.last_bulk = addr
+            return bytes(self.mem[at : at + length]), ((options >> 8) & 0xFF, options >> 16)
         if options & DESC_MESSAGE:
             if options & 0xFC or length > MSG_MAX:
                 self.rx.advance()
