@@ -863,6 +863,95 @@ fn messages_for_an_endpoint_another_worker_serves_are_handed_over() {
     assert_eq!(t.port("wire").unwrap().drops.verdict, frames.len() as u64);
 }
 
+/// Bulk messages extension → host endpoint from another worker: two workers with
+/// software RSS, the endpoint served by worker 0; the XDP program (`fixtures/bulk_udp.c`)
+/// turns each UDP frame into a bulk message for handler 6 referring to the region of the
+/// endpoint's area the frame names, on whichever worker the frame's flow runs. The client
+/// wrote 8 regions (one per flow) into frames it reserved; references sent on worker 1 are
+/// handed to worker 0 through the worker rings and checked there against the area. The
+/// client receives every message exactly once with exactly its region's bytes; a reference
+/// past the area's end is counted `bad_desc` (`msg_undelivered` on worker 0) whichever
+/// worker sent it; a bulk message to a remote source (a tunnel) is refused and counted
+/// `msg_bulk_remote_refused`; nothing is dropped on the hand-over and the pool is whole.
+#[test]
+fn bulk_messages_for_an_endpoint_another_worker_serves_are_handed_over_and_checked() {
+    let obj = fixture("bulk_udp");
+    let names: Vec<String> = ["spine_msg_send_bulk"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let mut rig = Rig::build(2, Some(("fwd", &obj)), Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = ep.id().unwrap() as u32;
+    let layout = ep.layout();
+    let area = u64::from(layout.frames) * u64::from(layout.frame_size);
+    let at = ep.reserve_area(2).expect("two free frames");
+    let flows = 8usize;
+    let region = |i: usize| (at + 400 * i as u64, 100 + 37 * i as u32);
+    let bytes = |i: usize| -> Vec<u8> {
+        (0..region(i).1).map(|p| (p as usize * 7 + i * 31) as u8).collect()
+    };
+    for i in 0..flows {
+        assert!(ep.write_area(region(i).0, &bytes(i)));
+    }
+    // The frame for flow i: {target, offset, len}, padded to 12 + 4 * i bytes so that
+    // the source port (and so the worker) follows the flow.
+    let frame = |target: u32, off: u64, len: u32, flow: usize| {
+        let mut p = target.to_be_bytes().to_vec();
+        p.extend_from_slice(&(off as u32).to_be_bytes());
+        p.extend_from_slice(&len.to_be_bytes());
+        p.resize(12 + 4 * flow, 0);
+        udp(7000, &p)
+    };
+    let per = 20;
+    let mut frames = Vec::new();
+    for k in 0..per * flows {
+        let (off, len) = region(k % flows);
+        frames.push(frame(id, off, len, k % flows));
+    }
+    rig.inject(&frames);
+    let mut got = Vec::new();
+    until("every bulk message", || {
+        ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
+        got.len() >= frames.len()
+    });
+    let src = got[0].1.unwrap().1;
+    assert!(got.iter().all(|(_, m)| *m == Some((6, src))), "marked 6, one source");
+    for i in 0..flows {
+        let n = got.iter().filter(|(d, _)| *d == bytes(i)).count();
+        assert_eq!(n, per, "region {i}: every message once, exactly its bytes");
+    }
+    // Bad references from every flow (past the area's end, and wrapping), then bulk
+    // messages to a remote source: none arrives.
+    let mut bad = Vec::new();
+    for i in 0..flows {
+        bad.push(frame(id, area - 10, 11, i));
+        bad.push(frame(0x4000_0000 | 5, region(i).0, region(i).1, i));
+    }
+    rig.inject(&bad);
+    until("the bad references counted", || {
+        rig.live.endpoints()[0].counters.bad_desc == flows as u64
+    });
+    until("the remote sends refused", || {
+        rig.live.totals().workers.iter().map(|w| w.msg_bulk_remote_refused).sum::<u64>()
+            == flows as u64
+    });
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    ep.release_area(at, 2);
+    drop(ep);
+    let t = rig.finish();
+    let (w0, w1) = (&t.workers[0], &t.workers[1]);
+    assert!(w1.msg_handed > 0, "some flows ran on worker 1 and were handed over");
+    assert_eq!(w0.msg_handed, 0, "worker 0 serves the endpoint: nothing to hand");
+    assert_eq!((w0.msg_handoff_dropped, w1.msg_handoff_dropped), (0, 0));
+    assert_eq!(w1.msg_delivered + w1.msg_undelivered, 0, "worker 1 serves no endpoint");
+    assert_eq!(w0.msg_delivered, frames.len() as u64, "all delivered by worker 0");
+    assert_eq!(w0.msg_undelivered, flows as u64, "the bad references, refused by worker 0");
+    let verdicts = t.port("wire").unwrap().drops.verdict;
+    assert_eq!(verdicts, (frames.len() + bad.len()) as u64, "every frame became a message");
+}
+
 /// Sends one message for handler 7 on `ep` and waits until it is answered (a marked reply
 /// comes back) or counted as unhandled; returns the reply.
 fn ask(live: &Live, ep: &mut Endpoint, m: &[u8]) -> Option<Marked> {
