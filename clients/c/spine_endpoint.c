@@ -266,6 +266,18 @@ int spine_ep_send_bulk_message(struct spine_ep *ep, uint8_t handler, uint64_t of
 	return 1;
 }
 
+int spine_ep_send_message_to(struct spine_ep *ep, uint16_t ext, uint8_t handler,
+			     const void *data, uint32_t len)
+{
+	if (ext == 0xffff)
+		return -EINVAL;
+	if (len > SPINE_EP_MSG_MAX)
+		return -EMSGSIZE;
+	/* Bits 16..32 on the transmit ring: the target extension's id + 1. */
+	return send_with(ep, data, len,
+			 SPINE_EP_DESC_MESSAGE | (uint32_t)handler << 8 | (uint32_t)(ext + 1) << 16);
+}
+
 static void put_be(uint8_t *p, uint32_t v, int bytes)
 {
 	for (int i = bytes - 1; i >= 0; i--, v >>= 8)
@@ -448,12 +460,14 @@ int spine_ep_recv_fds(int sock, int *fds, int max)
 	return n ? n : -ENOMSG;
 }
 
-int spine_ep_request(const char *control_socket, const char *request_json, int fds[2],
-		     char *answer, size_t answer_len)
+/* Sends `request_json` and a newline to the endpoint socket of `control_socket` and reads
+ * the answer line into `answer`. The connection's fd, or -errno. */
+static int ask_line(const char *control_socket, const char *request_json, char *answer,
+		    size_t answer_len)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	size_t used = 0;
-	int sock, got, err;
+	int sock, err;
 
 	if (answer_len == 0)
 		return -EINVAL;
@@ -483,6 +497,45 @@ int spine_ep_request(const char *control_socket, const char *request_json, int f
 			answer[used++] = c;
 	}
 	answer[used] = 0;
+	return sock;
+fail:
+	err = errno;
+	close(sock);
+	return -err;
+}
+
+int spine_ep_extension_id(const char *control_socket, const char *name)
+{
+	char req[512], answer[1024];
+	const char *at;
+	long id;
+	int sock;
+
+	if (strpbrk(name, "\"\\") ||
+	    snprintf(req, sizeof(req), "{\"extension\":{\"name\":\"%s\"}}", name) >=
+		    (int)sizeof(req))
+		return -EINVAL;
+	sock = ask_line(control_socket, req, answer, sizeof(answer));
+	if (sock < 0)
+		return sock;
+	close(sock);
+	if (strncmp(answer, "{\"error\"", 8) == 0)
+		return -ENOENT;
+	at = strstr(answer, "\"id\":");
+	if (!at)
+		return -EPROTO;
+	id = strtol(at + 5, NULL, 10);
+	return id >= 0 && id <= 0xffff ? (int)id : -EPROTO;
+}
+
+int spine_ep_request(const char *control_socket, const char *request_json, int fds[2],
+		     char *answer, size_t answer_len)
+{
+	int sock, got, err;
+
+	sock = ask_line(control_socket, request_json, answer, answer_len);
+	if (sock < 0)
+		return sock;
 	if (strncmp(answer, "{\"error\"", 8) == 0) {
 		close(sock);
 		return -EPERM;

@@ -27,7 +27,9 @@ extern "C" {
 
 /* An active message (docs/ARCHITECTURE.md, "Active messages"): option bit 1, the handler
  * number in bits 8..16 and, on the receive ring, the source (the sending extension's id)
- * in bits 16..32; at most SPINE_EP_MSG_MAX bytes, inline or in a frame. */
+ * in bits 16..32 (on the transmit ring there: the one extension to run it, its id + 1, or
+ * 0 for every extension of the domain; see spine_ep_send_message_to); at most
+ * SPINE_EP_MSG_MAX bytes, inline or in a frame. */
 #define SPINE_EP_DESC_MESSAGE 2u
 #define SPINE_EP_MSG_MAX 240u
 
@@ -110,6 +112,18 @@ int spine_ep_write_area(struct spine_ep *ep, uint64_t off, const void *data, uin
  * free now. */
 int spine_ep_send_bulk_message(struct spine_ep *ep, uint8_t handler, uint64_t off,
 			       uint32_t len);
+
+/* As spine_ep_send_message, for the one extension `ext` (its id, from
+ * spine_ep_extension_id) rather than every extension of the domain that registered
+ * `handler` (none of that id, or one that did not register it: counted msg_unhandled).
+ * -EINVAL: id 0xffff, which cannot be named. */
+int spine_ep_send_message_to(struct spine_ep *ep, uint16_t ext, uint8_t handler,
+			     const void *data, uint32_t len);
+
+/* The id of the loaded extension `name` of the adapter whose control socket is
+ * `control_socket` (asked on its endpoint socket: {"extension": {"name": ...}}). The id
+ * (0..65535); -ENOENT: no such extension; other -errno: the socket failed. */
+int spine_ep_extension_id(const char *control_socket, const char *name);
 
 /* Receives one message into `buf` (`cap` bytes), an active message's payload too (a bulk
  * message's referenced bytes as well). Its length; 0: none ready; -EMSGSIZE: longer than

@@ -26,7 +26,9 @@ INLINE_BYTES = 64
 DESC_INLINE = 1
 # An active message (docs/ARCHITECTURE.md, "Active messages"): option bit 1, the handler
 # number in bits 8..16 and, on the receive ring, the source (the sending extension's id)
-# in bits 16..32; at most MSG_MAX bytes, inline or in a frame.
+# in bits 16..32 (on the transmit ring there: the one extension to run it, its id + 1, or
+# 0 for every extension of the domain; see send_message's ``ext``); at most MSG_MAX
+# bytes, inline or in a frame.
 DESC_MESSAGE = 2
 MSG_MAX = 240
 # A bulk active message (with DESC_MESSAGE): no payload but a reference to ``len`` bytes
@@ -72,6 +74,16 @@ def parse_remote(frame):
     if n > MSG_MAX or REMOTE_HEADER_LEN + n > len(frame):
         raise ValueError("remote message length past the frame")
     return handler, to, sender, bytes(frame[REMOTE_HEADER_LEN:REMOTE_HEADER_LEN + n])
+
+
+def _target(ext):
+    """Bits 16..32 of a message's options on the transmit ring: 0 for every extension
+    of the domain registering the handler, else extension ``ext``'s id + 1."""
+    if ext is None:
+        return 0
+    if not 0 <= ext < 0xFFFF:
+        raise ValueError("extension id outside 0..0xfffe")
+    return (ext + 1) << 16
 
 
 def _round_up(v, to):
@@ -168,15 +180,16 @@ class Endpoint:
         """True: sent; False: no frame or transmit slot free now (retry later)."""
         return self._send(data, 0)
 
-    def send_message(self, handler, data):
+    def send_message(self, handler, data, ext=None):
         """Sends an active message for ``handler`` (0..255) of the extensions in the
-        endpoint's domain, carrying ``data`` (at most MSG_MAX bytes). True: sent; False:
-        no room now."""
+        endpoint's domain, carrying ``data`` (at most MSG_MAX bytes); with ``ext`` (an
+        extension id, from ``extension``), for that one extension only. True: sent;
+        False: no room now."""
         if not 0 <= handler <= 255:
             raise ValueError("handler outside 0..255")
         if len(data) > MSG_MAX:
             raise ValueError(f"message longer than {MSG_MAX} bytes")
-        return self._send(data, DESC_MESSAGE | handler << 8)
+        return self._send(data, DESC_MESSAGE | handler << 8 | _target(ext))
 
     def _send(self, data, extra):
         if len(data) > self.frame_size:
@@ -225,16 +238,17 @@ class Endpoint:
             raise ValueError("outside the buffer area")
         self.mem[self.area + off : self.area + off + len(data)] = data
 
-    def send_bulk_message(self, handler, off, length):
+    def send_bulk_message(self, handler, off, length, ext=None):
         """Sends a bulk active message for ``handler``: a reference to ``length`` bytes at
         offset ``off`` of the buffer area (keep them unchanged until the handler has
-        answered). The adapter checks it (a bad reference is counted ``bad_desc``). True:
-        sent; False: no transmit slot free now."""
+        answered). The adapter checks it (a bad reference is counted ``bad_desc``).
+        ``ext`` as for ``send_message``. True: sent; False: no transmit slot free now."""
         if not 0 <= handler <= 255:
             raise ValueError("handler outside 0..255")
+        target = _target(ext)
         if not self.tx.ready():
             return False
-        options = DESC_MESSAGE | DESC_BULK | handler << 8
+        options = DESC_MESSAGE | DESC_BULK | handler << 8 | target
         struct.pack_into("<QII", self.mem, self.tx.slot(), off, length, options)
         self.tx.advance()
         return True
@@ -356,27 +370,16 @@ def endpoint_socket(control):
     return control if control.endswith(".ep") else control + ".ep"
 
 
-def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=None,
-            ring_entries=None, frame_size=None, frames=None, domain=None):
-    """Asks the running adapter whose control socket is ``control`` for an endpoint on
-    ``port`` receiving the frames that match every field given (docs/API.md,
-    "Endpoints"), its active messages run by the handlers of ``domain`` (default:
-    the adapter's ``default``). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
-    the adapter says no. The endpoint lives until ``close`` or the process ends."""
+def _ask(control, req):
+    """Sends one request line to the endpoint socket; returns the socket and the
+    answer (Refused when it is an error)."""
     import json
 
-    match = {k: v for k, v in (("ethertype", ethertype), ("ip_proto", ip_proto),
-                               ("dst_port", dst_port), ("vlan", vlan)) if v is not None}
-    req = {"port": port, "match": match}
-    for k, v in (("ring_entries", ring_entries), ("frame_size", frame_size), ("frames", frames),
-                 ("domain", domain)):
-        if v is not None:
-            req[k] = v
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(endpoint_socket(control))
         s.sendall(json.dumps(req).encode() + b"\n")
-        # The answer line a byte at a time: the fds ride on the byte after it.
+        # The answer line a byte at a time: fds, if any, ride on the byte after it.
         line = bytearray()
         while True:
             b = s.recv(1)
@@ -388,6 +391,37 @@ def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=No
         answer = json.loads(line)
         if "error" in answer:
             raise Refused(answer["error"]["kind"], answer["error"]["message"])
+    except BaseException:
+        s.close()
+        raise
+    return s, answer
+
+
+def extension(control, name):
+    """``{"id", "name", "domain"}`` of the loaded extension ``name`` of the adapter whose
+    control socket is ``control`` (Refused ``no_extension`` when there is none): its id
+    addresses that one extension's handlers (``send_message(..., ext=id)``)."""
+    s, answer = _ask(control, {"extension": {"name": name}})
+    s.close()
+    return answer["extension"]
+
+
+def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=None,
+            ring_entries=None, frame_size=None, frames=None, domain=None):
+    """Asks the running adapter whose control socket is ``control`` for an endpoint on
+    ``port`` receiving the frames that match every field given (docs/API.md,
+    "Endpoints"), its active messages run by the handlers of ``domain`` (default:
+    the adapter's ``default``). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
+    the adapter says no. The endpoint lives until ``close`` or the process ends."""
+    match = {k: v for k, v in (("ethertype", ethertype), ("ip_proto", ip_proto),
+                               ("dst_port", dst_port), ("vlan", vlan)) if v is not None}
+    req = {"port": port, "match": match}
+    for k, v in (("ring_entries", ring_entries), ("frame_size", frame_size), ("frames", frames),
+                 ("domain", domain)):
+        if v is not None:
+            req[k] = v
+    s, answer = _ask(control, req)
+    try:
         fds = recv_fds(s)
     except BaseException:
         s.close()

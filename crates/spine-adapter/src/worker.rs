@@ -991,14 +991,14 @@ impl Worker {
                         Err(_) => None,
                     };
                     let taken = match taken {
-                        Some(Taken::Message { handler, len }) => {
-                            self.run_handlers(k, &mut buf, handler, len, None);
+                        Some(Taken::Message { handler, len, to }) => {
+                            self.run_handlers(k, &mut buf, (handler, to), len, None);
                             let _ = self.cache.free(buf);
                             n += 1;
                             continue;
                         }
-                        Some(Taken::Bulk { handler, off, len }) => {
-                            self.run_handlers(k, &mut buf, handler, 0, Some((off, len)));
+                        Some(Taken::Bulk { handler, off, len, to }) => {
+                            self.run_handlers(k, &mut buf, (handler, to), 0, Some((off, len)));
                             let _ = self.cache.free(buf);
                             n += 1;
                             continue;
@@ -1045,13 +1045,15 @@ impl Worker {
     ///
     /// A bulk message (`bulk`: offset and length in the endpoint's buffer area) has no
     /// payload; its handlers read the data with `spine_msg_bulk_read`
-    /// ([`crate::handlers::BulkHost`]).
+    /// ([`crate::handlers::BulkHost`]). A message the client addressed to one extension
+    /// (`to`, its id) runs only that extension's handler, if it is of the domain and
+    /// registered it (else `msg_unhandled`).
     #[inline(never)]
     fn run_handlers(
         &mut self,
         k: usize,
         buf: &mut Buf,
-        handler: u8,
+        (handler, to): (u8, Option<u16>),
         len: usize,
         bulk: Option<(u64, u32)>,
     ) {
@@ -1062,7 +1064,11 @@ impl Worker {
         for r in 0..self.handlers.runners.len() {
             let h = &mut self.handlers.runners[r];
             // A handler the watchdog detached runs no more (as a detached XDP program).
-            if h.domain != domain || h.number != handler || !h.runner.is_attached() {
+            if h.domain != domain
+                || h.number != handler
+                || to.is_some_and(|t| t != h.ext)
+                || !h.runner.is_attached()
+            {
                 continue;
             }
             ran = true;

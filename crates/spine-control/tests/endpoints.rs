@@ -1428,6 +1428,131 @@ fn bulk_app(mut app: Command, who: &str) {
     rig.finish();
 }
 
+/// Messages addressed to one named extension: two extensions of one domain (`echo_a`,
+/// attached to `wire`, and `echo_b`, loaded afterwards, both `handler.c`) register
+/// handler 7. The client asks the endpoint socket for `echo_b`'s id
+/// (`spine_client::extension`; an unknown name is refused `no_extension`). A message for
+/// handler 7 runs both (two replies, one from each id); one sent with
+/// `send_message_to(b)` runs only `echo_b` (one reply, marked with its id; its map counts
+/// it, `echo_a`'s does not), the same for `a`; a bulk message to `b` alone is counted by
+/// `echo_b` only; an id no
+/// extension has, and `b`'s id once `echo_b` is unloaded, reach no handler and are
+/// counted `msg_unhandled`, while messages for every extension still reach `echo_a`.
+#[test]
+fn a_message_addressed_to_one_named_extension_runs_only_its_handler() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, Some(("echo_a", &obj)), Some(domain));
+    let b_id = rig.live.load("echo_b", &obj, None, "msgs").unwrap().id;
+    until("every worker runs both handlers", || rig.live.handlers_settled());
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9998) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let a = spine_client::extension(&rig.sock, "echo_a").unwrap();
+    let b = spine_client::extension(&rig.sock, "echo_b").unwrap();
+    assert_eq!((b.id, b.name.as_str(), b.domain.as_str()), (b_id, "echo_b", "msgs"));
+    assert_ne!(a.id, b.id);
+    match spine_client::extension(&rig.sock, "nope") {
+        Err(OpenError::Refused { kind, .. }) => assert_eq!(kind, "no_extension"),
+        other => panic!("an unknown extension named: {other:?}"),
+    }
+    let count = |ext: &str| {
+        let v = rig.live.map_lookup(ext, "counts", &0u32.to_ne_bytes()).unwrap();
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    let sources = |got: &[Marked]| {
+        let mut s: Vec<u16> = got.iter().map(|(_, m)| m.unwrap().1).collect();
+        s.sort_unstable();
+        s
+    };
+    // Every extension registering handler 7.
+    until("room on the transmit ring", || ep.send_message(7, b"all"));
+    let got = recv_marked_n(&mut ep, 2);
+    assert_eq!(sources(&got), [a.id.min(b.id), a.id.max(b.id)]);
+    assert!(got.iter().all(|(d, m)| d == b"ALL" && m.unwrap().0 == 7));
+    // Only echo_b, then only echo_a.
+    for i in 0..5u8 {
+        until("room on the transmit ring", || ep.send_message_to(b.id, 7, &[b'b', i]));
+    }
+    let got = recv_marked_n(&mut ep, 5);
+    assert_eq!(sources(&got), [b.id; 5], "only echo_b answered");
+    until("room on the transmit ring", || ep.send_message_to(a.id, 7, b"a"));
+    assert_eq!(recv_marked_n(&mut ep, 1), [(b"A".to_vec(), Some((7, a.id)))]);
+    assert_eq!((count("echo_a"), count("echo_b")), (2, 6));
+    // A bulk message for echo_b alone (handler.c counts it and, its payload being
+    // empty, does not reply).
+    let at = ep.reserve_area(1).unwrap();
+    until("room on the transmit ring", || ep.send_bulk_message_to(b.id, 7, at, 100));
+    until("echo_b counted the bulk message", || count("echo_b") == 7);
+    assert_eq!(count("echo_a"), 2);
+    // An id no extension has: no handler, counted.
+    let unhandled = || rig.live.endpoints()[0].counters.msg_unhandled;
+    until("room on the transmit ring", || ep.send_message_to(b.id + 100, 7, b"x"));
+    until("the message counted unhandled", || unhandled() == 1);
+    assert!(!ep.send_message_to(0xffff, 7, b"x"), "id 0xffff cannot be named");
+    // echo_b unloaded: its id reaches nothing; messages for all reach echo_a only.
+    rig.live.unload("echo_b", false).unwrap();
+    until("every worker let echo_b go", || rig.live.handlers_settled());
+    until("room on the transmit ring", || ep.send_message_to(b.id, 7, b"y"));
+    until("the message counted unhandled", || unhandled() == 2);
+    until("room on the transmit ring", || ep.send_message(7, b"z"));
+    assert_eq!(recv_marked_n(&mut ep, 1), [(b"Z".to_vec(), Some((7, a.id)))]);
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    assert_eq!(count("echo_a"), 3);
+    ep.release_area(at, 1);
+    drop(ep);
+    rig.finish();
+}
+
+/// The same from the C client (`clients/c/msg_to.c`: `spine_ep_extension_id`,
+/// `spine_ep_send_message_to`): 3 messages to `echo_a` only, 2 to `echo_b` only, each
+/// answered once by the one it was sent to; the maps count 3 and 2.
+#[test]
+fn a_c_application_addresses_one_named_extension() {
+    let dir = TempDir::new("c-msg-to");
+    named_app(Command::new(c_client(&dir, "msg_to")), "the C client");
+}
+
+/// The same from the Python client (`clients/python/msg_to.py`: `extension`,
+/// `send_message(..., ext=id)`).
+#[test]
+fn a_python_application_addresses_one_named_extension() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/msg_to.py");
+    let mut py = Command::new("python3");
+    py.arg(script);
+    named_app(py, "the Python client");
+}
+
+/// Runs `app` (argv: control socket, port, domain, two extension names) against a rig
+/// whose domain `msgs` holds `echo_a` and `echo_b`, both `handler.c` (handler 7).
+fn named_app(mut app: Command, who: &str) {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, Some(("echo_a", &obj)), Some(domain));
+    let b = rig.live.load("echo_b", &obj, None, "msgs").unwrap().id;
+    until("every worker runs both handlers", || rig.live.handlers_settled());
+    let a = rig.live.extensions().iter().find(|e| e.name == "echo_a").unwrap().id;
+    let out = app
+        .args([rig.sock.to_str().unwrap(), "wire", "msgs", "echo_a", "echo_b"])
+        .output()
+        .unwrap_or_else(|e| panic!("{who}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{who}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("to {a} {b} replies 5")), "{who}: {stdout}");
+    let count = |ext: &str| {
+        let v = rig.live.map_lookup(ext, "counts", &0u32.to_ne_bytes()).unwrap();
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    assert_eq!((count("echo_a"), count("echo_b")), (3, 2), "{who}");
+    rig.finish();
+}
+
 /// Atomic replacement of a handler (`Live::load_replacing`, over the control API
 /// `POST /v1/extensions?replaces=`): while a client has 200
 /// messages for handler 7 in flight (two workers), v1 (replies XOR 0x20) is replaced by
