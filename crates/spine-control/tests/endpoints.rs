@@ -91,6 +91,15 @@ impl Rig {
             pool: PoolConfig::new(1024),
             ..Default::default()
         };
+        Rig::build_with(opts, ext, domain)
+    }
+
+    /// As `build`, with the adapter's options given.
+    fn build_with(
+        opts: AdapterOptions,
+        ext: Option<(&str, &[u8])>,
+        domain: Option<DomainSpec>,
+    ) -> Rig {
         let mut b = AdapterBuilder::new(opts).unwrap();
         let end = AdapterEnd::create(Layout::new(256, 2048, 512).unwrap()).unwrap();
         let wire = ClientEnd::open(end.shm().fd().try_clone_to_owned().unwrap()).unwrap();
@@ -950,6 +959,90 @@ fn bulk_messages_for_an_endpoint_another_worker_serves_are_handed_over_and_check
     assert_eq!(w0.msg_undelivered, flows as u64, "the bad references, refused by worker 0");
     let verdicts = t.port("wire").unwrap().drops.verdict;
     assert_eq!(verdicts, (frames.len() + bad.len()) as u64, "every frame became a message");
+}
+
+/// The cross-worker hand-over queue overflowing (`msg_handoff_dropped`): two workers
+/// with software RSS, bursts of one frame and the smallest worker rings (16 slots;
+/// a worker drains at most a burst from each ring per round), the endpoint served by
+/// worker 0; the XDP program (`fixtures/msg_fanout.c`) turns each UDP frame into 64
+/// messages for the endpoint, so worker 1 hands 64 messages at once into a 16-slot ring.
+/// Frames are injected until worker 1 has counted hand-overs dropped. Then everything
+/// is accounted: every message the program queued (its map counts them) was delivered,
+/// counted undelivered or counted `msg_handoff_dropped`, and nothing else; the client
+/// received exactly the delivered ones, none twice; every frame was processed; the pool
+/// is whole.
+#[test]
+fn a_full_handoff_ring_drops_counted_messages_and_loses_nothing_else() {
+    let obj = fixture("msg_fanout");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let opts = AdapterOptions {
+        workers: 2,
+        assign: Assign::Rss,
+        burst: 1,
+        peer_ring: 16,
+        pool: PoolConfig::new(1024),
+        ..Default::default()
+    };
+    let mut rig = Rig::build_with(opts, Some(("fan", &obj)), Some(domain));
+    let chan = Channel {
+        domain: Some("msgs".into()),
+        ring_entries: Some(4096),
+        ..Channel::udp4("wire", 9999)
+    };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = ep.id().unwrap() as u32;
+    rig.live.map_update("fan", "target", &0u32.to_ne_bytes(), &id.to_ne_bytes(), 0).unwrap();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let workers = |live: &Live| live.totals().workers;
+    let mut frames = 0u32;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while workers(&rig.live)[1].msg_handoff_dropped == 0 {
+        assert!(Instant::now() < deadline, "the hand-over ring never overflowed");
+        // 8 flows (the source port follows the payload's length); the payload starts
+        // with the frame's number.
+        let batch: Vec<Vec<u8>> = (frames..frames + 16)
+            .map(|n| {
+                let mut p = vec![0u8; 8 + 4 * (n as usize % 8)];
+                p[..4].copy_from_slice(&n.to_be_bytes());
+                udp(7000, &p)
+            })
+            .collect();
+        frames += 16;
+        rig.inject(&batch);
+        ep.recv(4096, |m| got.push(m.to_vec()));
+    }
+    let sent = || {
+        let v = rig.live.map_lookup("fan", "sent", &0u32.to_ne_bytes()).unwrap();
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    until("every frame processed", || {
+        rig.live.totals().port("wire").unwrap().drops.verdict == u64::from(frames)
+    });
+    until("every message accounted", || {
+        ep.recv(4096, |m| got.push(m.to_vec()));
+        let w = workers(&rig.live);
+        let fate: u64 =
+            w.iter().map(|w| w.msg_delivered + w.msg_undelivered + w.msg_handoff_dropped).sum();
+        fate == sent() && got.len() as u64 == w[0].msg_delivered + w[1].msg_delivered
+    });
+    let w = workers(&rig.live);
+    assert!(w[1].msg_handoff_dropped > 0);
+    assert_eq!(w[0].msg_handoff_dropped, 0, "worker 0 serves the endpoint: nothing to hand");
+    assert_eq!(w[1].msg_delivered, 0, "worker 1 serves no endpoint");
+    assert!(
+        w[0].msg_delivered + w[0].msg_undelivered >= w[1].msg_handed,
+        "every message handed over reached worker 0"
+    );
+    let unique: std::collections::HashSet<&Vec<u8>> = got.iter().collect();
+    assert_eq!(unique.len(), got.len(), "no message twice");
+    assert!(got.iter().all(|m| m.len() == 8 && m[4] < 64), "only the program's messages");
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.port("wire").unwrap().drops.verdict, u64::from(frames));
 }
 
 /// Sends one message for handler 7 on `ep` and waits until it is answered (a marked reply
