@@ -327,7 +327,7 @@ fn host_path_returns_are_checked_and_everything_else_is_refused() {
 /// Bulk message descriptors (a reference to bytes of the buffer area): valid ones are
 /// taken as `Taken::Bulk` with nothing copied and nothing completed, whatever frames they
 /// span; hostile ones (past the area, reaching one byte past it, wrapping around 2^64,
-/// empty, with the inline bit, with a source, with another option bit) are skipped and
+/// empty, with the inline bit, with another option bit) are skipped and
 /// counted, and the good one behind them is taken. `read_area` refuses any range not
 /// wholly inside the area, whatever the offset, and reads what the client wrote.
 #[test]
@@ -401,4 +401,27 @@ fn bulk_message_references_are_checked_against_the_area() {
     assert!(a.read_area(area - 1, &mut last));
     c.release_area(at, 2);
     assert!(c.reserve_area(2).is_some(), "released frames can be reserved again");
+}
+
+/// A message for one extension carries its id + 1 in bits 16..32 of the transmit
+/// descriptor, small (inline or in a frame) or bulk, and the adapter side takes it back
+/// as the id; 0 there is every extension; id 0xffff cannot be named (refused before
+/// anything is written).
+#[test]
+fn a_message_for_one_extension_carries_its_id_to_the_adapter() {
+    let (mut a, mut c) = pair(Layout::new(8, 2048, 8).unwrap());
+    let mut buf = [0u8; 2048];
+    assert!(c.send_message_to(Some(5), 7, b"five"));
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 7, len: 4, to: Some(5) }));
+    assert!(c.send_message_to(Some(0), 8, &[1; 200]), "in a frame");
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 8, len: 200, to: Some(0) }));
+    assert!(c.send_message_to(None, 9, b"all"));
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 9, len: 3, to: None }));
+    assert!(c.send_bulk_to(Some(0xfffe), 10, 0, 100));
+    let want = Taken::Bulk { handler: 10, off: 0, len: 100, to: Some(0xfffe) };
+    assert_eq!(a.take_entry(&mut buf), Some(want));
+    assert!(!c.send_message_to(Some(0xffff), 7, b"x"), "id 0xffff cannot be named");
+    assert!(!c.send_bulk_to(Some(0xffff), 7, 0, 1));
+    assert_eq!(a.take_entry(&mut buf), None, "nothing was written for them");
+    assert_eq!((a.stats().bad_desc, a.stats().msg_taken), (0, 4));
 }
