@@ -1514,8 +1514,11 @@ fn bulk_app(mut app: Command, who: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{who}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains(&format!("bulk 2000 source {id}")), "{who}: {stdout}");
-    until("the worker's counters", || rig.live.totals().workers[0].msg_undelivered == 1);
-    assert_eq!(rig.live.totals().workers[0].msg_delivered, 2, "{who}");
+    // The counters are published a little after the fact: wait for both at once.
+    until("the worker's counters: 2 delivered, 1 undelivered", || {
+        let w = rig.live.totals().workers[0];
+        (w.msg_delivered, w.msg_undelivered) == (2, 1)
+    });
     let runs = rig.live.map_lookup("bulk", "stats", &0u32.to_ne_bytes()).unwrap();
     assert_eq!(i64::from_ne_bytes(runs[..8].try_into().unwrap()), 3, "{who}: three sends");
     rig.finish();
