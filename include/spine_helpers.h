@@ -237,8 +237,9 @@ static long (*spine_msg_bulk_write)(void *ctx, __u64 offset, const void *src, __
  * reference to len bytes (at least 1) at `offset` of that endpoint's buffer area. The
  * adapter checks the reference against the area when it delivers it (a bad one is
  * counted bad_desc on the endpoint and msg_undelivered) and delivers only to an endpoint
- * of the sender's domain that the sender's worker serves (not over a tunnel, not to
- * another worker's endpoint: counted msg_undelivered). ctx as for spine_msg_send.
+ * of the sender's domain (one another worker serves gets the reference through the
+ * worker rings); a remote source (a tunnel) is refused, counted msg_bulk_remote_refused.
+ * ctx as for spine_msg_send.
  * Returns 0 once queued, -EINVAL (endpoint or handler out of range, len 0), -ENOSPC
  * (more than 64 messages in one burst). */
 static long (*spine_msg_send_bulk)(void *ctx, __u32 endpoint, __u32 handler, __u64 offset,

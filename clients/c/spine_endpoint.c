@@ -202,6 +202,82 @@ int spine_ep_send_message(struct spine_ep *ep, uint8_t handler, const void *data
 	return send_with(ep, data, len, SPINE_EP_DESC_MESSAGE | (uint32_t)handler << 8);
 }
 
+int spine_ep_reserve_area(struct spine_ep *ep, uint32_t frames, uint64_t *off)
+{
+	uint64_t fs = ep->frame_size, n = frames ? frames : 1;
+
+	reclaim(ep);
+	for (uint32_t c = 0; c < ep->nfree; c++) {
+		uint64_t first = ep->free_frames[c];
+		uint32_t have = 0, kept = 0;
+
+		/* A run from `first`: every frame first + i * fs held (an O(n^2) search, on
+		 * the application's slow path). */
+		for (uint32_t j = 0; j < ep->nfree; j++)
+			if (ep->free_frames[j] >= first && ep->free_frames[j] < first + n * fs)
+				have++;
+		if (have != n)
+			continue;
+		for (uint32_t j = 0; j < ep->nfree; j++)
+			if (ep->free_frames[j] < first || ep->free_frames[j] >= first + n * fs)
+				ep->free_frames[kept++] = ep->free_frames[j];
+		ep->nfree = kept;
+		*off = first;
+		return 1;
+	}
+	return 0;
+}
+
+void spine_ep_release_area(struct spine_ep *ep, uint64_t off, uint32_t frames)
+{
+	uint64_t fs = ep->frame_size, area = (uint64_t)ep->frames * fs;
+
+	for (uint64_t i = 0; i < (frames ? frames : 1); i++) {
+		uint64_t a = off + i * fs;
+
+		if (a < area && a % fs == 0 && ep->nfree < ep->frames)
+			ep->free_frames[ep->nfree++] = a;
+	}
+}
+
+int spine_ep_write_area(struct spine_ep *ep, uint64_t off, const void *data, uint32_t len)
+{
+	uint64_t area = (uint64_t)ep->frames * ep->frame_size;
+
+	if (off > area || len > area - off)
+		return -ERANGE;
+	memcpy(ep->area + off, data, len);
+	return 0;
+}
+
+int spine_ep_send_bulk_message(struct spine_ep *ep, uint8_t handler, uint64_t off,
+			       uint32_t len)
+{
+	uint64_t word = len | (uint64_t)(SPINE_EP_DESC_MESSAGE | SPINE_EP_DESC_BULK |
+					 (uint32_t)handler << 8) << 32;
+	uint8_t *slot;
+
+	if (ring_ready(&ep->tx) <= 0)
+		return 0;
+	slot = ring_slot(&ep->tx);
+	memcpy(slot, &off, 8);
+	memcpy(slot + 8, &word, 8); /* len, then options */
+	ring_advance(&ep->tx);
+	return 1;
+}
+
+int spine_ep_send_message_to(struct spine_ep *ep, uint16_t ext, uint8_t handler,
+			     const void *data, uint32_t len)
+{
+	if (ext == 0xffff)
+		return -EINVAL;
+	if (len > SPINE_EP_MSG_MAX)
+		return -EMSGSIZE;
+	/* Bits 16..32 on the transmit ring: the target extension's id + 1. */
+	return send_with(ep, data, len,
+			 SPINE_EP_DESC_MESSAGE | (uint32_t)handler << 8 | (uint32_t)(ext + 1) << 16);
+}
+
 static void put_be(uint8_t *p, uint32_t v, int bytes)
 {
 	for (int i = bytes - 1; i >= 0; i--, v >>= 8)
@@ -277,6 +353,27 @@ int spine_ep_recv_marked(struct spine_ep *ep, void *buf, uint32_t cap,
 	memcpy(&addr, slot, 8);
 	memcpy(&len, slot + 8, 4);
 	memcpy(&options, slot + 12, 4);
+	if ((options & 0xffu) == (SPINE_EP_DESC_MESSAGE | SPINE_EP_DESC_BULK)) {
+		uint64_t area = (uint64_t)ep->frames * ep->frame_size;
+
+		/* A bulk message an extension wrote into the area: the region is this side's
+		 * (it reserved it), so nothing goes back on the fill ring. Only inside the
+		 * area, checked without wrapping. */
+		ring_advance(&ep->rx);
+		if (len == 0 || addr > area || len > area - addr)
+			return -EBADMSG;
+		got.message = 1;
+		got.bulk = 1;
+		got.addr = addr;
+		got.handler = (uint8_t)(options >> 8);
+		got.source = (uint16_t)(options >> 16);
+		if (mark)
+			*mark = got;
+		if (len > cap)
+			return -EMSGSIZE;
+		memcpy(buf, ep->area + addr, len);
+		return (int)len;
+	}
 	if (options & SPINE_EP_DESC_MESSAGE) {
 		if ((options & 0xfc) || len > SPINE_EP_MSG_MAX) {
 			ring_advance(&ep->rx);
@@ -363,12 +460,14 @@ int spine_ep_recv_fds(int sock, int *fds, int max)
 	return n ? n : -ENOMSG;
 }
 
-int spine_ep_request(const char *control_socket, const char *request_json, int fds[2],
-		     char *answer, size_t answer_len)
+/* Sends `request_json` and a newline to the endpoint socket of `control_socket` and reads
+ * the answer line into `answer`. The connection's fd, or -errno. */
+static int ask_line(const char *control_socket, const char *request_json, char *answer,
+		    size_t answer_len)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	size_t used = 0;
-	int sock, got, err;
+	int sock, err;
 
 	if (answer_len == 0)
 		return -EINVAL;
@@ -398,6 +497,45 @@ int spine_ep_request(const char *control_socket, const char *request_json, int f
 			answer[used++] = c;
 	}
 	answer[used] = 0;
+	return sock;
+fail:
+	err = errno;
+	close(sock);
+	return -err;
+}
+
+int spine_ep_extension_id(const char *control_socket, const char *name)
+{
+	char req[512], answer[1024];
+	const char *at;
+	long id;
+	int sock;
+
+	if (strpbrk(name, "\"\\") ||
+	    snprintf(req, sizeof(req), "{\"extension\":{\"name\":\"%s\"}}", name) >=
+		    (int)sizeof(req))
+		return -EINVAL;
+	sock = ask_line(control_socket, req, answer, sizeof(answer));
+	if (sock < 0)
+		return sock;
+	close(sock);
+	if (strncmp(answer, "{\"error\"", 8) == 0)
+		return -ENOENT;
+	at = strstr(answer, "\"id\":");
+	if (!at)
+		return -EPROTO;
+	id = strtol(at + 5, NULL, 10);
+	return id >= 0 && id <= 0xffff ? (int)id : -EPROTO;
+}
+
+int spine_ep_request(const char *control_socket, const char *request_json, int fds[2],
+		     char *answer, size_t answer_len)
+{
+	int sock, got, err;
+
+	sock = ask_line(control_socket, request_json, answer, answer_len);
+	if (sock < 0)
+		return sock;
 	if (strncmp(answer, "{\"error\"", 8) == 0) {
 		close(sock);
 		return -EPERM;

@@ -27,9 +27,20 @@ extern "C" {
 
 /* An active message (docs/ARCHITECTURE.md, "Active messages"): option bit 1, the handler
  * number in bits 8..16 and, on the receive ring, the source (the sending extension's id)
- * in bits 16..32; at most SPINE_EP_MSG_MAX bytes, inline or in a frame. */
+ * in bits 16..32 (on the transmit ring there: the one extension to run it, its id + 1, or
+ * 0 for every extension of the domain; see spine_ep_send_message_to); at most
+ * SPINE_EP_MSG_MAX bytes, inline or in a frame. */
 #define SPINE_EP_DESC_MESSAGE 2u
 #define SPINE_EP_MSG_MAX 240u
+
+/* A bulk active message (with SPINE_EP_DESC_MESSAGE): no payload but a reference to `len`
+ * bytes (at least 1) at offset `addr` of the endpoint's buffer area, any frames. Sent
+ * with spine_ep_send_bulk_message (the handler reads the bytes with spine_msg_bulk_read);
+ * received from an extension (spine_msg_send_bulk, bytes it wrote there with
+ * spine_msg_bulk_write) by spine_ep_recv_marked, which checks the reference against the
+ * area and copies the bytes out. The area stays the application's: reserve the region
+ * with spine_ep_reserve_area first, so that the adapter never receives into it. */
+#define SPINE_EP_DESC_BULK 16u
 
 /* Active messages between adapters (crates/spine-endpoint/src/remote.rs): one message per
  * Ethernet frame of ethertype SPINE_REMOTE_ETHERTYPE, sent with spine_ep_send through an
@@ -44,6 +55,8 @@ struct spine_ep_mark {
 	int message;		/* 1: an active message; 0: a frame */
 	uint8_t handler;	/* an active message's handler number */
 	uint16_t source;	/* an active message's source: the sending extension's id */
+	int bulk;		/* 1: a bulk message (copied out of the area from `addr`) */
+	uint64_t addr;		/* a bulk message's offset in the buffer area */
 };
 
 struct spine_ep_ring {
@@ -80,9 +93,42 @@ int spine_ep_send(struct spine_ep *ep, const void *data, uint32_t len);
 int spine_ep_send_message(struct spine_ep *ep, uint8_t handler, const void *data,
 			  uint32_t len);
 
-/* Receives one message into `buf` (`cap` bytes), an active message's payload too. Its
- * length; 0: none ready; -EMSGSIZE: longer than `cap` (it is dropped); -EBADMSG: the
- * adapter wrote an impossible descriptor (skipped). */
+/* Takes `frames` consecutive frames this side holds (none on the fill ring or in flight)
+ * out of the library's own use, for bulk data, and stores the area offset of the first in
+ * `*off`. 1: reserved; 0: no such run is free now. They stay the application's (the
+ * adapter never receives into them) until spine_ep_release_area. */
+int spine_ep_reserve_area(struct spine_ep *ep, uint32_t frames, uint64_t *off);
+
+/* Gives `frames` frames from `off` (a spine_ep_reserve_area result) back. */
+void spine_ep_release_area(struct spine_ep *ep, uint64_t off, uint32_t frames);
+
+/* Copies `len` bytes to offset `off` of the buffer area. 0, or -ERANGE: not inside the
+ * area. */
+int spine_ep_write_area(struct spine_ep *ep, uint64_t off, const void *data, uint32_t len);
+
+/* Sends a bulk active message for `handler`: a reference to `len` bytes at offset `off`
+ * of the buffer area (keep them unchanged until the handler has answered). The adapter
+ * checks the reference (a bad one is counted bad_desc). 1: sent; 0: no transmit slot
+ * free now. */
+int spine_ep_send_bulk_message(struct spine_ep *ep, uint8_t handler, uint64_t off,
+			       uint32_t len);
+
+/* As spine_ep_send_message, for the one extension `ext` (its id, from
+ * spine_ep_extension_id) rather than every extension of the domain that registered
+ * `handler` (none of that id, or one that did not register it: counted msg_unhandled).
+ * -EINVAL: id 0xffff, which cannot be named. */
+int spine_ep_send_message_to(struct spine_ep *ep, uint16_t ext, uint8_t handler,
+			     const void *data, uint32_t len);
+
+/* The id of the loaded extension `name` of the adapter whose control socket is
+ * `control_socket` (asked on its endpoint socket: {"extension": {"name": ...}}). The id
+ * (0..65535); -ENOENT: no such extension; other -errno: the socket failed. */
+int spine_ep_extension_id(const char *control_socket, const char *name);
+
+/* Receives one message into `buf` (`cap` bytes), an active message's payload too (a bulk
+ * message's referenced bytes as well). Its length; 0: none ready; -EMSGSIZE: longer than
+ * `cap` (it is dropped); -EBADMSG: the adapter wrote an impossible descriptor (skipped),
+ * a bulk reference outside the area included. */
 int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap);
 
 /* As spine_ep_recv, and fills `mark` (when not NULL) for a message it returns. */

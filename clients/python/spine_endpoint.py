@@ -26,9 +26,18 @@ INLINE_BYTES = 64
 DESC_INLINE = 1
 # An active message (docs/ARCHITECTURE.md, "Active messages"): option bit 1, the handler
 # number in bits 8..16 and, on the receive ring, the source (the sending extension's id)
-# in bits 16..32; at most MSG_MAX bytes, inline or in a frame.
+# in bits 16..32 (on the transmit ring there: the one extension to run it, its id + 1, or
+# 0 for every extension of the domain; see send_message's ``ext``); at most MSG_MAX
+# bytes, inline or in a frame.
 DESC_MESSAGE = 2
 MSG_MAX = 240
+# A bulk active message (with DESC_MESSAGE): no payload but a reference to ``len`` bytes
+# (at least 1) at offset ``addr`` of the endpoint's buffer area, any frames. Sent with
+# ``Endpoint.send_bulk_message``; received from an extension (``spine_msg_send_bulk``,
+# bytes it wrote there with ``spine_msg_bulk_write``) by ``recv_marked``, which checks
+# the reference against the area. The area stays the application's: reserve the region
+# with ``Endpoint.reserve_area`` first, so that the adapter never receives into it.
+DESC_BULK = 16
 # Active messages between adapters (crates/spine-endpoint/src/remote.rs): one message per
 # Ethernet frame of this ethertype, sent through an endpoint on a tunnel port; the
 # adapter at the other end runs its handlers (to = REMOTE_TO_HANDLERS) or delivers the
@@ -65,6 +74,16 @@ def parse_remote(frame):
     if n > MSG_MAX or REMOTE_HEADER_LEN + n > len(frame):
         raise ValueError("remote message length past the frame")
     return handler, to, sender, bytes(frame[REMOTE_HEADER_LEN:REMOTE_HEADER_LEN + n])
+
+
+def _target(ext):
+    """Bits 16..32 of a message's options on the transmit ring: 0 for every extension
+    of the domain registering the handler, else extension ``ext``'s id + 1."""
+    if ext is None:
+        return 0
+    if not 0 <= ext < 0xFFFF:
+        raise ValueError("extension id outside 0..0xfffe")
+    return (ext + 1) << 16
 
 
 def _round_up(v, to):
@@ -138,6 +157,7 @@ class Endpoint:
         self.wake_fd = wake_fd
         # The connection the fds came over, when ``connect`` opened it.
         self.conn = None
+        self.last_bulk = None
         for _ in range(max(frames // 2, 1)):
             self._refill_one()
 
@@ -160,15 +180,16 @@ class Endpoint:
         """True: sent; False: no frame or transmit slot free now (retry later)."""
         return self._send(data, 0)
 
-    def send_message(self, handler, data):
+    def send_message(self, handler, data, ext=None):
         """Sends an active message for ``handler`` (0..255) of the extensions in the
-        endpoint's domain, carrying ``data`` (at most MSG_MAX bytes). True: sent; False:
-        no room now."""
+        endpoint's domain, carrying ``data`` (at most MSG_MAX bytes); with ``ext`` (an
+        extension id, from ``extension``), for that one extension only. True: sent;
+        False: no room now."""
         if not 0 <= handler <= 255:
             raise ValueError("handler outside 0..255")
         if len(data) > MSG_MAX:
             raise ValueError(f"message longer than {MSG_MAX} bytes")
-        return self._send(data, DESC_MESSAGE | handler << 8)
+        return self._send(data, DESC_MESSAGE | handler << 8 | _target(ext))
 
     def _send(self, data, extra):
         if len(data) > self.frame_size:
@@ -188,6 +209,50 @@ class Endpoint:
         self.tx.advance()
         return True
 
+    def reserve_area(self, frames):
+        """Takes ``frames`` consecutive frames this side holds (none on the fill ring or in
+        flight) out of the module's own use, for bulk data; returns the area offset of the
+        first, or None when no such run is free now. They stay the application's (the
+        adapter never receives into them) until ``release_area``."""
+        self._reclaim()
+        fs, n = self.frame_size, max(frames, 1)
+        held = set(self.free)
+        for first in sorted(held):
+            if all(first + i * fs in held for i in range(n)):
+                run = range(first, first + n * fs, fs)
+                self.free = [a for a in self.free if a not in run]
+                return first
+        return None
+
+    def release_area(self, off, frames):
+        """Gives ``frames`` frames from ``off`` (a ``reserve_area`` result) back."""
+        fs = self.frame_size
+        for a in range(off, off + max(frames, 1) * fs, fs):
+            if a < self.frames * fs and a % fs == 0 and len(self.free) < self.frames:
+                self.free.append(a)
+
+    def write_area(self, off, data):
+        """Copies ``data`` to offset ``off`` of the buffer area; ValueError when it does
+        not fit inside the area."""
+        if off < 0 or off + len(data) > self.frames * self.frame_size:
+            raise ValueError("outside the buffer area")
+        self.mem[self.area + off : self.area + off + len(data)] = data
+
+    def send_bulk_message(self, handler, off, length, ext=None):
+        """Sends a bulk active message for ``handler``: a reference to ``length`` bytes at
+        offset ``off`` of the buffer area (keep them unchanged until the handler has
+        answered). The adapter checks it (a bad reference is counted ``bad_desc``).
+        ``ext`` as for ``send_message``. True: sent; False: no transmit slot free now."""
+        if not 0 <= handler <= 255:
+            raise ValueError("handler outside 0..255")
+        target = _target(ext)
+        if not self.tx.ready():
+            return False
+        options = DESC_MESSAGE | DESC_BULK | handler << 8 | target
+        struct.pack_into("<QII", self.mem, self.tx.slot(), off, length, options)
+        self.tx.advance()
+        return True
+
     def recv(self):
         """One received message as bytes (an active message's payload too), or None
         when none is ready. A descriptor the adapter wrote outside the area or across
@@ -197,7 +262,11 @@ class Endpoint:
 
     def recv_marked(self):
         """As ``recv``, as ``(bytes, mark)``: ``mark`` is ``(handler, source)`` for an
-        active message, None for a frame."""
+        active message, None for a frame. A bulk message an extension sent comes as the
+        bytes of the area region it refers to (copied; the region stays the
+        application's, see ``reserve_area``); ``last_bulk`` then holds its area offset,
+        and None after any other message. A reference outside the area raises ValueError
+        (skipped)."""
         return self._recv()
 
     def _recv(self):
@@ -205,6 +274,16 @@ class Endpoint:
             return None
         addr, length, options = struct.unpack_from("<QII", self.mem, self.rx.slot())
         mark = None
+        self.last_bulk = None
+        if options & 0xFF == DESC_MESSAGE | DESC_BULK:
+            # A bulk message an extension wrote into the area: nothing goes back on the
+            # fill ring (the region is this side's).
+            self.rx.advance()
+            if length == 0 or addr + length > self.frames * self.frame_size:
+                raise ValueError("bulk reference outside the buffer area")
+            at = self.area + addr
+            self.last_bulk = addr
+            return bytes(self.mem[at : at + length]), ((options >> 8) & 0xFF, options >> 16)
         if options & DESC_MESSAGE:
             if options & 0xFC or length > MSG_MAX:
                 self.rx.advance()
@@ -291,27 +370,16 @@ def endpoint_socket(control):
     return control if control.endswith(".ep") else control + ".ep"
 
 
-def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=None,
-            ring_entries=None, frame_size=None, frames=None, domain=None):
-    """Asks the running adapter whose control socket is ``control`` for an endpoint on
-    ``port`` receiving the frames that match every field given (docs/API.md,
-    "Endpoints"), its active messages run by the handlers of ``domain`` (default:
-    the adapter's ``default``). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
-    the adapter says no. The endpoint lives until ``close`` or the process ends."""
+def _ask(control, req):
+    """Sends one request line to the endpoint socket; returns the socket and the
+    answer (Refused when it is an error)."""
     import json
 
-    match = {k: v for k, v in (("ethertype", ethertype), ("ip_proto", ip_proto),
-                               ("dst_port", dst_port), ("vlan", vlan)) if v is not None}
-    req = {"port": port, "match": match}
-    for k, v in (("ring_entries", ring_entries), ("frame_size", frame_size), ("frames", frames),
-                 ("domain", domain)):
-        if v is not None:
-            req[k] = v
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(endpoint_socket(control))
         s.sendall(json.dumps(req).encode() + b"\n")
-        # The answer line a byte at a time: the fds ride on the byte after it.
+        # The answer line a byte at a time: fds, if any, ride on the byte after it.
         line = bytearray()
         while True:
             b = s.recv(1)
@@ -323,6 +391,37 @@ def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=No
         answer = json.loads(line)
         if "error" in answer:
             raise Refused(answer["error"]["kind"], answer["error"]["message"])
+    except BaseException:
+        s.close()
+        raise
+    return s, answer
+
+
+def extension(control, name):
+    """``{"id", "name", "domain"}`` of the loaded extension ``name`` of the adapter whose
+    control socket is ``control`` (Refused ``no_extension`` when there is none): its id
+    addresses that one extension's handlers (``send_message(..., ext=id)``)."""
+    s, answer = _ask(control, {"extension": {"name": name}})
+    s.close()
+    return answer["extension"]
+
+
+def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=None,
+            ring_entries=None, frame_size=None, frames=None, domain=None):
+    """Asks the running adapter whose control socket is ``control`` for an endpoint on
+    ``port`` receiving the frames that match every field given (docs/API.md,
+    "Endpoints"), its active messages run by the handlers of ``domain`` (default:
+    the adapter's ``default``). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
+    the adapter says no. The endpoint lives until ``close`` or the process ends."""
+    match = {k: v for k, v in (("ethertype", ethertype), ("ip_proto", ip_proto),
+                               ("dst_port", dst_port), ("vlan", vlan)) if v is not None}
+    req = {"port": port, "match": match}
+    for k, v in (("ring_entries", ring_entries), ("frame_size", frame_size), ("frames", frames),
+                 ("domain", domain)):
+        if v is not None:
+            req[k] = v
+    s, answer = _ask(control, req)
+    try:
         fds = recv_fds(s)
     except BaseException:
         s.close()

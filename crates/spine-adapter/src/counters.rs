@@ -204,6 +204,11 @@ pub struct WorkerCounters {
     /// pool buffer, or the port is no tunnel): dropped.
     #[serde(default)]
     pub msg_remote_out_dropped: u64,
+    /// Bulk messages (`spine_msg_send_bulk`) addressed to a remote source: refused,
+    /// since the tunnel frame carries at most 240 bytes of payload and a reference into
+    /// this adapter's memory means nothing over there.
+    #[serde(default)]
+    pub msg_bulk_remote_refused: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.

@@ -55,8 +55,10 @@ pub(crate) enum MsgKind {
     Endpoint { id: u32 },
     /// An active message (its payload is the buffer's data) for endpoint `id`, which
     /// this worker serves, sent by extension `ext` of domain `domain` for `handler`:
-    /// delivered marked (handler, source) only if the endpoint is of that domain.
-    Message { id: u32, domain: u16, ext: u16, handler: u8 },
+    /// delivered marked (handler, source) only if the endpoint is of that domain. A bulk
+    /// one's buffer holds its reference (offset: 8 bytes, length: 4, little-endian) into
+    /// the area of endpoint `id`, checked there on delivery.
+    Message { id: u32, domain: u16, ext: u16, handler: u8, bulk: bool },
 }
 
 /// What every worker knows about a port (fixed once the adapter is built).
@@ -701,8 +703,8 @@ impl Worker {
                 MsgKind::TxFrags => self.transmit_frags(m.buf, m.port, m.port, m.packet),
                 MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
                 MsgKind::Endpoint { id } => self.deliver_owned(m.buf, m.port, id, m.packet),
-                MsgKind::Message { id, domain, ext, handler } => {
-                    self.deliver_handed_message(m.buf, id, domain, ext, handler)
+                MsgKind::Message { id, domain, ext, handler, bulk } => {
+                    self.deliver_handed_message(m.buf, id, domain, ext, handler, bulk)
                 }
             }
         });
@@ -989,14 +991,14 @@ impl Worker {
                         Err(_) => None,
                     };
                     let taken = match taken {
-                        Some(Taken::Message { handler, len }) => {
-                            self.run_handlers(k, &mut buf, handler, len, None);
+                        Some(Taken::Message { handler, len, to }) => {
+                            self.run_handlers(k, &mut buf, (handler, to), len, None);
                             let _ = self.cache.free(buf);
                             n += 1;
                             continue;
                         }
-                        Some(Taken::Bulk { handler, off, len }) => {
-                            self.run_handlers(k, &mut buf, handler, 0, Some((off, len)));
+                        Some(Taken::Bulk { handler, off, len, to }) => {
+                            self.run_handlers(k, &mut buf, (handler, to), 0, Some((off, len)));
                             let _ = self.cache.free(buf);
                             n += 1;
                             continue;
@@ -1043,13 +1045,15 @@ impl Worker {
     ///
     /// A bulk message (`bulk`: offset and length in the endpoint's buffer area) has no
     /// payload; its handlers read the data with `spine_msg_bulk_read`
-    /// ([`crate::handlers::BulkHost`]).
+    /// ([`crate::handlers::BulkHost`]). A message the client addressed to one extension
+    /// (`to`, its id) runs only that extension's handler, if it is of the domain and
+    /// registered it (else `msg_unhandled`).
     #[inline(never)]
     fn run_handlers(
         &mut self,
         k: usize,
         buf: &mut Buf,
-        handler: u8,
+        (handler, to): (u8, Option<u16>),
         len: usize,
         bulk: Option<(u64, u32)>,
     ) {
@@ -1060,7 +1064,11 @@ impl Worker {
         for r in 0..self.handlers.runners.len() {
             let h = &mut self.handlers.runners[r];
             // A handler the watchdog detached runs no more (as a detached XDP program).
-            if h.domain != domain || h.number != handler || !h.runner.is_attached() {
+            if h.domain != domain
+                || h.number != handler
+                || to.is_some_and(|t| t != h.ext)
+                || !h.runner.is_attached()
+            {
                 continue;
             }
             ran = true;
@@ -1152,9 +1160,11 @@ impl Worker {
     /// A bulk message extension `ext` of domain `domain` sent (`spine_msg_send_bulk`):
     /// delivered to the endpoint it names if this worker serves it in the same domain,
     /// the reference checked against that endpoint's area ([`AdapterEnd::deliver_bulk_message`]:
-    /// a bad one counted `bad_desc` there); `msg_delivered`, else `msg_undelivered` (a
-    /// bulk message is not handed to another worker nor sent over a tunnel: its data
-    /// lies in the area of an endpoint this worker serves).
+    /// a bad one counted `bad_desc` there); `msg_delivered`, else `msg_undelivered`. For
+    /// an endpoint another worker serves, the reference is handed over
+    /// ([`Worker::hand_message`]) and checked there against that endpoint's area. To a
+    /// remote source it is refused (`msg_bulk_remote_refused`): the reference is into
+    /// this adapter's memory and the tunnel frame carries at most 240 bytes.
     ///
     /// [`AdapterEnd::deliver_bulk_message`]: spine_endpoint::AdapterEnd::deliver_bulk_message
     #[cold]
@@ -1163,12 +1173,24 @@ impl Worker {
             self.counters.worker.msg_undelivered += 1;
             return;
         };
+        if is_remote(id) {
+            self.counters.worker.msg_bulk_remote_refused += 1;
+            return;
+        }
         let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
-        let delivered = target.is_some_and(|o| {
-            let ok = o.end.deliver_bulk_message(msg.handler, ext, off, len);
-            o.woke |= ok;
-            ok
-        });
+        let delivered = match target {
+            Some(o) => {
+                let ok = o.end.deliver_bulk_message(msg.handler, ext, off, len);
+                o.woke |= ok;
+                ok
+            }
+            None => {
+                if self.hand_message(id, domain, ext, msg) {
+                    return;
+                }
+                false
+            }
+        };
         if delivered {
             self.counters.worker.msg_delivered += 1;
         } else {
@@ -1269,8 +1291,9 @@ impl Worker {
     }
 
     /// Hands message `msg` (extension `ext` of domain `domain`) for endpoint `id` to the
-    /// worker that serves it, when that is another worker: the payload copied into a
-    /// pool buffer, the marking in the ring entry ([`MsgKind::Message`]); `msg_handed`,
+    /// worker that serves it, when that is another worker: the payload (a bulk message's
+    /// reference) copied into a pool buffer, the marking in the ring entry
+    /// ([`MsgKind::Message`]); `msg_handed`,
     /// or `msg_handoff_dropped` when the ring is full or no buffer is free. `false` when
     /// no other worker serves `id` (the caller counts it as before). Cold: a message
     /// only comes here when the sender's worker does not serve its endpoint.
@@ -1292,7 +1315,15 @@ impl Worker {
             return true;
         };
         let head = self.pool.headroom();
-        let payload = msg.payload();
+        let mut reference = [0u8; 12];
+        let payload = match msg.bulk() {
+            Some((off, len)) => {
+                reference[..8].copy_from_slice(&off.to_le_bytes());
+                reference[8..].copy_from_slice(&len.to_le_bytes());
+                &reference[..]
+            }
+            None => msg.payload(),
+        };
         let copied = match self.pool.frame_mut(&mut buf) {
             Ok(frame) => match frame.get_mut(head as usize..head as usize + payload.len()) {
                 Some(room) => {
@@ -1310,7 +1341,8 @@ impl Worker {
             let _ = self.cache.free(buf);
             return true;
         }
-        let kind = MsgKind::Message { id, domain, ext, handler: msg.handler };
+        let kind =
+            MsgKind::Message { id, domain, ext, handler: msg.handler, bulk: msg.bulk().is_some() };
         let ring = self.out[home].as_mut().expect("a ring to every other worker");
         match ring.push(Msg { buf, kind, port: 0, packet: 0 }) {
             Ok(()) => {
@@ -1328,11 +1360,32 @@ impl Worker {
     /// A message another worker handed over ([`Worker::hand_message`]): delivered to
     /// endpoint `id` marked with `handler` and `ext` if this worker serves it in domain
     /// `domain` (`msg_delivered`), else dropped (`msg_undelivered`); the buffer goes back
-    /// to the pool.
-    fn deliver_handed_message(&mut self, buf: Buf, id: u32, domain: u16, ext: u16, handler: u8) {
+    /// to the pool. A bulk one (`bulk`) carries its reference, checked against that
+    /// endpoint's area ([`spine_endpoint::AdapterEnd::deliver_bulk_message`]).
+    fn deliver_handed_message(
+        &mut self,
+        buf: Buf,
+        id: u32,
+        domain: u16,
+        ext: u16,
+        handler: u8,
+        bulk: bool,
+    ) {
         let payload = self.pool.data(&buf).ok();
         let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
         let delivered = match (target, payload) {
+            (Some(o), Some(p)) if bulk => {
+                let reference = p.get(..8).zip(p.get(8..12)).and_then(|(off, len)| {
+                    Some((
+                        u64::from_le_bytes(off.try_into().ok()?),
+                        u32::from_le_bytes(len.try_into().ok()?),
+                    ))
+                });
+                let ok = reference
+                    .is_some_and(|(off, len)| o.end.deliver_bulk_message(handler, ext, off, len));
+                o.woke |= ok;
+                ok
+            }
             (Some(o), Some(p)) => {
                 let ok = o.end.deliver_message(handler, ext, p);
                 o.woke |= ok;

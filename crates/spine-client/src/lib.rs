@@ -255,6 +255,37 @@ struct SegmentAnswer {
     error: Option<Refusal>,
 }
 
+/// What the adapter says about a loaded extension ([`extension`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ExtensionInfo {
+    /// Its id: what [`Endpoint::send_message_to`] takes, and the source that marks its
+    /// messages. Ids are never reused: one that outlives its extension reaches no
+    /// handler (counted `msg_unhandled`).
+    pub id: u16,
+    pub name: String,
+    pub domain: String,
+}
+
+#[derive(Deserialize)]
+struct ExtensionAnswer {
+    extension: Option<ExtensionInfo>,
+    error: Option<Refusal>,
+}
+
+/// Asks the adapter whose control socket is `socket` for the id of its loaded extension
+/// `name` (refused `no_extension` when there is none), to address that one extension's
+/// handlers when others of the domain register the same handler number.
+pub fn extension(socket: impl AsRef<Path>, name: &str) -> Result<ExtensionInfo, OpenError> {
+    let req = serde_json::json!({ "extension": { "name": name } });
+    let (_, line) = ask(socket.as_ref(), &req)?;
+    let answer: ExtensionAnswer = serde_json::from_slice(&line)
+        .map_err(|e| OpenError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&line))))?;
+    if let Some(r) = answer.error {
+        return Err(OpenError::Refused { kind: r.kind, message: r.message });
+    }
+    answer.extension.ok_or_else(|| OpenError::Protocol("neither an extension nor an error".into()))
+}
+
 /// A running adapter's shared segment (a `BPF_F_MMAPABLE` array of an extension)
 /// mapped into this process: value `i` at [`Segment::value_offset`]`(i)`. Dereferences
 /// to [`spine_endpoint::Segment`] for words, copies and the lock.
@@ -449,6 +480,21 @@ impl Endpoint {
     /// the ring is full or `data` is too long.
     pub fn send_message(&mut self, handler: u8, data: &[u8]) -> bool {
         self.end.send_message(handler, data)
+    }
+
+    /// As [`send_message`](Self::send_message), for the one extension `ext` (its id, from
+    /// [`extension`]) rather than every extension of the domain that registered
+    /// `handler`: only its handler runs (none, if it did not register `handler`, is of
+    /// another domain or was unloaded: counted `msg_unhandled`). False as
+    /// `send_message`, and for id 0xffff, which cannot be named.
+    pub fn send_message_to(&mut self, ext: u16, handler: u8, data: &[u8]) -> bool {
+        self.end.send_message_to(Some(ext), handler, data)
+    }
+
+    /// As [`send_bulk_message`](Self::send_bulk_message), for the one extension `ext`
+    /// (see [`send_message_to`](Self::send_message_to)).
+    pub fn send_bulk_message_to(&mut self, ext: u16, handler: u8, off: u64, len: u32) -> bool {
+        self.end.send_bulk_to(Some(ext), handler, off, len)
     }
 
     /// Reserves `frames` consecutive frames of the endpoint's buffer area for bulk data

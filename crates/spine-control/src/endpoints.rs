@@ -16,6 +16,12 @@
 //! E, "map": M}}` is answered `{"segment": {...}}` and one byte carrying the memfd of
 //! map M's values (a `BPF_F_MMAPABLE` array), then the connection closes; the segment
 //! lives as long as the application keeps its descriptor or mapping.
+//!
+//! And it names extensions: `{"extension": {"name": N}}` is answered `{"extension":
+//! {"id", "name", "domain"}}` (no fds) and the connection closes; an application puts
+//! the id in a message's descriptor to address that one extension's handler
+//! (`spine_client::Endpoint::send_message_to`). Ids are never reused, so an id that
+//! outlives its extension reaches no handler.
 
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
@@ -52,7 +58,8 @@ pub struct EndpointStats {
     pub refused: AtomicU64,
     /// Endpoints reclaimed because their client went away.
     pub reclaimed: AtomicU64,
-    /// Shared segments handed out.
+    /// Requests answered without an endpoint: shared segments handed out and extension
+    /// ids named.
     pub segments: AtomicU64,
 }
 
@@ -240,9 +247,43 @@ fn segment(live: &Live, stream: &mut UnixStream, req: &SegmentName) -> Result<Op
     Ok(None)
 }
 
+/// A request for an extension's id.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExtensionRequest {
+    extension: ExtensionName,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExtensionName {
+    name: String,
+}
+
+/// Answers the id and domain of loaded extension `req.name` (see the module docs).
+fn extension(live: &Live, stream: &mut UnixStream, req: &ExtensionName) -> Result<Opened, Refusal> {
+    let Some(e) = live.extensions().into_iter().find(|e| e.name == req.name) else {
+        return Err(Refusal("no_extension", format!("no extension named {:?}", req.name)));
+    };
+    let body = serde_json::json!({ "extension": {
+        "id": e.id, "name": e.name, "domain": e.domain,
+    }});
+    let mut reply = serde_json::to_vec(&body).unwrap_or_default();
+    reply.push(b'\n');
+    stream
+        .write_all(&reply)
+        .map_err(|e| Refusal("bad_request", format!("writing the answer: {e}")))?;
+    Ok(None)
+}
+
 fn answer(live: &Live, stream: &mut UnixStream) -> Result<Opened, Refusal> {
     let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
     let line = read_request(stream)?;
+    if line.starts_with(b"{\"extension\"") {
+        let req: ExtensionRequest = serde_json::from_slice(&line)
+            .map_err(|e| Refusal("bad_json", format!("extension request: {e}")))?;
+        return extension(live, stream, &req.extension);
+    }
     if line.starts_with(b"{\"segment\"") {
         let req: SegmentRequest = serde_json::from_slice(&line)
             .map_err(|e| Refusal("bad_json", format!("segment request: {e}")))?;

@@ -91,6 +91,15 @@ impl Rig {
             pool: PoolConfig::new(1024),
             ..Default::default()
         };
+        Rig::build_with(opts, ext, domain)
+    }
+
+    /// As `build`, with the adapter's options given.
+    fn build_with(
+        opts: AdapterOptions,
+        ext: Option<(&str, &[u8])>,
+        domain: Option<DomainSpec>,
+    ) -> Rig {
         let mut b = AdapterBuilder::new(opts).unwrap();
         let end = AdapterEnd::create(Layout::new(256, 2048, 512).unwrap()).unwrap();
         let wire = ClientEnd::open(end.shm().fd().try_clone_to_owned().unwrap()).unwrap();
@@ -863,6 +872,179 @@ fn messages_for_an_endpoint_another_worker_serves_are_handed_over() {
     assert_eq!(t.port("wire").unwrap().drops.verdict, frames.len() as u64);
 }
 
+/// Bulk messages extension → host endpoint from another worker: two workers with
+/// software RSS, the endpoint served by worker 0; the XDP program (`fixtures/bulk_udp.c`)
+/// turns each UDP frame into a bulk message for handler 6 referring to the region of the
+/// endpoint's area the frame names, on whichever worker the frame's flow runs. The client
+/// wrote 8 regions (one per flow) into frames it reserved; references sent on worker 1 are
+/// handed to worker 0 through the worker rings and checked there against the area. The
+/// client receives every message exactly once with exactly its region's bytes; a reference
+/// past the area's end is counted `bad_desc` (`msg_undelivered` on worker 0) whichever
+/// worker sent it; a bulk message to a remote source (a tunnel) is refused and counted
+/// `msg_bulk_remote_refused`; nothing is dropped on the hand-over and the pool is whole.
+#[test]
+fn bulk_messages_for_an_endpoint_another_worker_serves_are_handed_over_and_checked() {
+    let obj = fixture("bulk_udp");
+    let names: Vec<String> = ["spine_msg_send_bulk"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let mut rig = Rig::build(2, Some(("fwd", &obj)), Some(domain));
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = ep.id().unwrap() as u32;
+    let layout = ep.layout();
+    let area = u64::from(layout.frames) * u64::from(layout.frame_size);
+    let at = ep.reserve_area(2).expect("two free frames");
+    let flows = 8usize;
+    let region = |i: usize| (at + 400 * i as u64, 100 + 37 * i as u32);
+    let bytes = |i: usize| -> Vec<u8> {
+        (0..region(i).1).map(|p| (p as usize * 7 + i * 31) as u8).collect()
+    };
+    for i in 0..flows {
+        assert!(ep.write_area(region(i).0, &bytes(i)));
+    }
+    // The frame for flow i: {target, offset, len}, padded to 12 + 4 * i bytes so that
+    // the source port (and so the worker) follows the flow.
+    let frame = |target: u32, off: u64, len: u32, flow: usize| {
+        let mut p = target.to_be_bytes().to_vec();
+        p.extend_from_slice(&(off as u32).to_be_bytes());
+        p.extend_from_slice(&len.to_be_bytes());
+        p.resize(12 + 4 * flow, 0);
+        udp(7000, &p)
+    };
+    let per = 20;
+    let mut frames = Vec::new();
+    for k in 0..per * flows {
+        let (off, len) = region(k % flows);
+        frames.push(frame(id, off, len, k % flows));
+    }
+    rig.inject(&frames);
+    let mut got = Vec::new();
+    until("every bulk message", || {
+        ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
+        got.len() >= frames.len()
+    });
+    let src = got[0].1.unwrap().1;
+    assert!(got.iter().all(|(_, m)| *m == Some((6, src))), "marked 6, one source");
+    for i in 0..flows {
+        let n = got.iter().filter(|(d, _)| *d == bytes(i)).count();
+        assert_eq!(n, per, "region {i}: every message once, exactly its bytes");
+    }
+    // Bad references from every flow (past the area's end, and wrapping), then bulk
+    // messages to a remote source: none arrives.
+    let mut bad = Vec::new();
+    for i in 0..flows {
+        bad.push(frame(id, area - 10, 11, i));
+        bad.push(frame(0x4000_0000 | 5, region(i).0, region(i).1, i));
+    }
+    rig.inject(&bad);
+    until("the bad references counted", || {
+        rig.live.endpoints()[0].counters.bad_desc == flows as u64
+    });
+    until("the remote sends refused", || {
+        rig.live.totals().workers.iter().map(|w| w.msg_bulk_remote_refused).sum::<u64>()
+            == flows as u64
+    });
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    ep.release_area(at, 2);
+    drop(ep);
+    let t = rig.finish();
+    let (w0, w1) = (&t.workers[0], &t.workers[1]);
+    assert!(w1.msg_handed > 0, "some flows ran on worker 1 and were handed over");
+    assert_eq!(w0.msg_handed, 0, "worker 0 serves the endpoint: nothing to hand");
+    assert_eq!((w0.msg_handoff_dropped, w1.msg_handoff_dropped), (0, 0));
+    assert_eq!(w1.msg_delivered + w1.msg_undelivered, 0, "worker 1 serves no endpoint");
+    assert_eq!(w0.msg_delivered, frames.len() as u64, "all delivered by worker 0");
+    assert_eq!(w0.msg_undelivered, flows as u64, "the bad references, refused by worker 0");
+    let verdicts = t.port("wire").unwrap().drops.verdict;
+    assert_eq!(verdicts, (frames.len() + bad.len()) as u64, "every frame became a message");
+}
+
+/// The cross-worker hand-over queue overflowing (`msg_handoff_dropped`): two workers
+/// with software RSS, bursts of one frame and the smallest worker rings (16 slots;
+/// a worker drains at most a burst from each ring per round), the endpoint served by
+/// worker 0; the XDP program (`fixtures/msg_fanout.c`) turns each UDP frame into 64
+/// messages for the endpoint, so worker 1 hands 64 messages at once into a 16-slot ring.
+/// Frames are injected until worker 1 has counted hand-overs dropped. Then everything
+/// is accounted: every message the program queued (its map counts them) was delivered,
+/// counted undelivered or counted `msg_handoff_dropped`, and nothing else; the client
+/// received exactly the delivered ones, none twice; every frame was processed; the pool
+/// is whole.
+#[test]
+fn a_full_handoff_ring_drops_counted_messages_and_loses_nothing_else() {
+    let obj = fixture("msg_fanout");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let opts = AdapterOptions {
+        workers: 2,
+        assign: Assign::Rss,
+        burst: 1,
+        peer_ring: 16,
+        pool: PoolConfig::new(1024),
+        ..Default::default()
+    };
+    let mut rig = Rig::build_with(opts, Some(("fan", &obj)), Some(domain));
+    let chan = Channel {
+        domain: Some("msgs".into()),
+        ring_entries: Some(4096),
+        ..Channel::udp4("wire", 9999)
+    };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let id = ep.id().unwrap() as u32;
+    rig.live.map_update("fan", "target", &0u32.to_ne_bytes(), &id.to_ne_bytes(), 0).unwrap();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let workers = |live: &Live| live.totals().workers;
+    let mut frames = 0u32;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while workers(&rig.live)[1].msg_handoff_dropped == 0 {
+        assert!(Instant::now() < deadline, "the hand-over ring never overflowed");
+        // 8 flows (the source port follows the payload's length); the payload starts
+        // with the frame's number.
+        let batch: Vec<Vec<u8>> = (frames..frames + 16)
+            .map(|n| {
+                let mut p = vec![0u8; 8 + 4 * (n as usize % 8)];
+                p[..4].copy_from_slice(&n.to_be_bytes());
+                udp(7000, &p)
+            })
+            .collect();
+        frames += 16;
+        rig.inject(&batch);
+        ep.recv(4096, |m| got.push(m.to_vec()));
+    }
+    let sent = || {
+        let v = rig.live.map_lookup("fan", "sent", &0u32.to_ne_bytes()).unwrap();
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    until("every frame processed", || {
+        rig.live.totals().port("wire").unwrap().drops.verdict == u64::from(frames)
+    });
+    until("every message accounted", || {
+        ep.recv(4096, |m| got.push(m.to_vec()));
+        let w = workers(&rig.live);
+        let fate: u64 =
+            w.iter().map(|w| w.msg_delivered + w.msg_undelivered + w.msg_handoff_dropped).sum();
+        fate == sent() && got.len() as u64 == w[0].msg_delivered + w[1].msg_delivered
+    });
+    let w = workers(&rig.live);
+    assert!(w[1].msg_handoff_dropped > 0);
+    assert_eq!(w[0].msg_handoff_dropped, 0, "worker 0 serves the endpoint: nothing to hand");
+    assert_eq!(w[1].msg_delivered, 0, "worker 1 serves no endpoint");
+    assert!(
+        w[0].msg_delivered + w[0].msg_undelivered >= w[1].msg_handed,
+        "every message handed over reached worker 0"
+    );
+    let unique: std::collections::HashSet<&Vec<u8>> = got.iter().collect();
+    assert_eq!(unique.len(), got.len(), "no message twice");
+    assert!(got.iter().all(|m| m.len() == 8 && m[4] < 64), "only the program's messages");
+    drop(ep);
+    let t = rig.finish();
+    assert_eq!(t.port("wire").unwrap().drops.verdict, u64::from(frames));
+}
+
 /// Sends one message for handler 7 on `ep` and waits until it is answered (a marked reply
 /// comes back) or counted as unhandled; returns the reply.
 fn ask(live: &Live, ep: &mut Endpoint, m: &[u8]) -> Option<Marked> {
@@ -1286,6 +1468,184 @@ fn a_handler_sends_a_bulk_message_referring_to_data_it_wrote_into_the_endpoints_
     assert_eq!((c.msg_taken, c.msg_unhandled, c.msg_delivered), (3, 0, 1));
     ep.release_area(at, 2);
     drop(ep);
+    rig.finish();
+}
+
+/// The same bulk messages received by the C client (`clients/c/bulk_recv.c`:
+/// `spine_ep_reserve_area`, `spine_ep_recv_marked` with the mark's `bulk` and `addr`):
+/// exactly the 2,000 bytes the handler wrote, at the offset it was asked for; a reference
+/// past the area's end never arrives (the next message is the answer to the request after
+/// it) and is counted `bad_desc`; the library refuses hostile bulk descriptors on a region
+/// of the program's own.
+#[test]
+fn a_c_application_receives_the_bulk_messages_a_handler_sends() {
+    let dir = TempDir::new("c-bulk");
+    bulk_app(Command::new(c_client(&dir, "bulk_recv")), "the C client");
+}
+
+/// The same with the pure-Python client (`clients/python/bulk_recv.py`).
+#[test]
+fn a_python_application_receives_the_bulk_messages_a_handler_sends() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/bulk_recv.py");
+    let mut py = Command::new("python3");
+    py.arg(script);
+    bulk_app(py, "the Python client");
+}
+
+/// Runs `app` (argv: control socket, port, domain) against a rig whose domain `msgs`
+/// runs `bulk_reply.c` (handler 13): the app checks what it receives and prints the
+/// source it saw, which must be the extension's id; the adapter counts three bulk
+/// sends, two delivered and one bad reference refused.
+fn bulk_app(mut app: Command, who: &str) {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "bulk_reply");
+    let names: Vec<String> = ["map_lookup_elem", "spine_msg_bulk_write", "spine_msg_send_bulk"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, None, Some(domain));
+    let id = rig.live.load("bulk", &obj, None, "msgs").unwrap().id;
+    until("every worker runs the handler", || rig.live.handlers_settled());
+    let out = app
+        .args([rig.sock.to_str().unwrap(), "wire", "msgs"])
+        .output()
+        .unwrap_or_else(|e| panic!("{who}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{who}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("bulk 2000 source {id}")), "{who}: {stdout}");
+    // The counters are published a little after the fact: wait for both at once.
+    until("the worker's counters: 2 delivered, 1 undelivered", || {
+        let w = rig.live.totals().workers[0];
+        (w.msg_delivered, w.msg_undelivered) == (2, 1)
+    });
+    let runs = rig.live.map_lookup("bulk", "stats", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(i64::from_ne_bytes(runs[..8].try_into().unwrap()), 3, "{who}: three sends");
+    rig.finish();
+}
+
+/// Messages addressed to one named extension: two extensions of one domain (`echo_a`,
+/// attached to `wire`, and `echo_b`, loaded afterwards, both `handler.c`) register
+/// handler 7. The client asks the endpoint socket for `echo_b`'s id
+/// (`spine_client::extension`; an unknown name is refused `no_extension`). A message for
+/// handler 7 runs both (two replies, one from each id); one sent with
+/// `send_message_to(b)` runs only `echo_b` (one reply, marked with its id; its map counts
+/// it, `echo_a`'s does not), the same for `a`; a bulk message to `b` alone is counted by
+/// `echo_b` only; an id no
+/// extension has, and `b`'s id once `echo_b` is unloaded, reach no handler and are
+/// counted `msg_unhandled`, while messages for every extension still reach `echo_a`.
+#[test]
+fn a_message_addressed_to_one_named_extension_runs_only_its_handler() {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, Some(("echo_a", &obj)), Some(domain));
+    let b_id = rig.live.load("echo_b", &obj, None, "msgs").unwrap().id;
+    until("every worker runs both handlers", || rig.live.handlers_settled());
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9998) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let a = spine_client::extension(&rig.sock, "echo_a").unwrap();
+    let b = spine_client::extension(&rig.sock, "echo_b").unwrap();
+    assert_eq!((b.id, b.name.as_str(), b.domain.as_str()), (b_id, "echo_b", "msgs"));
+    assert_ne!(a.id, b.id);
+    match spine_client::extension(&rig.sock, "nope") {
+        Err(OpenError::Refused { kind, .. }) => assert_eq!(kind, "no_extension"),
+        other => panic!("an unknown extension named: {other:?}"),
+    }
+    let count = |ext: &str| {
+        let v = rig.live.map_lookup(ext, "counts", &0u32.to_ne_bytes()).unwrap();
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    let sources = |got: &[Marked]| {
+        let mut s: Vec<u16> = got.iter().map(|(_, m)| m.unwrap().1).collect();
+        s.sort_unstable();
+        s
+    };
+    // Every extension registering handler 7.
+    until("room on the transmit ring", || ep.send_message(7, b"all"));
+    let got = recv_marked_n(&mut ep, 2);
+    assert_eq!(sources(&got), [a.id.min(b.id), a.id.max(b.id)]);
+    assert!(got.iter().all(|(d, m)| d == b"ALL" && m.unwrap().0 == 7));
+    // Only echo_b, then only echo_a.
+    for i in 0..5u8 {
+        until("room on the transmit ring", || ep.send_message_to(b.id, 7, &[b'b', i]));
+    }
+    let got = recv_marked_n(&mut ep, 5);
+    assert_eq!(sources(&got), [b.id; 5], "only echo_b answered");
+    until("room on the transmit ring", || ep.send_message_to(a.id, 7, b"a"));
+    assert_eq!(recv_marked_n(&mut ep, 1), [(b"A".to_vec(), Some((7, a.id)))]);
+    assert_eq!((count("echo_a"), count("echo_b")), (2, 6));
+    // A bulk message for echo_b alone (handler.c counts it and, its payload being
+    // empty, does not reply).
+    let at = ep.reserve_area(1).unwrap();
+    until("room on the transmit ring", || ep.send_bulk_message_to(b.id, 7, at, 100));
+    until("echo_b counted the bulk message", || count("echo_b") == 7);
+    assert_eq!(count("echo_a"), 2);
+    // An id no extension has: no handler, counted.
+    let unhandled = || rig.live.endpoints()[0].counters.msg_unhandled;
+    until("room on the transmit ring", || ep.send_message_to(b.id + 100, 7, b"x"));
+    until("the message counted unhandled", || unhandled() == 1);
+    assert!(!ep.send_message_to(0xffff, 7, b"x"), "id 0xffff cannot be named");
+    // echo_b unloaded: its id reaches nothing; messages for all reach echo_a only.
+    rig.live.unload("echo_b", false).unwrap();
+    until("every worker let echo_b go", || rig.live.handlers_settled());
+    until("room on the transmit ring", || ep.send_message_to(b.id, 7, b"y"));
+    until("the message counted unhandled", || unhandled() == 2);
+    until("room on the transmit ring", || ep.send_message(7, b"z"));
+    assert_eq!(recv_marked_n(&mut ep, 1), [(b"Z".to_vec(), Some((7, a.id)))]);
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing more");
+    assert_eq!(count("echo_a"), 3);
+    ep.release_area(at, 1);
+    drop(ep);
+    rig.finish();
+}
+
+/// The same from the C client (`clients/c/msg_to.c`: `spine_ep_extension_id`,
+/// `spine_ep_send_message_to`): 3 messages to `echo_a` only, 2 to `echo_b` only, each
+/// answered once by the one it was sent to; the maps count 3 and 2.
+#[test]
+fn a_c_application_addresses_one_named_extension() {
+    let dir = TempDir::new("c-msg-to");
+    named_app(Command::new(c_client(&dir, "msg_to")), "the C client");
+}
+
+/// The same from the Python client (`clients/python/msg_to.py`: `extension`,
+/// `send_message(..., ext=id)`).
+#[test]
+fn a_python_application_addresses_one_named_extension() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/msg_to.py");
+    let mut py = Command::new("python3");
+    py.arg(script);
+    named_app(py, "the Python client");
+}
+
+/// Runs `app` (argv: control socket, port, domain, two extension names) against a rig
+/// whose domain `msgs` holds `echo_a` and `echo_b`, both `handler.c` (handler 7).
+fn named_app(mut app: Command, who: &str) {
+    let obj = fixture_in("../spine-runtime/tests/fixtures", "handler");
+    let names: Vec<String> =
+        ["map_lookup_elem", "spine_msg_send"].iter().map(|s| s.to_string()).collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, Some(("echo_a", &obj)), Some(domain));
+    let b = rig.live.load("echo_b", &obj, None, "msgs").unwrap().id;
+    until("every worker runs both handlers", || rig.live.handlers_settled());
+    let a = rig.live.extensions().iter().find(|e| e.name == "echo_a").unwrap().id;
+    let out = app
+        .args([rig.sock.to_str().unwrap(), "wire", "msgs", "echo_a", "echo_b"])
+        .output()
+        .unwrap_or_else(|e| panic!("{who}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{who}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("to {a} {b} replies 5")), "{who}: {stdout}");
+    let count = |ext: &str| {
+        let v = rig.live.map_lookup(ext, "counts", &0u32.to_ne_bytes()).unwrap();
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    assert_eq!((count("echo_a"), count("echo_b")), (3, 2), "{who}");
     rig.finish();
 }
 

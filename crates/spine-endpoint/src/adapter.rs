@@ -44,12 +44,14 @@ pub struct AdapterStats {
 pub enum Taken {
     /// A frame of this many bytes.
     Frame(usize),
-    /// An active message for `handler` of `len` bytes (at most [`Desc::MSG_MAX`]).
-    Message { handler: u8, len: usize },
+    /// An active message for `handler` of `len` bytes (at most [`Desc::MSG_MAX`]), for
+    /// the one extension `to` names ([`Desc::target`]; `None`: every extension of the
+    /// endpoint's domain that registered the handler).
+    Message { handler: u8, len: usize, to: Option<u16> },
     /// A bulk active message for `handler`: `len` bytes at offset `off` of the buffer
     /// area (checked when taken; read them with [`AdapterEnd::read_area`], which checks
-    /// again).
-    Bulk { handler: u8, off: u64, len: u32 },
+    /// again); `to` as for [`Taken::Message`].
+    Bulk { handler: u8, off: u64, len: u32, to: Option<u16> },
 }
 
 /// The adapter's handle on one endpoint.
@@ -223,7 +225,8 @@ impl AdapterEnd {
                 match self.layout.check_bulk(d) {
                     Some(handler) => {
                         self.count_taken(true);
-                        return Some(Taken::Bulk { handler, off: d.addr, len: d.len });
+                        let to = d.target();
+                        return Some(Taken::Bulk { handler, off: d.addr, len: d.len, to });
                     }
                     None => {
                         self.stats.bad_desc += 1;
@@ -231,7 +234,7 @@ impl AdapterEnd {
                     }
                 }
             }
-            let (payload, msg) = match self.layout.check_entry(d, false) {
+            let (payload, msg) = match self.layout.check_entry(d) {
                 None => {
                     self.tx.advance(&self.shm, 1);
                     self.stats.bad_desc += 1;
@@ -240,7 +243,7 @@ impl AdapterEnd {
                 Some(x) => x,
             };
             let taken = match msg {
-                Some((handler, _)) => Taken::Message { handler, len },
+                Some((handler, _)) => Taken::Message { handler, len, to: d.target() },
                 None => Taken::Frame(len),
             };
             let off = match payload {

@@ -84,22 +84,30 @@ impl ClientEnd {
     /// Sends an active message for `handler` carrying `data` (at most
     /// [`Desc::MSG_MAX`] bytes; longer is refused with false, as a full ring is).
     pub fn send_message(&mut self, handler: u8, data: &[u8]) -> bool {
+        self.send_message_to(None, handler, data)
+    }
+
+    /// As [`send_message`](Self::send_message), for the one extension `target` (its id;
+    /// `None`: every extension of the domain that registered `handler`). Extension id
+    /// 0xffff cannot be named: refused with false.
+    pub fn send_message_to(&mut self, target: Option<u16>, handler: u8, data: &[u8]) -> bool {
         data.len() <= Desc::MSG_MAX
-            && self.send_entry(data.len(), Some(handler), |b| b.copy_from_slice(data))
+            && Desc::message_to(false, handler, target).is_some()
+            && self.send_entry(data.len(), Some((handler, target)), |b| b.copy_from_slice(data))
     }
 
     fn send_entry(
         &mut self,
         len: usize,
-        handler: Option<u8>,
+        message: Option<(u8, Option<u16>)>,
         write: impl FnOnce(&mut [u8]),
     ) -> bool {
         self.reclaim();
         if len > self.layout.frame_size as usize || self.tx.ready(&self.shm).unwrap_or(0) == 0 {
             return false;
         }
-        let options = |inline: bool| match handler {
-            Some(h) => Desc::message_options(inline, h, 0),
+        let options = |inline: bool| match message {
+            Some((h, to)) => Desc::message_to(inline, h, to).unwrap_or(0),
             None => u32::from(inline) * Desc::INLINE,
         };
         let d = if len <= INLINE_BYTES {
@@ -163,10 +171,17 @@ impl ClientEnd {
     /// Not checked here: the adapter checks it (a bad reference is counted `bad_desc`).
     /// Returns false when the transmit ring is full.
     pub fn send_bulk(&mut self, handler: u8, addr: u64, len: u32) -> bool {
+        self.send_bulk_to(None, handler, addr, len)
+    }
+
+    /// As [`send_bulk`](Self::send_bulk), for the one extension `target` (see
+    /// [`send_message_to`](Self::send_message_to)).
+    pub fn send_bulk_to(&mut self, target: Option<u16>, handler: u8, addr: u64, len: u32) -> bool {
+        let Some(options) = Desc::message_to(false, handler, target) else { return false };
         if self.tx.ready(&self.shm).unwrap_or(0) == 0 {
             return false;
         }
-        let options = Desc::MESSAGE | Desc::BULK | u32::from(handler) << 8;
+        let options = options | Desc::BULK;
         let d = Desc { addr, len, options };
         let slot = self.tx.slot(0);
         self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
@@ -213,7 +228,7 @@ impl ClientEnd {
                 self.rx.advance(&self.shm, 1);
                 continue;
             }
-            match self.layout.check_entry(d, true) {
+            match self.layout.check_entry(d) {
                 Some((Payload::Inline, msg)) => {
                     let at = self.rx.inline_slot(self.layout.inline_off(), 0);
                     f(self.shm.bytes_mut(at, d.len as usize), msg);

@@ -14,7 +14,9 @@ impl Desc {
     pub const INLINE: u32 = 1;
     /// Option bit: an active message, not a frame. Its handler number is in bits 8..16
     /// of the options and, on the receive ring, its source (the sending extension's id)
-    /// in bits 16..32; on the transmit ring those must be 0. Its payload, inline or in
+    /// in bits 16..32; on the transmit ring those name the one extension to run it (its
+    /// id + 1, see [`Desc::target`]; 0: every extension of the endpoint's domain that
+    /// registered the handler). Its payload, inline or in
     /// a frame as any message's, is at most [`Desc::MSG_MAX`] bytes. No other option
     /// bit is defined; any other is refused.
     pub const MESSAGE: u32 = 2;
@@ -46,6 +48,23 @@ impl Desc {
     /// The options of a message for `handler` from `source`.
     pub fn message_options(inline: bool, handler: u8, source: u16) -> u32 {
         Desc::MESSAGE | u32::from(inline) | u32::from(handler) << 8 | u32::from(source) << 16
+    }
+
+    /// The options of a message for `handler` from the client, for the one extension
+    /// `target` (its id; `None`: every extension of the domain registering `handler`).
+    /// Extension id 0xffff cannot be named (`None` is then returned).
+    pub fn message_to(inline: bool, handler: u8, target: Option<u16>) -> Option<u32> {
+        let to = match target {
+            None => 0,
+            Some(id) => id.checked_add(1)?,
+        };
+        Some(Desc::message_options(inline, handler, to))
+    }
+
+    /// For a message from the transmit ring: the one extension it is for (bits 16..32
+    /// less 1), or `None` for every extension registering its handler.
+    pub fn target(&self) -> Option<u16> {
+        ((self.options >> 16) as u16).checked_sub(1)
     }
 
     /// For a message descriptor: its handler number and source.

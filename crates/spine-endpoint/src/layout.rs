@@ -139,16 +139,16 @@ impl Layout {
     }
 
     /// Checks descriptor `d` as a frame or an active message: a message's options are
-    /// [`Desc::MESSAGE`], maybe [`Desc::INLINE`], the handler in bits 8..16 and (only
-    /// where `source_ok`: the receive ring, written by the adapter) a source in bits
-    /// 16..32; its payload at most [`Desc::MSG_MAX`] bytes, inline or in one frame.
-    /// Returns the payload's place and, for a message, its handler and source.
-    pub fn check_entry(&self, d: Desc, source_ok: bool) -> Option<(Payload, Option<(u8, u16)>)> {
+    /// [`Desc::MESSAGE`], maybe [`Desc::INLINE`], the handler in bits 8..16 and in bits
+    /// 16..32 a source (the receive ring, written by the adapter) or a target
+    /// extension (the transmit ring, [`Desc::target`]); its payload at most
+    /// [`Desc::MSG_MAX`] bytes, inline or in one frame. Returns the payload's place and,
+    /// for a message, its handler and bits 16..32.
+    pub fn check_entry(&self, d: Desc) -> Option<(Payload, Option<(u8, u16)>)> {
         if d.options & Desc::MESSAGE == 0 {
             return self.check_payload(d).map(|p| (p, None));
         }
-        let high = if source_ok { 0xffff_ff00 } else { 0x0000_ff00 };
-        let flags = d.options & !high;
+        let flags = d.options & !0xffff_ff00;
         if d.len as usize > Desc::MSG_MAX
             || (flags != Desc::MESSAGE && flags != Desc::MESSAGE | Desc::INLINE)
         {
@@ -159,10 +159,11 @@ impl Layout {
     }
 
     /// Checks a bulk message descriptor from the transmit ring (options exactly
-    /// [`Desc::MESSAGE`] | [`Desc::BULK`] and a handler in bits 8..16; `len` at least 1;
-    /// `addr..addr + len` within the buffer area, any frames). Returns its handler.
+    /// [`Desc::MESSAGE`] | [`Desc::BULK`], a handler in bits 8..16 and a target in bits
+    /// 16..32 ([`Desc::target`]); `len` at least 1; `addr..addr + len` within the buffer
+    /// area, any frames). Returns its handler.
     pub fn check_bulk(&self, d: Desc) -> Option<u8> {
-        if d.options & !0xff00 != Desc::MESSAGE | Desc::BULK || d.len == 0 {
+        if d.options & !0xffff_ff00 != Desc::MESSAGE | Desc::BULK || d.len == 0 {
             return None;
         }
         let end = d.addr.checked_add(u64::from(d.len))?;
@@ -245,27 +246,25 @@ mod tests {
         let l = Layout::new(8, 2048, 4).unwrap();
         let d = |addr, len, options| Desc { addr, len, options };
         let m = |inline, h| Desc::message_options(inline, h, 0);
+        assert_eq!(l.check_entry(d(0, 64, m(true, 7))), Some((Payload::Inline, Some((7, 0)))));
         assert_eq!(
-            l.check_entry(d(0, 64, m(true, 7)), false),
-            Some((Payload::Inline, Some((7, 0))))
-        );
-        assert_eq!(
-            l.check_entry(d(2048, 240, m(false, 255)), false),
+            l.check_entry(d(2048, 240, m(false, 255))),
             Some((Payload::Frame(2048), Some((255, 0))))
         );
-        assert_eq!(l.check_entry(d(2048, 241, m(false, 1)), false), None, "over 240 bytes");
-        assert_eq!(l.check_entry(d(0, 65, m(true, 1)), false), None, "longer than a slot");
-        assert_eq!(l.check_entry(d(8192, 10, m(false, 1)), false), None, "past the area");
-        assert_eq!(l.check_entry(d(0, 8, m(true, 1) | 4), false), None, "an unknown bit");
+        assert_eq!(l.check_entry(d(2048, 241, m(false, 1))), None, "over 240 bytes");
+        assert_eq!(l.check_entry(d(0, 65, m(true, 1))), None, "longer than a slot");
+        assert_eq!(l.check_entry(d(8192, 10, m(false, 1))), None, "past the area");
+        assert_eq!(l.check_entry(d(0, 8, m(true, 1) | 4)), None, "an unknown bit");
         let sourced = Desc::message_options(true, 3, 9);
-        assert_eq!(l.check_entry(d(0, 8, sourced), false), None, "no source from a client");
-        assert_eq!(l.check_entry(d(0, 8, sourced), true), Some((Payload::Inline, Some((3, 9)))));
-        assert_eq!(l.check_entry(d(0, 8, Desc::INLINE), false), Some((Payload::Inline, None)));
-        assert_eq!(
-            l.check_entry(d(0, 8, Desc::INLINE | 0x100), false),
-            None,
-            "a handler needs MESSAGE"
-        );
+        assert_eq!(l.check_entry(d(0, 8, sourced)), Some((Payload::Inline, Some((3, 9)))));
+        let to = Desc::message_to(true, 3, Some(8)).unwrap();
+        assert_eq!(to, sourced, "a client names extension 8 as 9 in bits 16..32");
+        assert_eq!(d(0, 8, to).target(), Some(8));
+        assert_eq!(d(0, 8, Desc::message_to(true, 3, None).unwrap()).target(), None);
+        assert_eq!(Desc::message_to(true, 3, Some(0xffff)), None, "id 0xffff unnamed");
+        assert_eq!(l.check_entry(d(0, 8, to)), Some((Payload::Inline, Some((3, 9)))));
+        assert_eq!(l.check_entry(d(0, 8, Desc::INLINE)), Some((Payload::Inline, None)));
+        assert_eq!(l.check_entry(d(0, 8, Desc::INLINE | 0x100)), None, "a handler needs MESSAGE");
         assert_eq!(
             l.check_payload(d(0, 8, m(true, 1))),
             None,

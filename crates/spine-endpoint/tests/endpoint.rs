@@ -222,7 +222,7 @@ fn active_messages_are_marked_both_ways_and_interleave_with_frames() {
         assert!(c.send_message(7 + i as u8, &msg));
         assert!(c.send(&[i as u8; 100]));
         let got = a.take_entry(&mut buf);
-        assert_eq!(got, Some(Taken::Message { handler: 7 + i as u8, len }));
+        assert_eq!(got, Some(Taken::Message { handler: 7 + i as u8, len, to: None }));
         assert_eq!(buf[..len], msg[..]);
         assert_eq!(a.take_entry(&mut buf), Some(Taken::Frame(100)), "the frame after it");
         assert!(a.deliver_message(9, 300 + i as u16, &msg));
@@ -256,7 +256,7 @@ fn hostile_message_descriptors_are_refused_and_counted() {
     let bad = [
         (2048u64, 241 | opt(m(false))),
         (0, 65 | opt(m(true))),
-        (0, 8 | opt(Desc::message_options(true, 7, 5))),
+        (0, 8 | opt(m(true) | Desc::FORWARD)),
         (0, 8 | opt(m(true) | 4)),
         (1 << 40, 8 | opt(m(false))),
     ];
@@ -269,7 +269,7 @@ fn hostile_message_descriptors_are_refused_and_counted() {
     c.poke_u64(tx_entries + 5 * 16 + 8, 8 | opt(Desc::message_options(true, 255, 0)));
     c.poke_u64(inline + 5 * 64, u64::from_le_bytes(*b"message!"));
     c.poke_u32(RING_BASE, 6);
-    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 255, len: 8 }));
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 255, len: 8, to: None }));
     assert_eq!(&buf[..8], b"message!");
     assert_eq!((a.stats().bad_desc, a.stats().msg_taken), (5, 1));
 }
@@ -327,7 +327,7 @@ fn host_path_returns_are_checked_and_everything_else_is_refused() {
 /// Bulk message descriptors (a reference to bytes of the buffer area): valid ones are
 /// taken as `Taken::Bulk` with nothing copied and nothing completed, whatever frames they
 /// span; hostile ones (past the area, reaching one byte past it, wrapping around 2^64,
-/// empty, with the inline bit, with a source, with another option bit) are skipped and
+/// empty, with the inline bit, with another option bit) are skipped and
 /// counted, and the good one behind them is taken. `read_area` refuses any range not
 /// wholly inside the area, whatever the offset, and reads what the client wrote.
 #[test]
@@ -343,15 +343,21 @@ fn bulk_message_references_are_checked_against_the_area() {
     assert!(!c.write_area(area - 10, &[0; 11]), "past the area: refused by the client");
     assert!(c.send_bulk(12, at, 3000));
     let got = a.take_entry(&mut buf);
-    assert_eq!(got, Some(Taken::Bulk { handler: 12, off: at, len: 3000 }));
+    assert_eq!(got, Some(Taken::Bulk { handler: 12, off: at, len: 3000, to: None }));
     let mut out = vec![0u8; 3000];
     assert!(a.read_area(at, &mut out));
     assert_eq!(out, data);
     // The whole area, one byte short of it, and one byte at its very end are fine.
     assert!(c.send_bulk(1, 0, area as u32));
-    assert_eq!(a.take_entry(&mut buf), Some(Taken::Bulk { handler: 1, off: 0, len: area as u32 }));
+    assert_eq!(
+        a.take_entry(&mut buf),
+        Some(Taken::Bulk { handler: 1, off: 0, len: area as u32, to: None })
+    );
     assert!(c.send_bulk(2, area - 1, 1));
-    assert_eq!(a.take_entry(&mut buf), Some(Taken::Bulk { handler: 2, off: area - 1, len: 1 }));
+    assert_eq!(
+        a.take_entry(&mut buf),
+        Some(Taken::Bulk { handler: 2, off: area - 1, len: 1, to: None })
+    );
     let s = a.stats();
     assert_eq!((s.msg_taken, s.bad_desc, s.tx_taken), (3, 0, 0));
     // Hostile references.
@@ -363,7 +369,7 @@ fn bulk_message_references_are_checked_against_the_area() {
         (1 << 63, 4096, bulk(3)),
         (0, 0, bulk(3)),
         (0, 10, bulk(3) | Desc::INLINE),
-        (0, 10, bulk(3) | 5 << 16),
+        (0, 10, bulk(3) | Desc::FORWARD),
         (0, 10, bulk(3) | Desc::HEADER),
     ];
     let tx_entries = RING_BASE + 128;
@@ -377,7 +383,10 @@ fn bulk_message_references_are_checked_against_the_area() {
     c.poke_u64(e, at);
     c.poke_u64(e + 8, 100 | u64::from(bulk(9)) << 32);
     c.poke_u32(RING_BASE, (base + 9) as u32);
-    assert_eq!(a.take_entry(&mut buf), Some(Taken::Bulk { handler: 9, off: at, len: 100 }));
+    assert_eq!(
+        a.take_entry(&mut buf),
+        Some(Taken::Bulk { handler: 9, off: at, len: 100, to: None })
+    );
     let s = a.stats();
     assert_eq!((s.msg_taken, s.bad_desc), (4, 8));
     assert_eq!(a.take_entry(&mut buf), None);
@@ -392,4 +401,27 @@ fn bulk_message_references_are_checked_against_the_area() {
     assert!(a.read_area(area - 1, &mut last));
     c.release_area(at, 2);
     assert!(c.reserve_area(2).is_some(), "released frames can be reserved again");
+}
+
+/// A message for one extension carries its id + 1 in bits 16..32 of the transmit
+/// descriptor, small (inline or in a frame) or bulk, and the adapter side takes it back
+/// as the id; 0 there is every extension; id 0xffff cannot be named (refused before
+/// anything is written).
+#[test]
+fn a_message_for_one_extension_carries_its_id_to_the_adapter() {
+    let (mut a, mut c) = pair(Layout::new(8, 2048, 8).unwrap());
+    let mut buf = [0u8; 2048];
+    assert!(c.send_message_to(Some(5), 7, b"five"));
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 7, len: 4, to: Some(5) }));
+    assert!(c.send_message_to(Some(0), 8, &[1; 200]), "in a frame");
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 8, len: 200, to: Some(0) }));
+    assert!(c.send_message_to(None, 9, b"all"));
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Message { handler: 9, len: 3, to: None }));
+    assert!(c.send_bulk_to(Some(0xfffe), 10, 0, 100));
+    let want = Taken::Bulk { handler: 10, off: 0, len: 100, to: Some(0xfffe) };
+    assert_eq!(a.take_entry(&mut buf), Some(want));
+    assert!(!c.send_message_to(Some(0xffff), 7, b"x"), "id 0xffff cannot be named");
+    assert!(!c.send_bulk_to(Some(0xffff), 7, 0, 1));
+    assert_eq!(a.take_entry(&mut buf), None, "nothing was written for them");
+    assert_eq!((a.stats().bad_desc, a.stats().msg_taken), (0, 4));
 }
