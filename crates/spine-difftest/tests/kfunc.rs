@@ -89,5 +89,5 @@ fn xdp_metadata_kfuncs_are_refused_as_the_kernel_refuses_them_off_device() {
 fn any_other_kfunc_is_refused_naming_it() {
     let object = common::fixture("kfunc", "other", &[]);
     let e = spine_obj::parse(&object).expect_err("spine accepted a kfunc call").to_string();
-    assert!(e.contains("bpf_cast_to_kern_ctx") && e.contains("kfuncs are not supported"), "{e}");
+    assert!(e.contains("bpf_cast_to_kern_ctx") && e.contains("this kfunc is not supported"), "{e}");
 }

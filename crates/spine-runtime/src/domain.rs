@@ -62,6 +62,18 @@ pub const XDP_HELPERS: &[u32] = {
         TIMER_SET_CALLBACK,
         TIMER_START,
         TIMER_CANCEL,
+        DYNPTR_READ,
+        DYNPTR_WRITE,
+        DYNPTR_DATA,
+        // The kfuncs spine offers (numbered as helpers: `spine_abi::kfunc`).
+        KFUNC_DYNPTR_FROM_XDP,
+        KFUNC_DYNPTR_SLICE,
+        KFUNC_DYNPTR_SLICE_RDWR,
+        KFUNC_DYNPTR_ADJUST,
+        KFUNC_DYNPTR_IS_NULL,
+        KFUNC_DYNPTR_IS_RDONLY,
+        KFUNC_DYNPTR_SIZE,
+        KFUNC_DYNPTR_CLONE,
     ]
 };
 
@@ -92,6 +104,7 @@ const NOT_FOR_HANDLERS: &[u32] = {
         XDP_LOAD_BYTES,
         XDP_STORE_BYTES,
         CHECK_MTU,
+        KFUNC_DYNPTR_FROM_XDP,
     ]
 };
 

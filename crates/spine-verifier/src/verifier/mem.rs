@@ -237,7 +237,10 @@ impl Verifier<'_> {
                 }
                 Ok(Region::MapValue { map: m })
             }
-            Kind::Mem { size: ms } => {
+            Kind::Mem { size: ms, slice } => {
+                if write && slice == crate::reg::Slice::ReadOnly {
+                    return Err(K::ReadOnlySlice { reg });
+                }
                 Self::bounded(&ptr, reg, off, size, ms, |o| K::MemOutOfBounds {
                     reg,
                     off: o,
@@ -427,6 +430,7 @@ impl Verifier<'_> {
         sx: bool,
     ) -> Result<Reg, K> {
         let f = &st.frames[frame];
+        dynptr_guard(f, o, o + size as i64)?;
         let (slot, idx) = f.byte(o);
         let s = f.slot(slot);
         let n = size as usize;
@@ -470,6 +474,7 @@ impl Verifier<'_> {
     /// Every byte of `[lo, hi)` holds initialised data (no pointer bits).
     fn stack_read_range(&mut self, st: &State, frame: usize, lo: i64, hi: i64) -> Result<(), K> {
         let f = &st.frames[frame];
+        dynptr_guard(f, lo, hi)?;
         for o in lo..hi {
             let (slot, idx) = f.byte(o);
             let s = f.slot(slot);
@@ -506,6 +511,7 @@ impl Verifier<'_> {
             }
         }
         let f = &mut st.frames[frame];
+        dynptr_guard(f, o, o + n as i64)?;
         let (slot, idx) = f.byte(o);
         let s = f.slot_mut(slot);
         if idx == 0 {
@@ -545,6 +551,7 @@ impl Verifier<'_> {
         zero: bool,
     ) -> Result<(), K> {
         let f = &mut st.frames[frame];
+        dynptr_guard(f, lo, hi)?;
         for o in lo..hi {
             let (slot, idx) = f.byte(o);
             if f.slot(slot).has_pointer_spill() {
@@ -603,6 +610,7 @@ impl Verifier<'_> {
                     _ => (0, 0),
                 };
                 let f = &mut st.frames[frame];
+                dynptr_guard(f, lo, hi)?;
                 for o in lo..hi {
                     let (slot, idx) = f.byte(o);
                     let s = f.slot(slot);
@@ -649,12 +657,17 @@ impl Verifier<'_> {
                 }
                 Ok(())
             }
-            Kind::Mem { size: ms } => Self::bounded(&ptr, reg, 0, max, ms, |o| K::MemOutOfBounds {
-                reg,
-                off: o,
-                size: max,
-                mem_size: ms,
-            }),
+            Kind::Mem { size: ms, slice } => {
+                if write && slice == crate::reg::Slice::ReadOnly {
+                    return Err(K::ReadOnlySlice { reg });
+                }
+                Self::bounded(&ptr, reg, 0, max, ms, |o| K::MemOutOfBounds {
+                    reg,
+                    off: o,
+                    size: max,
+                    mem_size: ms,
+                })
+            }
             Kind::MapKey { map } if !write => {
                 let ks = self.maps[usize::from(map)].key_size;
                 Self::bounded(&ptr, reg, 0, max, ks, |o| K::MemOutOfBounds {
@@ -715,4 +728,24 @@ impl Reg {
 /// for NULL (the kernel types it `struct xdp_sock *`), no readable value.
 fn is_socket_map(t: u32) -> bool {
     matches!(t, spine_abi::map_type::XSKMAP | spine_abi::map_type::SPINE_ENDPOINT)
+}
+
+/// Refuses any load, store or helper access touching the bytes `[lo, hi)` of frame `f`
+/// where they hold a dynptr (the kernel refuses reads of them as uninitialised stack
+/// and destroys a dynptr a store hits; spine refuses both, naming the dynptr).
+pub(super) fn dynptr_guard(f: &crate::state::Frame, lo: i64, hi: i64) -> Result<(), K> {
+    // Dynptrs are rare: look at the slots only when the frame holds one.
+    if !f.stack.iter().any(|s| s.bytes[0].is_dynptr()) {
+        return Ok(());
+    }
+    for o in lo..hi {
+        let (slot, idx) = f.byte(o);
+        let b = f.slot(slot).bytes[idx];
+        if b.is_dynptr() {
+            let start = -8 * (slot as i64 + 1);
+            let dynptr = if b == Byte::DynptrStart { start } else { start - 8 };
+            return Err(K::DynptrAccess { off: o, dynptr });
+        }
+    }
+    Ok(())
 }
