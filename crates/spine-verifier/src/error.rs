@@ -214,6 +214,8 @@ pub enum VerifyErrorKind {
     DynptrUninit { helper: u32, reg: u8, off: i64 },
     #[error("R{reg} cannot write into rdonly_mem (a bpf_dynptr_slice is read-only; use bpf_dynptr_slice_rdwr)")]
     ReadOnlySlice { reg: u8 },
+    #[error("cannot spill a pointer to stack off {off}: it may be the buffer of a live bpf_dynptr_slice_rdwr slice, which a write through the slice could change")]
+    SpillUnderSlice { off: i64 },
 
     #[error("program too complex: {reason} ({processed} insns processed, {states} states)")]
     TooComplex { reason: &'static str, processed: u64, states: usize },
@@ -291,6 +293,7 @@ impl VerifyErrorKind {
             DynptrOffset { .. } => "DynptrOffset",
             DynptrUninit { .. } => "DynptrUninit",
             ReadOnlySlice { .. } => "ReadOnlySlice",
+            SpillUnderSlice { .. } => "SpillUnderSlice",
             TooComplex { .. } => "TooComplex",
         }
     }

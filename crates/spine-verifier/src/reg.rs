@@ -90,6 +90,11 @@ pub enum Slice {
     /// From `bpf_dynptr_slice_rdwr` (or `bpf_dynptr_data`): writable, invalid once a
     /// helper may have moved the packet.
     ReadWrite,
+    /// From `bpf_dynptr_slice_rdwr` given the buffer at `off` of frame `frame`'s stack
+    /// (as many bytes as the slice): it may be that buffer, so while the slice lives,
+    /// stores there keep no value (a write through the slice may change it) and may
+    /// not spill a pointer (which a write through the slice could forge).
+    ReadWriteStack { frame: u8, off: i16 },
 }
 
 /// Marks a [`Kind::Stale`] region code, so that it never equals a live region's.

@@ -30,6 +30,8 @@ struct CallMeta {
     lock: Option<(u16, u32)>,
     /// The timer argument's map.
     timer_map: Option<u16>,
+    /// A slice's buffer on the stack: its frame and offset.
+    slice_buf: Option<(u8, i16)>,
 }
 
 impl Verifier<'_> {
@@ -193,7 +195,14 @@ impl Verifier<'_> {
             }
             RetType::SliceOrNull { rdonly } => {
                 let size = meta.alloc_size.unwrap_or(0) as u32;
-                let slice = if *rdonly { Slice::ReadOnly } else { Slice::ReadWrite };
+                let slice = match meta.slice_buf {
+                    _ if *rdonly => Slice::ReadOnly,
+                    Some((frame, off)) => {
+                        self.stack_slices = true;
+                        Slice::ReadWriteStack { frame, off }
+                    }
+                    None => Slice::ReadWrite,
+                };
                 Reg { id: self.fresh_id(), ..Reg::ptr(Kind::MemOrNull { size, slice }, 0) }
             }
         };
@@ -557,6 +566,17 @@ impl Verifier<'_> {
                 };
                 if !ptr.is_null() {
                     self.helper_mem(st, helper, preg, ptr, &Scalar::constant(c), access)?;
+                }
+                if let Kind::Stack { frame } = ptr.kind {
+                    // Only a buffer at a known place can be followed while the slice
+                    // lives (a read-only slice needs no following: it cannot write).
+                    match ptr.const_off().and_then(|o| i16::try_from(o).ok()) {
+                        Some(off) => meta.slice_buf = Some((frame, off)),
+                        None if helper == h::KFUNC_DYNPTR_SLICE_RDWR => {
+                            return Err(wrong("a stack buffer at a constant offset"))
+                        }
+                        None => {}
+                    }
                 }
                 meta.alloc_size = Some(c);
             }

@@ -6,7 +6,7 @@ use super::{Verifier, K, MAX_VAR_OFF};
 use crate::ctx::CtxFieldKind;
 use crate::error::LeakTarget;
 use crate::info::MemAccess;
-use crate::reg::{Kind, Reg};
+use crate::reg::{Kind, Reg, Slice};
 use crate::scalar::Scalar;
 use crate::state::{clamp_packet_var, Byte, State};
 use crate::tnum::Tnum;
@@ -238,7 +238,7 @@ impl Verifier<'_> {
                 Ok(Region::MapValue { map: m })
             }
             Kind::Mem { size: ms, slice } => {
-                if write && slice == crate::reg::Slice::ReadOnly {
+                if write && slice == Slice::ReadOnly {
                     return Err(K::ReadOnlySlice { reg });
                 }
                 Self::bounded(&ptr, reg, off, size, ms, |o| K::MemOutOfBounds {
@@ -510,6 +510,14 @@ impl Verifier<'_> {
                 }
             }
         }
+        let mut val = val;
+        if self.stack_slices && under_slice(st, frame, o, o + n as i64) {
+            if matches!(val, Val::Reg(r) if r.kind.is_pointer()) {
+                return Err(K::SpillUnderSlice { off: o });
+            }
+            // A number stored under a live writable slice keeps no value.
+            val = Val::Reg(Reg::scalar(Scalar::unknown_bytes(size as u32)));
+        }
         let f = &mut st.frames[frame];
         dynptr_guard(f, o, o + n as i64)?;
         let (slot, idx) = f.byte(o);
@@ -550,6 +558,7 @@ impl Verifier<'_> {
         hi: i64,
         zero: bool,
     ) -> Result<(), K> {
+        let zero = zero && !(self.stack_slices && under_slice(st, frame, lo, hi));
         let f = &mut st.frames[frame];
         dynptr_guard(f, lo, hi)?;
         for o in lo..hi {
@@ -658,7 +667,7 @@ impl Verifier<'_> {
                 Ok(())
             }
             Kind::Mem { size: ms, slice } => {
-                if write && slice == crate::reg::Slice::ReadOnly {
+                if write && slice == Slice::ReadOnly {
                     return Err(K::ReadOnlySlice { reg });
                 }
                 Self::bounded(&ptr, reg, 0, max, ms, |o| K::MemOutOfBounds {
@@ -748,4 +757,19 @@ pub(super) fn dynptr_guard(f: &crate::state::Frame, lo: i64, hi: i64) -> Result<
         }
     }
     Ok(())
+}
+
+/// Whether bytes `[lo, hi)` of frame `frame` may be the buffer of a live
+/// `bpf_dynptr_slice_rdwr` slice (held in any register or spill of the state).
+fn under_slice(st: &State, frame: usize, lo: i64, hi: i64) -> bool {
+    let mut hit = false;
+    st.for_each_reg(|r| {
+        if let Kind::Mem { size, slice: Slice::ReadWriteStack { frame: f, off } }
+        | Kind::MemOrNull { size, slice: Slice::ReadWriteStack { frame: f, off } } = r.kind
+        {
+            let (b_lo, b_hi) = (i64::from(off), i64::from(off) + i64::from(size));
+            hit |= usize::from(f) == frame && lo < b_hi && b_lo < hi;
+        }
+    });
+    hit
 }
