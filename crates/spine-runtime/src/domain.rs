@@ -170,6 +170,8 @@ impl DomainSpec {
                     .copied()
                     .find(|&id| name(id) == Some(n.as_str()))
                     .or_else(|| (0..256u32).find(|&id| name(id) == Some(full.as_str())))
+                    // The kfuncs spine offers are granted by their kernel names too.
+                    .or_else(|| spine_abi::kfunc::by_name(&full))
                     .ok_or_else(|| DomainError::UnknownHelper(n.clone()))
             })
             .collect()
@@ -345,6 +347,10 @@ mod tests {
             DomainSpec::helper_ids(&["bpf_fork_bomb".into()]),
             Err(DomainError::UnknownHelper("bpf_fork_bomb".into()))
         );
+        // Kfuncs by their kernel names; the dynptr helpers by theirs.
+        let ids = DomainSpec::helper_ids(&["bpf_dynptr_from_xdp".into(), "dynptr_read".into()]);
+        assert_eq!(ids, Ok(vec![spine_abi::helper::KFUNC_DYNPTR_FROM_XDP, 201]));
+        assert!(DomainSpec::helper_ids(&["bpf_cast_to_kern_ctx".into()]).is_err());
     }
 
     #[test]

@@ -149,6 +149,14 @@ impl Verifier<'_> {
             (Kind::MapValue { map: m }, Kind::MapValue { map: n }) => m == n,
             (Kind::Mem { .. }, Kind::Mem { .. }) => true,
             (Kind::Ctx, Kind::Ctx) => true,
+            // A dynptr slice is its buffer or the packet: `if (p == buf)
+            // bpf_dynptr_write(...)` writes a copy back, as the kernel's docs advise.
+            (Kind::Mem { slice, .. }, Kind::Stack { .. } | Kind::Packet)
+            | (Kind::Stack { .. } | Kind::Packet, Kind::Mem { slice, .. })
+                if eq && slice != crate::reg::Slice::No =>
+            {
+                true
+            }
             _ => false,
         };
         if same {
