@@ -170,6 +170,20 @@ fn slices_across_fragments_read_as_in_the_kernel() {
     assert!(report.multi_buffer > 0, "some frames had fragments: {report}");
 }
 
+#[test]
+fn a_dynptr_overwritten_then_made_again_works_as_in_the_kernel() {
+    if !kernel_available() {
+        return;
+    }
+    // Frames the kernel's test run takes (at least an Ethernet header).
+    let pkts: Vec<Vec<u8>> = [14usize, 15, 20, 60, 1500]
+        .iter()
+        .map(|&n| (0..n).map(|b| (b * 3 + 1) as u8).collect())
+        .collect();
+    let (report, _) = common::check(&object("remade", &[]), "dynptr_remade", &pkts, |_| {});
+    assert_eq!(report.verdicts[3], pkts.len(), "every frame rewritten: {report}");
+}
+
 /// Each `-DBAD=n` build: the kernel refuses it at load, and so does spine (on both
 /// engines: the verifier runs before either), with an error naming the reason.
 #[test]
@@ -184,6 +198,7 @@ fn programs_the_kernel_refuses_are_refused() {
         (4, "Expected an initialized dynptr"),
         (5, "invalid access to the dynptr"),
         (6, "invalid access to memory"),
+        (7, "Expected an initialized dynptr"),
     ] {
         let object = object(&format!("bad{n}"), &[&format!("-DBAD={n}")]);
         let obj = spine_obj::parse(&object).unwrap_or_else(|e| panic!("BAD={n}: {e}"));

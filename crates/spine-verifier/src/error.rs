@@ -206,7 +206,7 @@ pub enum VerifyErrorKind {
     #[error("At async callback the register R0 has value {found}; should have been 0")]
     AsyncCallbackReturn { found: String },
 
-    #[error("invalid access to the dynptr at stack off {dynptr} (byte off {off}): its 16 bytes may only be passed to dynptr helpers and kfuncs; spine also refuses overwriting one in place")]
+    #[error("invalid access to the dynptr at stack off {dynptr} (byte off {off}): its 16 bytes may only be passed to dynptr helpers and kfuncs, or overwritten whole by stores at fixed offsets (which destroy it)")]
     DynptrAccess { off: i64, dynptr: i64 },
     #[error("{}: R{reg} dynptr has to be at a constant, 8-byte aligned stack offset with 16 bytes below the frame top (off={off})", hname(*helper))]
     DynptrOffset { helper: u32, reg: u8, off: i64 },

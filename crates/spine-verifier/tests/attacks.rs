@@ -65,7 +65,7 @@ macro_rules! attacks {
 attacks! {
     arith_on_ctx,
     dynptr_misaligned,
-    dynptr_overwritten,
+    dynptr_used_after_overwrite,
     dynptr_rdwr_slice_changes_stack_value,
     dynptr_rdwr_slice_forges_spill,
     dynptr_read_bytes,

@@ -519,7 +519,7 @@ impl Verifier<'_> {
             val = Val::Reg(Reg::scalar(Scalar::unknown_bytes(size as u32)));
         }
         let f = &mut st.frames[frame];
-        dynptr_guard(f, o, o + n as i64)?;
+        dynptr_destroy(f, o, o + n as i64);
         let (slot, idx) = f.byte(o);
         let s = f.slot_mut(slot);
         if idx == 0 {
@@ -739,9 +739,9 @@ fn is_socket_map(t: u32) -> bool {
     matches!(t, spine_abi::map_type::XSKMAP | spine_abi::map_type::SPINE_ENDPOINT)
 }
 
-/// Refuses any load, store or helper access touching the bytes `[lo, hi)` of frame `f`
-/// where they hold a dynptr (the kernel refuses reads of them as uninitialised stack
-/// and destroys a dynptr a store hits; spine refuses both, naming the dynptr).
+/// Refuses a load, a variable-offset store or a helper access touching the bytes
+/// `[lo, hi)` of frame `f` where they hold a dynptr (the kernel refuses reads of them
+/// as uninitialised stack, and helpers' writes to them), naming the dynptr.
 pub(super) fn dynptr_guard(f: &crate::state::Frame, lo: i64, hi: i64) -> Result<(), K> {
     // Dynptrs are rare: look at the slots only when the frame holds one.
     if !f.stack.iter().any(|s| s.bytes[0].is_dynptr()) {
@@ -772,4 +772,24 @@ fn under_slice(st: &State, frame: usize, lo: i64, hi: i64) -> bool {
         }
     });
     hit
+}
+
+/// A store at a fixed offset over a dynptr destroys it, as the kernel's
+/// `destroy_if_dynptr_stack_slot` does: both its slots become unwritten stack, so the
+/// store's other bytes are unreadable and the dynptr can no longer be used.
+fn dynptr_destroy(f: &mut crate::state::Frame, lo: i64, hi: i64) {
+    if !f.stack.iter().any(|s| s.bytes[0].is_dynptr()) {
+        return;
+    }
+    for o in lo..hi {
+        let (slot, idx) = f.byte(o);
+        let first = match f.slot(slot).bytes[idx] {
+            Byte::DynptrStart => slot,
+            Byte::DynptrRest => slot + 1,
+            _ => continue,
+        };
+        for i in [first, first - 1] {
+            *f.slot_mut(i) = crate::state::Slot::default();
+        }
+    }
 }
