@@ -184,6 +184,23 @@ fn a_dynptr_overwritten_then_made_again_works_as_in_the_kernel() {
     assert_eq!(report.verdicts[3], pkts.len(), "every frame rewritten: {report}");
 }
 
+/// A slice kept after a store over its dynptr destroyed it (`-DBAD=8`) or after the
+/// dynptr was made again (`-DBAD=9`): the kernel keeps XDP slices then (its
+/// invalidation of a dynptr's slices matches plain `PTR_TO_MEM` only, not a slice of an
+/// XDP dynptr), and so does spine, with the same results.
+#[test]
+fn slices_outlive_their_dynptr_as_in_the_kernel() {
+    if !kernel_available() {
+        return;
+    }
+    let pkts: Vec<Vec<u8>> = [14usize, 20, 60].iter().map(|&n| vec![n as u8; n]).collect();
+    for n in [8, 9] {
+        let object = object(&format!("kept{n}"), &[&format!("-DBAD={n}")]);
+        let (report, _) = common::check(&object, "dynptr_bad", &pkts, |_| {});
+        assert_eq!(report.packets, pkts.len(), "BAD={n}: {report}");
+    }
+}
+
 /// Each `-DBAD=n` build: the kernel refuses it at load, and so does spine (on both
 /// engines: the verifier runs before either), with an error naming the reason.
 #[test]
