@@ -90,11 +90,30 @@ pub enum Slice {
     /// From `bpf_dynptr_slice_rdwr` (or `bpf_dynptr_data`): writable, invalid once a
     /// helper may have moved the packet.
     ReadWrite,
-    /// From `bpf_dynptr_slice_rdwr` given the buffer at `off` of frame `frame`'s stack
-    /// (as many bytes as the slice): it may be that buffer, so while the slice lives,
-    /// stores there keep no value (a write through the slice may change it) and may
-    /// not spill a pointer (which a write through the slice could forge).
+    /// From `bpf_dynptr_slice` given the buffer at `off` of frame `frame`'s stack (as
+    /// many bytes as the slice): it may be that buffer, so while the slice lives no
+    /// pointer may be spilled there (a read through the slice would leak it), and the
+    /// slice dies with the frame.
+    ReadOnlyStack { frame: u8, off: i16 },
+    /// From `bpf_dynptr_slice_rdwr` given a stack buffer, likewise; and stores there
+    /// keep no value while it lives (a write through the slice may change it).
     ReadWriteStack { frame: u8, off: i16 },
+}
+
+impl Slice {
+    pub fn is_rdonly(self) -> bool {
+        matches!(self, Slice::ReadOnly | Slice::ReadOnlyStack { .. })
+    }
+
+    /// The stack buffer the slice may be: its frame and offset.
+    pub fn stack_buffer(self) -> Option<(u8, i16)> {
+        match self {
+            Slice::ReadOnlyStack { frame, off } | Slice::ReadWriteStack { frame, off } => {
+                Some((frame, off))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Marks a [`Kind::Stale`] region code, so that it never equals a live region's.
@@ -137,9 +156,9 @@ impl Kind {
             Kind::MapValueOrNull { .. } => "map_value_or_null",
             Kind::MapHandle { .. } => "map_ptr",
             Kind::MapHandleOrNull { .. } => "map_ptr_or_null",
-            Kind::Mem { slice: Slice::ReadOnly, .. } => "rdonly_mem",
+            Kind::Mem { slice, .. } if slice.is_rdonly() => "rdonly_mem",
             Kind::Mem { .. } => "mem",
-            Kind::MemOrNull { slice: Slice::ReadOnly, .. } => "rdonly_mem_or_null",
+            Kind::MemOrNull { slice, .. } if slice.is_rdonly() => "rdonly_mem_or_null",
             Kind::MemOrNull { .. } => "mem_or_null",
             Kind::MapKey { .. } => "map_key",
             Kind::Func { .. } => "func",

@@ -69,6 +69,8 @@ attacks! {
     dynptr_rdwr_slice_changes_stack_value,
     dynptr_rdwr_slice_forges_spill,
     dynptr_read_bytes,
+    dynptr_slice_leaks_spill,
+    dynptr_slice_outlives_frame,
     dynptr_slice_past_size,
     dynptr_slice_rdonly_write,
     dynptr_slice_size_unknown,

@@ -195,13 +195,12 @@ impl Verifier<'_> {
             }
             RetType::SliceOrNull { rdonly } => {
                 let size = meta.alloc_size.unwrap_or(0) as u32;
-                let slice = match meta.slice_buf {
-                    _ if *rdonly => Slice::ReadOnly,
-                    Some((frame, off)) => {
-                        self.stack_slices = true;
-                        Slice::ReadWriteStack { frame, off }
-                    }
-                    None => Slice::ReadWrite,
+                self.stack_slices |= meta.slice_buf.is_some();
+                let slice = match (meta.slice_buf, *rdonly) {
+                    (Some((frame, off)), true) => Slice::ReadOnlyStack { frame, off },
+                    (Some((frame, off)), false) => Slice::ReadWriteStack { frame, off },
+                    (None, true) => Slice::ReadOnly,
+                    (None, false) => Slice::ReadWrite,
                 };
                 Reg { id: self.fresh_id(), ..Reg::ptr(Kind::MemOrNull { size, slice }, 0) }
             }
@@ -545,10 +544,8 @@ impl Verifier<'_> {
             ArgType::SliceBuffer => {
                 let ok = r.is_null()
                     || (is_mem_kind(r.kind)
-                        && !matches!(
-                            r.kind,
-                            Kind::MapKey { .. } | Kind::Mem { slice: Slice::ReadOnly, .. }
-                        ));
+                        && !matches!(r.kind, Kind::MapKey { .. })
+                        && !matches!(r.kind, Kind::Mem { slice, .. } if slice.is_rdonly()));
                 if !ok {
                     return Err(wrong("writable mem or NULL"));
                 }
@@ -569,14 +566,11 @@ impl Verifier<'_> {
                 }
                 if let Kind::Stack { frame } = ptr.kind {
                     // Only a buffer at a known place can be followed while the slice
-                    // lives (a read-only slice needs no following: it cannot write).
-                    match ptr.const_off().and_then(|o| i16::try_from(o).ok()) {
-                        Some(off) => meta.slice_buf = Some((frame, off)),
-                        None if helper == h::KFUNC_DYNPTR_SLICE_RDWR => {
-                            return Err(wrong("a stack buffer at a constant offset"))
-                        }
-                        None => {}
-                    }
+                    // lives.
+                    let Some(off) = ptr.const_off().and_then(|o| i16::try_from(o).ok()) else {
+                        return Err(wrong("a stack buffer at a constant offset"));
+                    };
+                    meta.slice_buf = Some((frame, off));
                 }
                 meta.alloc_size = Some(c);
             }
@@ -623,6 +617,17 @@ fn is_mem_kind(k: Kind) -> bool {
             | Kind::Mem { .. }
             | Kind::MapKey { .. }
     )
+}
+
+/// Slices whose buffer lies in frame `frame` or deeper become unusable: that stack is
+/// gone once the frame returns.
+pub(super) fn invalidate_frame_slices(st: &mut State, frame: usize) {
+    invalidate(st, |r| match r.kind {
+        Kind::Mem { slice, .. } | Kind::MemOrNull { slice, .. } => {
+            slice.stack_buffer().is_some_and(|(f, _)| usize::from(f) >= frame)
+        }
+        _ => false,
+    });
 }
 
 /// Every register and spilled register matching `pred` becomes unusable.

@@ -195,11 +195,15 @@ impl Verifier<'_> {
                     }
                 }
                 let site = f.callsite;
+                let gone = st.depth();
                 st.frames.pop();
                 let c = st.cur_mut();
                 c.regs[0] = r0;
                 for r in &mut c.regs[1..6] {
                     *r = Reg::NOT_INIT;
+                }
+                if self.stack_slices {
+                    super::call::invalidate_frame_slices(st, gone);
                 }
                 Ok(Flow::Next(site + 1))
             }
@@ -213,7 +217,11 @@ impl Verifier<'_> {
                     return Err(K::CallbackReturn { found: crate::fmt::reg(&r0, &self.maps) });
                 }
                 let site = f.callsite;
+                let gone = st.depth();
                 st.frames.pop();
+                if self.stack_slices {
+                    super::call::invalidate_frame_slices(st, gone);
+                }
                 // Back to the helper call: it may invoke the callback again or return.
                 Ok(Flow::Next(site))
             }

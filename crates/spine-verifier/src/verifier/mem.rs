@@ -6,7 +6,7 @@ use super::{Verifier, K, MAX_VAR_OFF};
 use crate::ctx::CtxFieldKind;
 use crate::error::LeakTarget;
 use crate::info::MemAccess;
-use crate::reg::{Kind, Reg, Slice};
+use crate::reg::{Kind, Reg};
 use crate::scalar::Scalar;
 use crate::state::{clamp_packet_var, Byte, State};
 use crate::tnum::Tnum;
@@ -238,7 +238,7 @@ impl Verifier<'_> {
                 Ok(Region::MapValue { map: m })
             }
             Kind::Mem { size: ms, slice } => {
-                if write && slice == Slice::ReadOnly {
+                if write && slice.is_rdonly() {
                     return Err(K::ReadOnlySlice { reg });
                 }
                 Self::bounded(&ptr, reg, off, size, ms, |o| K::MemOutOfBounds {
@@ -511,12 +511,16 @@ impl Verifier<'_> {
             }
         }
         let mut val = val;
-        if self.stack_slices && under_slice(st, frame, o, o + n as i64) {
+        if let Some(rw) =
+            self.stack_slices.then(|| under_slice(st, frame, o, o + n as i64)).flatten()
+        {
             if matches!(val, Val::Reg(r) if r.kind.is_pointer()) {
                 return Err(K::SpillUnderSlice { off: o });
             }
-            // A number stored under a live writable slice keeps no value.
-            val = Val::Reg(Reg::scalar(Scalar::unknown_bytes(size as u32)));
+            if rw {
+                // A number stored under a live writable slice keeps no value.
+                val = Val::Reg(Reg::scalar(Scalar::unknown_bytes(size as u32)));
+            }
         }
         let f = &mut st.frames[frame];
         dynptr_destroy(f, o, o + n as i64);
@@ -558,7 +562,7 @@ impl Verifier<'_> {
         hi: i64,
         zero: bool,
     ) -> Result<(), K> {
-        let zero = zero && !(self.stack_slices && under_slice(st, frame, lo, hi));
+        let zero = zero && !(self.stack_slices && under_slice(st, frame, lo, hi) == Some(true));
         let f = &mut st.frames[frame];
         dynptr_guard(f, lo, hi)?;
         for o in lo..hi {
@@ -667,7 +671,7 @@ impl Verifier<'_> {
                 Ok(())
             }
             Kind::Mem { size: ms, slice } => {
-                if write && slice == Slice::ReadOnly {
+                if write && slice.is_rdonly() {
                     return Err(K::ReadOnlySlice { reg });
                 }
                 Self::bounded(&ptr, reg, 0, max, ms, |o| K::MemOutOfBounds {
@@ -759,16 +763,19 @@ pub(super) fn dynptr_guard(f: &crate::state::Frame, lo: i64, hi: i64) -> Result<
     Ok(())
 }
 
-/// Whether bytes `[lo, hi)` of frame `frame` may be the buffer of a live
-/// `bpf_dynptr_slice_rdwr` slice (held in any register or spill of the state).
-fn under_slice(st: &State, frame: usize, lo: i64, hi: i64) -> bool {
-    let mut hit = false;
+/// Whether bytes `[lo, hi)` of frame `frame` may be the buffer of a live slice given a
+/// stack buffer (held in any register or spill of the state): `Some(true)` if one such
+/// slice is writable, `Some(false)` if all are read-only, `None` if there is none.
+fn under_slice(st: &State, frame: usize, lo: i64, hi: i64) -> Option<bool> {
+    let mut hit = None;
     st.for_each_reg(|r| {
-        if let Kind::Mem { size, slice: Slice::ReadWriteStack { frame: f, off } }
-        | Kind::MemOrNull { size, slice: Slice::ReadWriteStack { frame: f, off } } = r.kind
-        {
-            let (b_lo, b_hi) = (i64::from(off), i64::from(off) + i64::from(size));
-            hit |= usize::from(f) == frame && lo < b_hi && b_lo < hi;
+        if let Kind::Mem { size, slice } | Kind::MemOrNull { size, slice } = r.kind {
+            if let Some((f, off)) = slice.stack_buffer() {
+                let (b_lo, b_hi) = (i64::from(off), i64::from(off) + i64::from(size));
+                if usize::from(f) == frame && lo < b_hi && b_lo < hi {
+                    hit = Some(hit.unwrap_or(false) || !slice.is_rdonly());
+                }
+            }
         }
     });
     hit
