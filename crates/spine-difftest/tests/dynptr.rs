@@ -46,6 +46,43 @@ fn udp_frame(opts: usize, proto: u8, ethertype: u16, dport: u16, len: usize) -> 
     p
 }
 
+/// Runs `pkt` through `program` of `object` in spine alone, on `engine`: the verdict and
+/// the frame after.
+fn spine_run(object: &[u8], program: &str, engine: EngineKind, pkt: &[u8]) -> (u32, Vec<u8>) {
+    use spine_runtime::{FixedHost, Frame, Geometry, LoadOptions, RxInfo, XdpRunner, MAX_FRAGS};
+    let obj = spine_obj::parse(object).expect("object");
+    let opts = LoadOptions { engine, ..LoadOptions::default() };
+    let (_loaded, ext) = spine_runtime::load_selected(&obj, Some(program), &opts).expect("load");
+    let mut runner = XdpRunner::new(ext, 0).expect("runner");
+    let mut frame = Frame::with_frags(Geometry::TEST_RUN, MAX_FRAGS);
+    frame.load(pkt).expect("frame");
+    let verdict = runner.run(&mut frame, RxInfo::default(), &mut FixedHost::new(1)).expect("run");
+    let mut out = Vec::new();
+    frame.copy_out(&mut out);
+    (verdict, out)
+}
+
+/// Without the kernel (no root needed): the UDP program loads in spine and rewrites the
+/// destination port through a writable slice, the same on both engines; a truncated
+/// frame is dropped.
+#[test]
+fn udp_rewrite_through_a_slice_without_the_kernel() {
+    let object = object("alone", &[]);
+    for engine in [EngineKind::Interpreter, EngineKind::Jit] {
+        for opts in [0usize, 2] {
+            let pkt = udp_frame(opts, 17, 0x0800, 53, 0);
+            let (verdict, out) = spine_run(&object, "dynptr_udp", engine, &pkt);
+            assert_eq!(verdict, 3, "{engine:?}: XDP_TX");
+            let udp = 14 + (5 + opts) * 4;
+            assert_eq!(&out[udp + 2..udp + 4], &54u16.to_be_bytes(), "{engine:?}: port + 1");
+            assert_eq!(&out[udp + 6..udp + 8], &[0, 0], "{engine:?}: checksum cleared");
+            assert_eq!(out[..udp + 2], pkt[..udp + 2], "{engine:?}: the rest untouched");
+            let cut = udp_frame(opts, 17, 0x0800, 53, udp + 7);
+            assert_eq!(spine_run(&object, "dynptr_udp", engine, &cut).0, 1, "{engine:?}: DROP");
+        }
+    }
+}
+
 #[test]
 fn slices_parse_and_rewrite_udp_as_the_kernel() {
     if !kernel_available() {
