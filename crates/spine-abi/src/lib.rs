@@ -177,6 +177,9 @@ pub mod helper {
     pub const XDP_LOAD_BYTES: u32 = 189;
     pub const XDP_STORE_BYTES: u32 = 190;
     pub const MAP_LOOKUP_PERCPU_ELEM: u32 = 195;
+    pub const DYNPTR_READ: u32 = 201;
+    pub const DYNPTR_WRITE: u32 = 202;
+    pub const DYNPTR_DATA: u32 = 203;
     pub const KTIME_GET_TAI_NS: u32 = 208;
     /// spine's `spine_msg_send(ctx, endpoint, handler, data, len)` (declared in
     /// `include/spine_helpers.h`): an active message to a host endpoint. Numbered far
@@ -200,6 +203,19 @@ pub mod helper {
     /// active message to a host endpoint, a reference to `len` bytes at `offset` of
     /// that endpoint's buffer area (checked against it on delivery).
     pub const SPINE_MSG_SEND_BULK: u32 = 0x5350_0006;
+
+    /// The kernel kfuncs spine offers, numbered in spine's own range (see
+    /// [`crate::kfunc`]): the object loader turns a call to the extern kfunc of that
+    /// name into a helper call of this number, and the kernel loader back into a
+    /// `BPF_PSEUDO_KFUNC_CALL` of the running kernel's BTF id.
+    pub const KFUNC_DYNPTR_FROM_XDP: u32 = 0x5350_0101;
+    pub const KFUNC_DYNPTR_SLICE: u32 = 0x5350_0102;
+    pub const KFUNC_DYNPTR_SLICE_RDWR: u32 = 0x5350_0103;
+    pub const KFUNC_DYNPTR_ADJUST: u32 = 0x5350_0104;
+    pub const KFUNC_DYNPTR_IS_NULL: u32 = 0x5350_0105;
+    pub const KFUNC_DYNPTR_IS_RDONLY: u32 = 0x5350_0106;
+    pub const KFUNC_DYNPTR_SIZE: u32 = 0x5350_0107;
+    pub const KFUNC_DYNPTR_CLONE: u32 = 0x5350_0108;
 
     /// Kernel name of a helper (`bpf_map_lookup_elem`), for messages; `None` if spine
     /// does not know it.
@@ -246,6 +262,17 @@ pub mod helper {
             XDP_STORE_BYTES => "bpf_xdp_store_bytes",
             MAP_LOOKUP_PERCPU_ELEM => "bpf_map_lookup_percpu_elem",
             KTIME_GET_TAI_NS => "bpf_ktime_get_tai_ns",
+            DYNPTR_READ => "bpf_dynptr_read",
+            DYNPTR_WRITE => "bpf_dynptr_write",
+            DYNPTR_DATA => "bpf_dynptr_data",
+            KFUNC_DYNPTR_FROM_XDP => "bpf_dynptr_from_xdp",
+            KFUNC_DYNPTR_SLICE => "bpf_dynptr_slice",
+            KFUNC_DYNPTR_SLICE_RDWR => "bpf_dynptr_slice_rdwr",
+            KFUNC_DYNPTR_ADJUST => "bpf_dynptr_adjust",
+            KFUNC_DYNPTR_IS_NULL => "bpf_dynptr_is_null",
+            KFUNC_DYNPTR_IS_RDONLY => "bpf_dynptr_is_rdonly",
+            KFUNC_DYNPTR_SIZE => "bpf_dynptr_size",
+            KFUNC_DYNPTR_CLONE => "bpf_dynptr_clone",
             SPINE_MSG_SEND => "spine_msg_send",
             SPINE_MSG_POST => "spine_msg_post",
             SPINE_MSG_BULK_LEN => "spine_msg_bulk_len",
@@ -255,6 +282,38 @@ pub mod helper {
             _ => return None,
         })
     }
+}
+
+/// The kernel kfuncs spine offers (each an XDP program's kfunc in the kernel): the
+/// extern an object calls, by name, and the number spine runs it under. Any other kfunc
+/// is refused by name when the object is read.
+pub mod kfunc {
+    use crate::helper as h;
+
+    /// Every kfunc spine offers: (kernel name, spine number).
+    pub const TABLE: [(&str, u32); 8] = [
+        ("bpf_dynptr_from_xdp", h::KFUNC_DYNPTR_FROM_XDP),
+        ("bpf_dynptr_slice", h::KFUNC_DYNPTR_SLICE),
+        ("bpf_dynptr_slice_rdwr", h::KFUNC_DYNPTR_SLICE_RDWR),
+        ("bpf_dynptr_adjust", h::KFUNC_DYNPTR_ADJUST),
+        ("bpf_dynptr_is_null", h::KFUNC_DYNPTR_IS_NULL),
+        ("bpf_dynptr_is_rdonly", h::KFUNC_DYNPTR_IS_RDONLY),
+        ("bpf_dynptr_size", h::KFUNC_DYNPTR_SIZE),
+        ("bpf_dynptr_clone", h::KFUNC_DYNPTR_CLONE),
+    ];
+
+    /// spine's number for the kfunc `name`, if spine offers it.
+    pub fn by_name(name: &str) -> Option<u32> {
+        TABLE.iter().find(|(n, _)| *n == name).map(|&(_, id)| id)
+    }
+
+    /// The kernel name of the kfunc spine numbers `id`, if `id` is one.
+    pub fn name(id: u32) -> Option<&'static str> {
+        TABLE.iter().find(|(_, i)| *i == id).map(|&(n, _)| n)
+    }
+
+    /// `sizeof(struct bpf_dynptr)`: the 16 stack bytes a dynptr lives in.
+    pub const DYNPTR_SIZE: u32 = 16;
 }
 
 /// `struct bpf_timer` and the flags of the timer helpers (`bpf_timer_init`'s clock ids,

@@ -2,7 +2,8 @@
 //! (`bpf_xdp_metadata_rx_timestamp`, `_rx_hash`, `_rx_vlan_tag`) that is not bound to a
 //! device is refused by the kernel at load ("metadata kfuncs require device-bound
 //! program", `EINVAL`); spine refuses the same object with that reason, naming the
-//! kfunc. Any other kfunc is refused by spine with an error naming it. The kernel side
+//! kfunc. A kfunc spine does not offer is refused by spine with an error naming it (the
+//! dynptr kfuncs it offers are tested in `dynptr.rs`). The kernel side
 //! is loaded from instructions with a `BPF_PSEUDO_KFUNC_CALL` whose immediate is the
 //! kfunc's id in the running kernel's BTF, as libbpf would resolve it. Needs root
 //! (bpf(2)); without it each test says SKIP loudly and passes.
@@ -13,37 +14,9 @@ use common::kernel_available;
 use spine_abi::prog_type::XDP;
 use spine_isa::{op, Insn};
 
-/// The id of `FUNC name` in the kernel's BTF (a minimal walk of the type section).
+/// The id of `FUNC name` in the kernel's BTF, as libbpf resolves a kfunc extern.
 fn kernel_func_id(name: &str) -> Option<i32> {
-    let btf = spine_sys::kernel_btf()?;
-    let u32_at = |off: usize| u32::from_le_bytes(btf[off..off + 4].try_into().expect("4 bytes"));
-    let hdr_len = u32_at(4) as usize;
-    let (type_off, type_len) = (u32_at(8) as usize, u32_at(12) as usize);
-    let str_off = u32_at(16) as usize;
-    let (types, strs) = (hdr_len + type_off, hdr_len + str_off);
-    let mut at = types;
-    let mut id: u32 = 1;
-    while at < types + type_len {
-        let (name_off, info) = (u32_at(at) as usize, u32_at(at + 4));
-        let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
-        if kind == 12 {
-            let s = &btf[strs + name_off..];
-            let end = s.iter().position(|&b| b == 0)?;
-            if &s[..end] == name.as_bytes() {
-                return i32::try_from(id).ok();
-            }
-        }
-        at += 12
-            + match kind {
-                1 | 14 | 17 => 4,             // INT, VAR, DECL_TAG
-                3 => 12,                      // ARRAY
-                4 | 5 | 15 | 19 => 12 * vlen, // STRUCT, UNION, DATASEC, ENUM64
-                6 | 13 => 8 * vlen,           // ENUM, FUNC_PROTO
-                _ => 0,
-            };
-        id += 1;
-    }
-    None
+    spine_sys::kernel_func_id(name).and_then(|id| i32::try_from(id).ok())
 }
 
 /// `ts = 0; return kfunc(ctx, &ts, &ts + 8 ...)`: every pointer argument to
@@ -89,5 +62,5 @@ fn xdp_metadata_kfuncs_are_refused_as_the_kernel_refuses_them_off_device() {
 fn any_other_kfunc_is_refused_naming_it() {
     let object = common::fixture("kfunc", "other", &[]);
     let e = spine_obj::parse(&object).expect_err("spine accepted a kfunc call").to_string();
-    assert!(e.contains("bpf_cast_to_kern_ctx") && e.contains("kfuncs are not supported"), "{e}");
+    assert!(e.contains("bpf_cast_to_kern_ctx") && e.contains("this kfunc is not supported"), "{e}");
 }

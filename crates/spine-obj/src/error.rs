@@ -125,10 +125,10 @@ pub enum RelocErrorKind {
     /// with this reason (`EINVAL`), and spine has no device-bound programs.
     #[error("kfunc call: metadata kfuncs require device-bound program (the kernel's verdict for a program not bound to a device; spine has no device-bound programs)")]
     KfuncNeedsDevice,
-    /// A call to any other kfunc (an extern function the kernel would resolve in its
-    /// BTF): spine offers helpers only.
+    /// A call to a kfunc spine does not offer (an extern function the kernel would
+    /// resolve in its BTF); those it offers are listed in [`spine_abi::kfunc::TABLE`].
     #[error(
-        "kfunc call: kfuncs are not supported (spine offers the kernel's helpers, not its kfuncs)"
+        "kfunc call: this kfunc is not supported (spine offers the kernel's helpers and the kfuncs bpf_dynptr_from_xdp, bpf_dynptr_slice, bpf_dynptr_slice_rdwr, bpf_dynptr_adjust, bpf_dynptr_is_null, bpf_dynptr_is_rdonly, bpf_dynptr_size and bpf_dynptr_clone)"
     )]
     Kfunc,
     #[error("symbol lives in special section {0:#x}; forgot to initialise a global variable?")]

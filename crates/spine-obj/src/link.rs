@@ -207,7 +207,7 @@ impl Linker<'_, '_> {
                     self.insns[pc].imm = relative(slot, pc);
                 }
                 // Relocation collection attaches calls only to call instructions.
-                Target::Call { .. } => {
+                Target::Call { .. } | Target::Kfunc(_) => {
                     let kind = LinkErrorKind::UnexpectedPseudo(op::PSEUDO_CALL);
                     return Err(self.error(section, function, i, kind));
                 }
@@ -215,6 +215,11 @@ impl Linker<'_, '_> {
             return Ok(());
         }
         if insn.code == op::JMP | op::CALL {
+            if let Some(Target::Kfunc(id)) = reloc {
+                self.insns[pc].src = 0;
+                self.insns[pc].imm = id as i32;
+                return Ok(());
+            }
             let target = match (insn.src, reloc) {
                 (op::PSEUDO_CALL, Some(Target::Call { section: ts, insn: t })) => (ts, t),
                 // No relocation: pc-relative within the section.

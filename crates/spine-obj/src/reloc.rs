@@ -27,6 +27,9 @@ pub(crate) enum Target {
     FuncAddr { section: usize, insn: i64 },
     /// A bpf-to-bpf call.
     Call { section: usize, insn: i64 },
+    /// A call to a kfunc spine offers: becomes a call of spine's number for it
+    /// ([`spine_abi::kfunc`]).
+    Kfunc(u32),
 }
 
 /// Resolved relocations of all code, by (section position, instruction index).
@@ -114,12 +117,16 @@ fn record(
             // A call to an undefined symbol is a kfunc call (libbpf resolves it by name
             // in the kernel's BTF): name that, not the opcode.
             if sym.shndx == SHN_UNDEF {
-                let kind = if XDP_METADATA_KFUNCS.contains(&name.as_str()) {
-                    RelocErrorKind::KfuncNeedsDevice
+                let target = if XDP_METADATA_KFUNCS.contains(&name.as_str()) {
+                    Err(RelocErrorKind::KfuncNeedsDevice)
                 } else {
-                    RelocErrorKind::Kfunc
+                    spine_abi::kfunc::by_name(&name).map(Target::Kfunc).ok_or(RelocErrorKind::Kfunc)
                 };
-                return Err(err(name, kind));
+                let target = target.map_err(|kind| err(name.clone(), kind))?;
+                if relocs.map.insert((pos, idx), target).is_some() {
+                    return Err(err(name, RelocErrorKind::Duplicate));
+                }
+                return Ok(());
             }
             if !insn.is_local_call() {
                 return Err(err(name, RelocErrorKind::NotCall { code: insn.code }));

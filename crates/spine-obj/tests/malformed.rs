@@ -381,6 +381,14 @@ fn relocation_target_defects() {
     };
     let e = run(&meta, 16, R_BPF_64_32);
     assert_eq!((e.2.as_str(), e.3), ("bpf_xdp_metadata_rx_hash", RelocErrorKind::KfuncNeedsDevice));
+    // A kfunc spine offers becomes a call of spine's number for it.
+    let (mut b, x) = with_prog(&prog);
+    let s = b.symbol("bpf_dynptr_slice_rdwr", STB_GLOBAL, STT_NOTYPE, 0, 0, 0);
+    b.rel(x, &[(16, s, R_BPF_64_32)]);
+    let obj = parse(&b.build()).expect("a known kfunc resolves");
+    let call = obj.programs[0].insns[2];
+    assert!(call.is_helper_call(), "{call:?}");
+    assert_eq!(call.imm as u32, spine_abi::helper::KFUNC_DYNPTR_SLICE_RDWR);
     let e = run(&|b, _| b.symbol("common", STB_GLOBAL, STT_OBJECT, 0xfff2, 0, 4), 0, R_BPF_64_64);
     assert_eq!(e.3, RelocErrorKind::SpecialSection(0xfff2));
     let e = run(&|b, _| b.symbol("abs", STB_GLOBAL, STT_OBJECT, 0xfff1, 0, 4), 0, R_BPF_64_64);

@@ -62,6 +62,18 @@ pub const XDP_HELPERS: &[u32] = {
         TIMER_SET_CALLBACK,
         TIMER_START,
         TIMER_CANCEL,
+        DYNPTR_READ,
+        DYNPTR_WRITE,
+        DYNPTR_DATA,
+        // The kfuncs spine offers (numbered as helpers: `spine_abi::kfunc`).
+        KFUNC_DYNPTR_FROM_XDP,
+        KFUNC_DYNPTR_SLICE,
+        KFUNC_DYNPTR_SLICE_RDWR,
+        KFUNC_DYNPTR_ADJUST,
+        KFUNC_DYNPTR_IS_NULL,
+        KFUNC_DYNPTR_IS_RDONLY,
+        KFUNC_DYNPTR_SIZE,
+        KFUNC_DYNPTR_CLONE,
     ]
 };
 
@@ -92,6 +104,7 @@ const NOT_FOR_HANDLERS: &[u32] = {
         XDP_LOAD_BYTES,
         XDP_STORE_BYTES,
         CHECK_MTU,
+        KFUNC_DYNPTR_FROM_XDP,
     ]
 };
 
@@ -157,6 +170,8 @@ impl DomainSpec {
                     .copied()
                     .find(|&id| name(id) == Some(n.as_str()))
                     .or_else(|| (0..256u32).find(|&id| name(id) == Some(full.as_str())))
+                    // The kfuncs spine offers are granted by their kernel names too.
+                    .or_else(|| spine_abi::kfunc::by_name(&full))
                     .ok_or_else(|| DomainError::UnknownHelper(n.clone()))
             })
             .collect()
@@ -332,6 +347,10 @@ mod tests {
             DomainSpec::helper_ids(&["bpf_fork_bomb".into()]),
             Err(DomainError::UnknownHelper("bpf_fork_bomb".into()))
         );
+        // Kfuncs by their kernel names; the dynptr helpers by theirs.
+        let ids = DomainSpec::helper_ids(&["bpf_dynptr_from_xdp".into(), "dynptr_read".into()]);
+        assert_eq!(ids, Ok(vec![spine_abi::helper::KFUNC_DYNPTR_FROM_XDP, 201]));
+        assert!(DomainSpec::helper_ids(&["bpf_cast_to_kern_ctx".into()]).is_err());
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl Drop for XdpEnv<'_> {
     }
 }
 
-fn neg(e: i64) -> u64 {
+pub(crate) fn neg(e: i64) -> u64 {
     (-e) as u64
 }
 
@@ -201,7 +201,7 @@ impl<'a> XdpEnv<'a> {
         Ok(0)
     }
 
-    fn check_ctx(&self, arg: u64) -> Result<(), CallAbort> {
+    pub(crate) fn check_ctx(&self, arg: u64) -> Result<(), CallAbort> {
         if arg == self.ctx as u64 {
             Ok(())
         } else {
@@ -209,7 +209,7 @@ impl<'a> XdpEnv<'a> {
         }
     }
 
-    fn ctx(&self) -> XdpCtx {
+    pub(crate) fn ctx(&self) -> XdpCtx {
         // SAFETY: `ctx` points at the invocation's context, valid for the whole call and
         // not otherwise borrowed while a helper runs.
         unsafe { *self.ctx }
@@ -276,7 +276,7 @@ impl<'a> XdpEnv<'a> {
     }
 
     /// `bpf_xdp_get_buff_len`: the head and every fragment.
-    fn buff_len(&mut self) -> u64 {
+    pub(crate) fn buff_len(&mut self) -> u64 {
         let c = self.ctx();
         let frags = self.frags_mut().map_or(0, |f| f.total());
         c.data_end - c.data + frags as u64
@@ -342,7 +342,13 @@ impl<'a> XdpEnv<'a> {
     /// # Safety
     /// `buf` is `len` bytes of program memory (writable unless `store`), which may
     /// overlap the head but never the fragments.
-    unsafe fn copy_packet(&mut self, offset: usize, buf: *mut u8, len: usize, store: bool) {
+    pub(crate) unsafe fn copy_packet(
+        &mut self,
+        offset: usize,
+        buf: *mut u8,
+        len: usize,
+        store: bool,
+    ) {
         let c = self.ctx();
         let head = (c.data_end - c.data) as usize;
         let n = len.min(head.saturating_sub(offset));
@@ -922,6 +928,17 @@ impl Env for XdpEnv<'_> {
                 r.map_err(CallAbort::Fault)?;
                 0
             }
+            helper::DYNPTR_READ
+            | helper::DYNPTR_WRITE
+            | helper::DYNPTR_DATA
+            | helper::KFUNC_DYNPTR_FROM_XDP
+            | helper::KFUNC_DYNPTR_SLICE
+            | helper::KFUNC_DYNPTR_SLICE_RDWR
+            | helper::KFUNC_DYNPTR_ADJUST
+            | helper::KFUNC_DYNPTR_IS_NULL
+            | helper::KFUNC_DYNPTR_IS_RDONLY
+            | helper::KFUNC_DYNPTR_SIZE
+            | helper::KFUNC_DYNPTR_CLONE => return self.dynptr_call(id, a, mem),
             _ => return Err(CallAbort::Unknown),
         })
     }

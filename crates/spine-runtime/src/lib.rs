@@ -9,6 +9,7 @@
 pub mod csum;
 mod ctx;
 mod domain;
+mod dynptr;
 mod ext;
 pub mod fib_lookup;
 mod frags;

@@ -42,7 +42,7 @@ mod test_run;
 mod thread;
 mod xsk;
 
-pub use btf::{kernel_btf, KERNEL_BTF};
+pub use btf::{kernel_btf, kernel_func_id, KERNEL_BTF};
 pub use cpus::{parse_cpu_list, possible_cpus, possible_cpus_exact};
 pub use error::SysError;
 pub use link::{prog_by_id, XdpLink};

@@ -53,6 +53,8 @@ pub enum LoadError {
     Btf { map: String, error: SysError },
     #[error("map '{map}' holds a bpf_spin_lock or bpf_timer, but the object has no BTF the kernel could load")]
     NoBtf { map: String },
+    #[error("program '{program}': instruction {insn} calls kfunc {kfunc}, which the running kernel's BTF does not have")]
+    NoKernelKfunc { program: String, insn: usize, kfunc: &'static str },
 }
 
 /// Loads `prog` of `obj` into the kernel with kernel maps for all of `obj.maps`.
@@ -248,6 +250,19 @@ fn link_maps(prog: &Program, maps: &[KernelMap]) -> Result<Vec<spine_isa::Insn>,
     let mut pc = 0;
     while pc < insns.len() {
         let insn = insns[pc];
+        // A kfunc spine numbers in its own range goes back to what libbpf loads: a
+        // `BPF_PSEUDO_KFUNC_CALL` of the kfunc's id in the running kernel's BTF.
+        if let Some(kfunc) =
+            insn.is_helper_call().then(|| spine_abi::kfunc::name(insn.imm as u32)).flatten()
+        {
+            let id = crate::btf::kernel_func_id(kfunc).ok_or_else(|| LoadError::NoKernelKfunc {
+                program: prog.name.clone(),
+                insn: pc,
+                kfunc,
+            })?;
+            insns[pc].src = op::PSEUDO_KFUNC_CALL;
+            insns[pc].imm = id as i32;
+        }
         if !insn.is_lddw() {
             pc += 1;
             continue;

@@ -206,6 +206,17 @@ pub enum VerifyErrorKind {
     #[error("At async callback the register R0 has value {found}; should have been 0")]
     AsyncCallbackReturn { found: String },
 
+    #[error("invalid access to the dynptr at stack off {dynptr} (byte off {off}): its 16 bytes may only be passed to dynptr helpers and kfuncs, or overwritten whole by stores at fixed offsets (which destroy it)")]
+    DynptrAccess { off: i64, dynptr: i64 },
+    #[error("{}: R{reg} dynptr has to be at a constant, 8-byte aligned stack offset with 16 bytes below the frame top (off={off})", hname(*helper))]
+    DynptrOffset { helper: u32, reg: u8, off: i64 },
+    #[error("{}: Expected an initialized dynptr as arg #{reg} (R{reg} points at stack off {off})", hname(*helper))]
+    DynptrUninit { helper: u32, reg: u8, off: i64 },
+    #[error("R{reg} cannot write into rdonly_mem (a bpf_dynptr_slice is read-only; use bpf_dynptr_slice_rdwr)")]
+    ReadOnlySlice { reg: u8 },
+    #[error("cannot spill a pointer to stack off {off}: it may be the buffer of a live bpf_dynptr_slice_rdwr slice, which a write through the slice could change")]
+    SpillUnderSlice { off: i64 },
+
     #[error("program too complex: {reason} ({processed} insns processed, {states} states)")]
     TooComplex { reason: &'static str, processed: u64, states: usize },
 }
@@ -278,6 +289,11 @@ impl VerifyErrorKind {
             TimerMapMismatch { .. } => "TimerMapMismatch",
             TimerAccess { .. } => "TimerAccess",
             AsyncCallbackReturn { .. } => "AsyncCallbackReturn",
+            DynptrAccess { .. } => "DynptrAccess",
+            DynptrOffset { .. } => "DynptrOffset",
+            DynptrUninit { .. } => "DynptrUninit",
+            ReadOnlySlice { .. } => "ReadOnlySlice",
+            SpillUnderSlice { .. } => "SpillUnderSlice",
             TooComplex { .. } => "TooComplex",
         }
     }

@@ -266,7 +266,7 @@ pub fn reg(r: &Reg, maps: &[MapInfo]) -> String {
         | Kind::MapHandle { map }
         | Kind::MapHandleOrNull { map }
         | Kind::MapKey { map } => parts.push(map_desc(maps, map)),
-        Kind::Mem { size } | Kind::MemOrNull { size } => parts.push(format!("sz={size}")),
+        Kind::Mem { size, .. } | Kind::MemOrNull { size, .. } => parts.push(format!("sz={size}")),
         Kind::Func { pc } => parts.push(format!("pc={pc}")),
         Kind::Stack { frame } => parts.push(format!("frame={frame}")),
         _ => {}
@@ -332,6 +332,7 @@ pub fn state(st: &State, maps: &[MapInfo]) -> String {
                     Byte::Misc => 'm',
                     Byte::Zero => '0',
                     Byte::Spill => 'r',
+                    Byte::DynptrStart | Byte::DynptrRest => 'd',
                 })
                 .collect();
             write!(out, "fp{o}={chars}").ok();

@@ -51,6 +51,17 @@ pub enum ArgType {
     /// A `struct bpf_timer` inside a map value, at the timer's exact offset
     /// (`ARG_PTR_TO_TIMER`).
     Timer,
+    /// 16 bytes of the program's stack at a constant, 8-aligned offset that become a
+    /// dynptr (`ARG_PTR_TO_DYNPTR | MEM_UNINIT`, a kfunc's `ptr__uninit`). A dynptr
+    /// already there is re-initialised; one only partly overlapped is refused.
+    DynptrUninit,
+    /// An initialised dynptr on the stack, pointed at its start (`ARG_PTR_TO_DYNPTR`).
+    Dynptr,
+    /// `bpf_dynptr_slice`'s `buffer__opt`: NULL, or memory of the size in the next
+    /// argument that the call may fill.
+    SliceBuffer,
+    /// `buffer__szk`: a size known at verification (a constant), the size of the slice.
+    ConstSizeKnown,
 }
 
 /// What a helper leaves in r0.
@@ -63,6 +74,12 @@ pub enum RetType {
     MapValueOrNull,
     /// A ring-buffer record of the size in arg 2, or NULL; a reference to release.
     RingbufRecordOrNull,
+    /// A slice of a dynptr of the constant size in the last size argument, or NULL:
+    /// read-only (`bpf_dynptr_slice`) or writable (`bpf_dynptr_slice_rdwr`,
+    /// `bpf_dynptr_data`); invalid once a helper may have moved the packet.
+    SliceOrNull {
+        rdonly: bool,
+    },
 }
 
 /// A callback helper's calling convention.
@@ -168,6 +185,26 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::XDP_STORE_BYTES => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
         // A timer callback has no context: it passes NULL to the senders, whose message
         // goes to the outbox of the invocation that runs them either way.
+        h::DYNPTR_READ => {
+            ([UninitMem, ConstSizeOrZero, Dynptr, Anything, Anything], RetType::Integer)
+        }
+        h::DYNPTR_WRITE => {
+            ([Dynptr, Anything, mem_ro, ConstSizeOrZero, Anything], RetType::Integer)
+        }
+        h::DYNPTR_DATA => {
+            ([Dynptr, Anything, ConstAllocSizeOrZero, d, d], RetType::SliceOrNull { rdonly: false })
+        }
+        // The kfuncs (spine numbers them as helpers; see `spine_abi::kfunc`).
+        h::KFUNC_DYNPTR_FROM_XDP => ([Ctx, Anything, DynptrUninit, d, d], RetType::Integer),
+        h::KFUNC_DYNPTR_SLICE | h::KFUNC_DYNPTR_SLICE_RDWR => (
+            [Dynptr, Anything, SliceBuffer, ConstSizeKnown, d],
+            RetType::SliceOrNull { rdonly: id == h::KFUNC_DYNPTR_SLICE },
+        ),
+        h::KFUNC_DYNPTR_ADJUST => ([Dynptr, Anything, Anything, d, d], RetType::Integer),
+        h::KFUNC_DYNPTR_IS_NULL | h::KFUNC_DYNPTR_IS_RDONLY | h::KFUNC_DYNPTR_SIZE => {
+            ([Dynptr, d, d, d, d], RetType::Integer)
+        }
+        h::KFUNC_DYNPTR_CLONE => ([Dynptr, DynptrUninit, d, d, d], RetType::Integer),
         h::SPINE_MSG_SEND => ([CtxOrNull, Anything, Anything, mem_ro, ConstSize], RetType::Integer),
         h::SPINE_MSG_POST => ([CtxOrNull, Anything, mem_ro, ConstSize, d], RetType::Integer),
         h::SPINE_MSG_BULK_LEN => ([Ctx, d, d, d, d], RetType::Integer),
@@ -197,7 +234,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 47] = [
+pub const KNOWN_HELPERS: [u32; 58] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -239,6 +276,17 @@ pub const KNOWN_HELPERS: [u32; 47] = [
     h::XDP_STORE_BYTES,
     h::MAP_LOOKUP_PERCPU_ELEM,
     h::KTIME_GET_TAI_NS,
+    h::DYNPTR_READ,
+    h::DYNPTR_WRITE,
+    h::DYNPTR_DATA,
+    h::KFUNC_DYNPTR_FROM_XDP,
+    h::KFUNC_DYNPTR_SLICE,
+    h::KFUNC_DYNPTR_SLICE_RDWR,
+    h::KFUNC_DYNPTR_ADJUST,
+    h::KFUNC_DYNPTR_IS_NULL,
+    h::KFUNC_DYNPTR_IS_RDONLY,
+    h::KFUNC_DYNPTR_SIZE,
+    h::KFUNC_DYNPTR_CLONE,
     h::SPINE_MSG_SEND,
     h::SPINE_MSG_POST,
     h::SPINE_MSG_BULK_LEN,

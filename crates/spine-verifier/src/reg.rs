@@ -44,12 +44,15 @@ pub enum Kind {
     MapHandleOrNull {
         map: MapIdx,
     },
-    /// `size` bytes of helper-provided memory (a ring-buffer record).
+    /// `size` bytes of helper-provided memory: a ring-buffer record, or a slice of a
+    /// dynptr (`bpf_dynptr_slice`: into the packet or the program's buffer).
     Mem {
         size: u32,
+        slice: Slice,
     },
     MemOrNull {
         size: u32,
+        slice: Slice,
     },
     /// A map key handed to a `bpf_for_each_map_elem` callback (read-only).
     MapKey {
@@ -75,6 +78,44 @@ pub enum Kind {
     },
 }
 
+/// What helper memory ([`Kind::Mem`]) is a slice of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Slice {
+    /// Not a slice (a ring-buffer record).
+    #[default]
+    No,
+    /// From `bpf_dynptr_slice`: read-only; packet memory (or the program's buffer),
+    /// invalid once a helper may have moved the packet.
+    ReadOnly,
+    /// From `bpf_dynptr_slice_rdwr` (or `bpf_dynptr_data`): writable, invalid once a
+    /// helper may have moved the packet.
+    ReadWrite,
+    /// From `bpf_dynptr_slice` given the buffer at `off` of frame `frame`'s stack (as
+    /// many bytes as the slice): it may be that buffer, so while the slice lives no
+    /// pointer may be spilled there (a read through the slice would leak it), and the
+    /// slice dies with the frame.
+    ReadOnlyStack { frame: u8, off: i16 },
+    /// From `bpf_dynptr_slice_rdwr` given a stack buffer, likewise; and stores there
+    /// keep no value while it lives (a write through the slice may change it).
+    ReadWriteStack { frame: u8, off: i16 },
+}
+
+impl Slice {
+    pub fn is_rdonly(self) -> bool {
+        matches!(self, Slice::ReadOnly | Slice::ReadOnlyStack { .. })
+    }
+
+    /// The stack buffer the slice may be: its frame and offset.
+    pub fn stack_buffer(self) -> Option<(u8, i16)> {
+        match self {
+            Slice::ReadOnlyStack { frame, off } | Slice::ReadWriteStack { frame, off } => {
+                Some((frame, off))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Marks a [`Kind::Stale`] region code, so that it never equals a live region's.
 pub const STALE: u32 = 0x8000_0000;
 
@@ -88,6 +129,12 @@ impl Kind {
             self,
             Kind::MapValueOrNull { .. } | Kind::MapHandleOrNull { .. } | Kind::MemOrNull { .. }
         )
+    }
+
+    /// A slice of an XDP dynptr: packet memory (or a copy), invalid once a helper may
+    /// have moved the packet, as packet pointers are.
+    pub fn is_pkt_slice(self) -> bool {
+        matches!(self, Kind::Mem { slice, .. } | Kind::MemOrNull { slice, .. } if slice != Slice::No)
     }
 
     /// Packet-relative pointers, which may be compared with each other.
@@ -109,7 +156,9 @@ impl Kind {
             Kind::MapValueOrNull { .. } => "map_value_or_null",
             Kind::MapHandle { .. } => "map_ptr",
             Kind::MapHandleOrNull { .. } => "map_ptr_or_null",
+            Kind::Mem { slice, .. } if slice.is_rdonly() => "rdonly_mem",
             Kind::Mem { .. } => "mem",
+            Kind::MemOrNull { slice, .. } if slice.is_rdonly() => "rdonly_mem_or_null",
             Kind::MemOrNull { .. } => "mem_or_null",
             Kind::MapKey { .. } => "map_key",
             Kind::Func { .. } => "func",
@@ -125,7 +174,8 @@ impl Kind {
             k if k.is_packet_family() => Some(1),
             Kind::Stack { frame } => Some(0x200 | u32::from(frame)),
             Kind::MapValue { map } => Some(0x3_0000 | u32::from(map)),
-            Kind::Mem { .. } => Some(4),
+            Kind::Mem { slice: Slice::No, .. } => Some(4),
+            Kind::Mem { .. } => Some(5),
             Kind::Trunc32 { region } | Kind::Stale { region } => Some(region),
             _ => None,
         }
@@ -144,7 +194,7 @@ impl Kind {
         match self {
             Kind::MapValueOrNull { map } => Kind::MapValue { map },
             Kind::MapHandleOrNull { map } => Kind::MapHandle { map },
-            Kind::MemOrNull { size } => Kind::Mem { size },
+            Kind::MemOrNull { size, slice } => Kind::Mem { size, slice },
             k => k,
         }
     }

@@ -77,6 +77,18 @@ pub enum Byte {
     Zero,
     /// Part of the spilled register of its slot.
     Spill,
+    /// The first (lowest-addressed) 8 bytes of a 16-byte `struct bpf_dynptr` that
+    /// `bpf_dynptr_from_xdp` or `bpf_dynptr_clone` initialised: only dynptr helpers
+    /// and kfuncs may use it (no load, store or other helper may touch its bytes).
+    DynptrStart,
+    /// The second 8 bytes of such a dynptr.
+    DynptrRest,
+}
+
+impl Byte {
+    pub fn is_dynptr(self) -> bool {
+        matches!(self, Byte::DynptrStart | Byte::DynptrRest)
+    }
 }
 
 /// Eight stack bytes at an 8-aligned offset. A spill covers bytes `0..n` (the low,
@@ -356,6 +368,8 @@ impl State {
                         Byte::Invalid => 0u8,
                         Byte::Misc | Byte::Zero => 1,
                         Byte::Spill => 2,
+                        Byte::DynptrStart => 3,
+                        Byte::DynptrRest => 4,
                     }
                     .hash(&mut h);
                 }
@@ -713,6 +727,7 @@ fn byte_includes(o: Byte, n: &Slot, j: usize) -> bool {
                     && n.spill.v.const_value() == Some(0))
         }
         Byte::Spill => false,
+        Byte::DynptrStart | Byte::DynptrRest => nb == o,
     }
 }
 
@@ -940,6 +955,13 @@ fn join_slot(a: &Slot, b: &Slot, ids: &mut JoinIds) -> Slot {
 fn join_byte(a: Byte, b: Byte) -> Byte {
     match (a, b) {
         (Byte::Invalid, _) | (_, Byte::Invalid) => Byte::Invalid,
+        (a, b) if a.is_dynptr() || b.is_dynptr() => {
+            if a == b {
+                a
+            } else {
+                Byte::Invalid
+            }
+        }
         (Byte::Zero, Byte::Zero) => Byte::Zero,
         (Byte::Spill, _) | (_, Byte::Spill) => Byte::Invalid,
         _ => Byte::Misc,

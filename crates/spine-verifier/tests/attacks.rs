@@ -64,6 +64,17 @@ macro_rules! attacks {
 
 attacks! {
     arith_on_ctx,
+    dynptr_misaligned,
+    dynptr_used_after_overwrite,
+    dynptr_rdwr_slice_changes_stack_value,
+    dynptr_rdwr_slice_forges_spill,
+    dynptr_read_bytes,
+    dynptr_slice_leaks_spill,
+    dynptr_slice_outlives_frame,
+    dynptr_slice_past_size,
+    dynptr_slice_rdonly_write,
+    dynptr_slice_size_unknown,
+    dynptr_uninit_slice,
     arith_on_map_handle,
     arith_on_packet_end,
     bad_map_index,

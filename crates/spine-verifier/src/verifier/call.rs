@@ -6,7 +6,7 @@ use super::mem::HelperAccess;
 use super::{Flow, Verifier, K};
 use crate::error::LeakTarget;
 use crate::helpers::{map_func_compatible, ArgType, CallbackKind, RetType};
-use crate::reg::{Kind, Reg};
+use crate::reg::{Kind, Reg, Slice};
 use crate::scalar::Scalar;
 use crate::state::{Byte, Frame, FrameKind, State};
 use spine_abi::helper as h;
@@ -30,6 +30,8 @@ struct CallMeta {
     lock: Option<(u16, u32)>,
     /// The timer argument's map.
     timer_map: Option<u16>,
+    /// A slice's buffer on the stack: its frame and offset.
+    slice_buf: Option<(u8, i16)>,
 }
 
 impl Verifier<'_> {
@@ -166,7 +168,7 @@ impl Verifier<'_> {
             *r = Reg::NOT_INIT;
         }
         if changes_pkt {
-            invalidate(st, |r| r.kind.is_packet_family());
+            invalidate(st, |r| r.kind.is_packet_family() || r.kind.is_pkt_slice());
         }
         let r0 = match ret {
             RetType::Void => Reg::NOT_INIT,
@@ -188,7 +190,19 @@ impl Verifier<'_> {
                 let size = meta.alloc_size.unwrap_or(0) as u32;
                 let rid = self.fresh_id();
                 st.refs.push(rid);
-                Reg { id: self.fresh_id(), ref_id: rid, ..Reg::ptr(Kind::MemOrNull { size }, 0) }
+                let kind = Kind::MemOrNull { size, slice: Slice::No };
+                Reg { id: self.fresh_id(), ref_id: rid, ..Reg::ptr(kind, 0) }
+            }
+            RetType::SliceOrNull { rdonly } => {
+                let size = meta.alloc_size.unwrap_or(0) as u32;
+                self.stack_slices |= meta.slice_buf.is_some();
+                let slice = match (meta.slice_buf, *rdonly) {
+                    (Some((frame, off)), true) => Slice::ReadOnlyStack { frame, off },
+                    (Some((frame, off)), false) => Slice::ReadWriteStack { frame, off },
+                    (None, true) => Slice::ReadOnly,
+                    (None, false) => Slice::ReadWrite,
+                };
+                Reg { id: self.fresh_id(), ..Reg::ptr(Kind::MemOrNull { size, slice }, 0) }
             }
         };
         st.cur_mut().regs[0] = r0;
@@ -501,9 +515,95 @@ impl Verifier<'_> {
                 }
                 meta.timer_map = Some(map);
             }
+            ArgType::DynptrUninit => {
+                let (frame, off) = self.dynptr_at(st, helper, reg, r)?;
+                let f = &mut st.frames[frame];
+                let (first, rest) = dynptr_slots(off);
+                let same = f.slot(first).bytes == [Byte::DynptrStart; 8]
+                    && f.slot(rest).bytes == [Byte::DynptrRest; 8];
+                if !same {
+                    // A dynptr only partly under the new one: refused by name.
+                    super::mem::dynptr_guard(f, off, off + 16)?;
+                }
+                for (i, b) in [(first, Byte::DynptrStart), (rest, Byte::DynptrRest)] {
+                    let s = f.slot_mut(i);
+                    s.bytes = [b; 8];
+                    s.spill = Reg::NOT_INIT;
+                }
+            }
+            ArgType::Dynptr => {
+                let (frame, off) = self.dynptr_at(st, helper, reg, r)?;
+                let f = &st.frames[frame];
+                let (first, rest) = dynptr_slots(off);
+                if f.slot(first).bytes != [Byte::DynptrStart; 8]
+                    || f.slot(rest).bytes != [Byte::DynptrRest; 8]
+                {
+                    return Err(K::DynptrUninit { helper, reg, off });
+                }
+            }
+            ArgType::SliceBuffer => {
+                let ok = r.is_null()
+                    || (is_mem_kind(r.kind)
+                        && !matches!(r.kind, Kind::MapKey { .. })
+                        && !matches!(r.kind, Kind::Mem { slice, .. } if slice.is_rdonly()));
+                if !ok {
+                    return Err(wrong("writable mem or NULL"));
+                }
+                meta.mem = Some((reg, r, HelperAccess::Uninit, true));
+            }
+            ArgType::ConstSizeKnown => {
+                let Some(c) = r.v.const_value().filter(|_| r.is_scalar()) else {
+                    return Err(K::HelperSizeNotConst { helper, reg });
+                };
+                if c >= MAX_VAR_SIZ {
+                    return Err(K::HelperSizeUnbounded { helper, reg, umax: c });
+                }
+                let Some((preg, ptr, access, _)) = meta.mem.take() else {
+                    return Err(wrong("size after memory"));
+                };
+                if !ptr.is_null() {
+                    self.helper_mem(st, helper, preg, ptr, &Scalar::constant(c), access)?;
+                }
+                if let Kind::Stack { frame } = ptr.kind {
+                    // Only a buffer at a known place can be followed while the slice
+                    // lives.
+                    let Some(off) = ptr.const_off().and_then(|o| i16::try_from(o).ok()) else {
+                        return Err(wrong("a stack buffer at a constant offset"));
+                    };
+                    meta.slice_buf = Some((frame, off));
+                }
+                meta.alloc_size = Some(c);
+            }
         }
         Ok(())
     }
+
+    /// Where a dynptr argument points: its frame and (constant, 8-aligned) offset,
+    /// with 16 bytes of the frame there, as the kernel's `dynptr_get_spi` demands.
+    fn dynptr_at(&mut self, st: &State, helper: u32, reg: u8, r: Reg) -> Result<(usize, i64), K> {
+        let Kind::Stack { frame } = r.kind else {
+            return Err(K::HelperArgType {
+                helper,
+                reg,
+                expected: "fp (a struct bpf_dynptr on the stack)",
+                found: r.kind.name(),
+            });
+        };
+        let frame = usize::from(frame);
+        let off = r.const_off().unwrap_or(i64::MAX);
+        let limit = -i64::from(self.env.limits.stack_per_frame);
+        if frame >= st.frames.len() || off % 8 != 0 || off > -16 || off < limit {
+            return Err(K::DynptrOffset { helper, reg, off });
+        }
+        self.record_depth(st, frame, off);
+        Ok((frame, off))
+    }
+}
+
+/// The slots of a dynptr at frame offset `off`: (its first 8 bytes, its last 8).
+fn dynptr_slots(off: i64) -> (usize, usize) {
+    let first = (-off / 8 - 1) as usize;
+    (first, first - 1)
 }
 
 /// Pointer kinds a helper may read or write through.
@@ -517,6 +617,17 @@ fn is_mem_kind(k: Kind) -> bool {
             | Kind::Mem { .. }
             | Kind::MapKey { .. }
     )
+}
+
+/// Slices whose buffer lies in frame `frame` or deeper become unusable: that stack is
+/// gone once the frame returns.
+pub(super) fn invalidate_frame_slices(st: &mut State, frame: usize) {
+    invalidate(st, |r| match r.kind {
+        Kind::Mem { slice, .. } | Kind::MemOrNull { slice, .. } => {
+            slice.stack_buffer().is_some_and(|(f, _)| usize::from(f) >= frame)
+        }
+        _ => false,
+    });
 }
 
 /// Every register and spilled register matching `pred` becomes unusable.

@@ -149,6 +149,14 @@ impl Verifier<'_> {
             (Kind::MapValue { map: m }, Kind::MapValue { map: n }) => m == n,
             (Kind::Mem { .. }, Kind::Mem { .. }) => true,
             (Kind::Ctx, Kind::Ctx) => true,
+            // A dynptr slice is its buffer or the packet: `if (p == buf)
+            // bpf_dynptr_write(...)` writes a copy back, as the kernel's docs advise.
+            (Kind::Mem { slice, .. }, Kind::Stack { .. } | Kind::Packet)
+            | (Kind::Stack { .. } | Kind::Packet, Kind::Mem { slice, .. })
+                if eq && slice != crate::reg::Slice::No =>
+            {
+                true
+            }
             _ => false,
         };
         if same {
@@ -187,11 +195,15 @@ impl Verifier<'_> {
                     }
                 }
                 let site = f.callsite;
+                let gone = st.depth();
                 st.frames.pop();
                 let c = st.cur_mut();
                 c.regs[0] = r0;
                 for r in &mut c.regs[1..6] {
                     *r = Reg::NOT_INIT;
+                }
+                if self.stack_slices {
+                    super::call::invalidate_frame_slices(st, gone);
                 }
                 Ok(Flow::Next(site + 1))
             }
@@ -205,7 +217,11 @@ impl Verifier<'_> {
                     return Err(K::CallbackReturn { found: crate::fmt::reg(&r0, &self.maps) });
                 }
                 let site = f.callsite;
+                let gone = st.depth();
                 st.frames.pop();
+                if self.stack_slices {
+                    super::call::invalidate_frame_slices(st, gone);
+                }
                 // Back to the helper call: it may invoke the callback again or return.
                 Ok(Flow::Next(site))
             }

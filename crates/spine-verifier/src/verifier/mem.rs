@@ -237,7 +237,10 @@ impl Verifier<'_> {
                 }
                 Ok(Region::MapValue { map: m })
             }
-            Kind::Mem { size: ms } => {
+            Kind::Mem { size: ms, slice } => {
+                if write && slice.is_rdonly() {
+                    return Err(K::ReadOnlySlice { reg });
+                }
                 Self::bounded(&ptr, reg, off, size, ms, |o| K::MemOutOfBounds {
                     reg,
                     off: o,
@@ -427,6 +430,7 @@ impl Verifier<'_> {
         sx: bool,
     ) -> Result<Reg, K> {
         let f = &st.frames[frame];
+        dynptr_guard(f, o, o + size as i64)?;
         let (slot, idx) = f.byte(o);
         let s = f.slot(slot);
         let n = size as usize;
@@ -470,6 +474,7 @@ impl Verifier<'_> {
     /// Every byte of `[lo, hi)` holds initialised data (no pointer bits).
     fn stack_read_range(&mut self, st: &State, frame: usize, lo: i64, hi: i64) -> Result<(), K> {
         let f = &st.frames[frame];
+        dynptr_guard(f, lo, hi)?;
         for o in lo..hi {
             let (slot, idx) = f.byte(o);
             let s = f.slot(slot);
@@ -505,7 +510,20 @@ impl Verifier<'_> {
                 }
             }
         }
+        let mut val = val;
+        if let Some(rw) =
+            self.stack_slices.then(|| under_slice(st, frame, o, o + n as i64)).flatten()
+        {
+            if matches!(val, Val::Reg(r) if r.kind.is_pointer()) {
+                return Err(K::SpillUnderSlice { off: o });
+            }
+            if rw {
+                // A number stored under a live writable slice keeps no value.
+                val = Val::Reg(Reg::scalar(Scalar::unknown_bytes(size as u32)));
+            }
+        }
         let f = &mut st.frames[frame];
+        dynptr_destroy(f, o, o + n as i64);
         let (slot, idx) = f.byte(o);
         let s = f.slot_mut(slot);
         if idx == 0 {
@@ -544,7 +562,9 @@ impl Verifier<'_> {
         hi: i64,
         zero: bool,
     ) -> Result<(), K> {
+        let zero = zero && !(self.stack_slices && under_slice(st, frame, lo, hi) == Some(true));
         let f = &mut st.frames[frame];
+        dynptr_guard(f, lo, hi)?;
         for o in lo..hi {
             let (slot, idx) = f.byte(o);
             if f.slot(slot).has_pointer_spill() {
@@ -603,6 +623,7 @@ impl Verifier<'_> {
                     _ => (0, 0),
                 };
                 let f = &mut st.frames[frame];
+                dynptr_guard(f, lo, hi)?;
                 for o in lo..hi {
                     let (slot, idx) = f.byte(o);
                     let s = f.slot(slot);
@@ -649,12 +670,17 @@ impl Verifier<'_> {
                 }
                 Ok(())
             }
-            Kind::Mem { size: ms } => Self::bounded(&ptr, reg, 0, max, ms, |o| K::MemOutOfBounds {
-                reg,
-                off: o,
-                size: max,
-                mem_size: ms,
-            }),
+            Kind::Mem { size: ms, slice } => {
+                if write && slice.is_rdonly() {
+                    return Err(K::ReadOnlySlice { reg });
+                }
+                Self::bounded(&ptr, reg, 0, max, ms, |o| K::MemOutOfBounds {
+                    reg,
+                    off: o,
+                    size: max,
+                    mem_size: ms,
+                })
+            }
             Kind::MapKey { map } if !write => {
                 let ks = self.maps[usize::from(map)].key_size;
                 Self::bounded(&ptr, reg, 0, max, ks, |o| K::MemOutOfBounds {
@@ -715,4 +741,62 @@ impl Reg {
 /// for NULL (the kernel types it `struct xdp_sock *`), no readable value.
 fn is_socket_map(t: u32) -> bool {
     matches!(t, spine_abi::map_type::XSKMAP | spine_abi::map_type::SPINE_ENDPOINT)
+}
+
+/// Refuses a load, a variable-offset store or a helper access touching the bytes
+/// `[lo, hi)` of frame `f` where they hold a dynptr (the kernel refuses reads of them
+/// as uninitialised stack, and helpers' writes to them), naming the dynptr.
+pub(super) fn dynptr_guard(f: &crate::state::Frame, lo: i64, hi: i64) -> Result<(), K> {
+    // Dynptrs are rare: look at the slots only when the frame holds one.
+    if !f.stack.iter().any(|s| s.bytes[0].is_dynptr()) {
+        return Ok(());
+    }
+    for o in lo..hi {
+        let (slot, idx) = f.byte(o);
+        let b = f.slot(slot).bytes[idx];
+        if b.is_dynptr() {
+            let start = -8 * (slot as i64 + 1);
+            let dynptr = if b == Byte::DynptrStart { start } else { start - 8 };
+            return Err(K::DynptrAccess { off: o, dynptr });
+        }
+    }
+    Ok(())
+}
+
+/// Whether bytes `[lo, hi)` of frame `frame` may be the buffer of a live slice given a
+/// stack buffer (held in any register or spill of the state): `Some(true)` if one such
+/// slice is writable, `Some(false)` if all are read-only, `None` if there is none.
+fn under_slice(st: &State, frame: usize, lo: i64, hi: i64) -> Option<bool> {
+    let mut hit = None;
+    st.for_each_reg(|r| {
+        if let Kind::Mem { size, slice } | Kind::MemOrNull { size, slice } = r.kind {
+            if let Some((f, off)) = slice.stack_buffer() {
+                let (b_lo, b_hi) = (i64::from(off), i64::from(off) + i64::from(size));
+                if usize::from(f) == frame && lo < b_hi && b_lo < hi {
+                    hit = Some(hit.unwrap_or(false) || !slice.is_rdonly());
+                }
+            }
+        }
+    });
+    hit
+}
+
+/// A store at a fixed offset over a dynptr destroys it, as the kernel's
+/// `destroy_if_dynptr_stack_slot` does: both its slots become unwritten stack, so the
+/// store's other bytes are unreadable and the dynptr can no longer be used.
+fn dynptr_destroy(f: &mut crate::state::Frame, lo: i64, hi: i64) {
+    if !f.stack.iter().any(|s| s.bytes[0].is_dynptr()) {
+        return;
+    }
+    for o in lo..hi {
+        let (slot, idx) = f.byte(o);
+        let first = match f.slot(slot).bytes[idx] {
+            Byte::DynptrStart => slot,
+            Byte::DynptrRest => slot + 1,
+            _ => continue,
+        };
+        for i in [first, first - 1] {
+            *f.slot_mut(i) = crate::state::Slot::default();
+        }
+    }
 }

@@ -161,6 +161,9 @@ pub(crate) struct Verifier<'a> {
     log: String,
     log_full: bool,
     stack_zeroing: bool,
+    /// Some `bpf_dynptr_slice_rdwr` was given a stack buffer: stores into the stack
+    /// must look for live slices that may alias it (see `Slice::ReadWriteStack`).
+    stack_slices: bool,
     sub_depth: Vec<u32>,
     sub_tail_call: Vec<bool>,
     /// (caller function, callee function, call site)
@@ -280,6 +283,7 @@ fn verify_once(
         log: String::new(),
         log_full: false,
         stack_zeroing: false,
+        stack_slices: false,
         sub_depth: vec![0; nsub],
         sub_tail_call: vec![false; nsub],
         call_edges: Vec::new(),
