@@ -209,6 +209,23 @@ pub struct WorkerCounters {
     /// this adapter's memory means nothing over there.
     #[serde(default)]
     pub msg_bulk_remote_refused: u64,
+    /// Pieces of bulk messages (frames of version 2) received on tunnel ports.
+    #[serde(default)]
+    pub msg_bulk_pieces_in: u64,
+    /// Those refused: malformed (short, a total of 0 or over 16 KiB, an offset off a
+    /// piece boundary or past the total, a length not the piece's), a duplicate, or
+    /// one whose handler, destination or total differ from its message's first piece.
+    #[serde(default)]
+    pub msg_bulk_piece_refused: u64,
+    /// Incomplete bulk messages discarded: evicted by a newer message when every
+    /// reassembly slot of the port was busy, or not whole one second after their
+    /// first piece.
+    #[serde(default)]
+    pub msg_bulk_discarded: u64,
+    /// Bulk messages reassembled whole from a tunnel port (their handlers then run, or
+    /// `msg_remote_unhandled`).
+    #[serde(default)]
+    pub msg_bulk_remote_in: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.
