@@ -586,6 +586,7 @@ impl AdapterBuilder {
                 eps,
                 handlers,
                 reasm,
+                bulk_seq: 0,
             });
         }
         {

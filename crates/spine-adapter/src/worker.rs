@@ -242,6 +242,8 @@ pub(crate) struct Worker {
     /// By port: the bulk messages in reassembly, for the tunnel ports this worker owns
     /// (allocated with the worker).
     pub reasm: Vec<Option<crate::reasm::Reassembly>>,
+    /// The id of the last bulk message this worker sent over a tunnel.
+    pub bulk_seq: u32,
 }
 
 /// A port's program as this worker runs it: the slot's value at the last refresh and
@@ -1272,6 +1274,11 @@ impl Worker {
     /// ([`Worker::post`]).
     fn deliver_message(&mut self, k: usize, ext: u16, msg: &spine_runtime::OutMsg) {
         let domain = self.eps.owned[k].domain_ix();
+        if let (Some(bulk), Dest::Endpoint(id)) = (msg.bulk(), msg.to) {
+            if is_remote(id) {
+                return self.send_remote_bulk(k, (domain, ext), id, msg.handler, bulk);
+            }
+        }
         if msg.bulk().is_some() {
             return self.route_bulk(domain, ext, msg);
         }
@@ -1838,6 +1845,78 @@ impl Worker {
         if !taken {
             self.counters.worker.msg_remote_unhandled += 1;
         }
+    }
+
+    /// A bulk message extension `ext` of domain `domain` sent to remote source `id`
+    /// from a handler run on owned endpoint `k`'s message: the reference `(off, len)`
+    /// is into endpoint `k`'s area (where the handler may also write). Split into
+    /// pieces (`spine_endpoint::remote::encode_piece_header`), each read out of the
+    /// area straight into its own pool buffer behind the headers, queued out of the
+    /// tunnel port named in `id` under a message id of this worker's
+    /// (`msg_bulk_remote_out`). Refused (`msg_bulk_remote_refused`, nothing sent) when
+    /// the port is no tunnel or the domain may not use it, `len` is over
+    /// `remote::BULK_MAX` or the range is outside the area; cut short when the pool
+    /// runs dry (also `msg_bulk_remote_refused`: the receiver discards the incomplete
+    /// message).
+    #[cold]
+    fn send_remote_bulk(
+        &mut self,
+        k: usize,
+        (domain, ext): (u16, u16),
+        id: u32,
+        handler: u8,
+        (off, len): (u64, u32),
+    ) {
+        use spine_endpoint::remote::{encode_piece_header, PIECE_HEADER_LEN, PIECE_MAX};
+        let q = ((id >> 16) & 0x3fff) as u16;
+        let tunnel = self.wiring.ports.get(usize::from(q)).is_some_and(|i| i.tunnel);
+        let total = len as usize;
+        let fits = total > 0
+            && total <= spine_endpoint::remote::BULK_MAX
+            && self.eps.owned[k].end.layout().in_area(off, total);
+        if !tunnel || !fits || !self.handlers.domain_may_use(domain, q) {
+            self.counters.worker.msg_bulk_remote_refused += 1;
+            return;
+        }
+        let to = match id & 0xffff {
+            REMOTE_HANDLERS => spine_endpoint::remote::TO_HANDLERS,
+            endpoint => endpoint,
+        };
+        let from = spine_runtime::SOURCE_EXTENSION | u32::from(ext);
+        self.bulk_seq = self.bulk_seq.wrapping_add(1);
+        let fields = (handler, to, from, self.bulk_seq);
+        let head = self.pool.headroom() as usize;
+        for at in (0..total).step_by(PIECE_MAX) {
+            let Some(mut buf) = self.cache.alloc() else {
+                self.counters.worker.msg_bulk_remote_refused += 1;
+                return;
+            };
+            let n = PIECE_MAX.min(total - at);
+            let end = &self.eps.owned[k].end;
+            let written = match self.pool.frame_mut(&mut buf) {
+                Ok(frame) => frame.get_mut(head..).and_then(|room| {
+                    let piece = room.get_mut(PIECE_HEADER_LEN..PIECE_HEADER_LEN + n)?;
+                    // The range was checked against the area above; checked again here.
+                    end.read_area(off + at as u64, piece).then_some(())?;
+                    encode_piece_header(room, fields, total, at)
+                }),
+                Err(_) => None,
+            };
+            let meta = written.map(|len| BufMeta {
+                data_off: head as u32,
+                len: len as u32,
+                meta_len: 0,
+                port: u32::from(q),
+                ts_ns: 0,
+            });
+            if meta.filter(|m| self.pool.set_meta(&mut buf, *m).is_ok()).is_none() {
+                self.counters.worker.msg_bulk_remote_refused += 1;
+                let _ = self.cache.free(buf);
+                return;
+            }
+            self.transmit(buf, q, q, 0);
+        }
+        self.counters.worker.msg_bulk_remote_out += 1;
     }
 
     /// A message extension `ext` of domain `domain` sent to remote source `id`

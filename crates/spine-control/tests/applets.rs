@@ -724,11 +724,17 @@ fn tunnel_end_bulk(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
     let mut b = AdapterBuilder::new(options()).unwrap();
     let port = UdpPort::open("tun", local, peer, 0).unwrap();
     b.add_port("tun", Device::Udp(port), None).unwrap();
-    let names: Vec<String> =
-        ["map_lookup_elem", "spine_msg_send", "spine_msg_bulk_len", "spine_msg_bulk_read"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let names: Vec<String> = [
+        "map_lookup_elem",
+        "map_update_elem",
+        "spine_msg_send",
+        "spine_msg_bulk_len",
+        "spine_msg_bulk_read",
+        "spine_msg_send_bulk",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
     b.add_domain(DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() })
         .unwrap();
@@ -907,4 +913,63 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded), (refused, 5));
     assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs), (4, 4));
     assert_eq!(wb.msg_bulk_pieces_in, 3 + refused + 9 + 5 + 1);
+}
+
+/// Bulk messages sent by the adapter itself: on adapter A, handler 13
+/// (`tests/fixtures/bulk_fwd.c`), run on a small message from A's application naming a
+/// region of its endpoint's buffer area (reserved and written by the application),
+/// sends that region with `spine_msg_send_bulk` to the handlers over the tunnel. A's
+/// worker reads the region out of the area piece by piece into pool buffers and sends
+/// the pieces; B reassembles them and runs handler 12 (`bulk_sum.c`), whose answer goes
+/// back to A's handler 12, which hands it to the application. 3,000 and 8,000 bytes
+/// arrive with the right checksums; a region past the area's end and one over 16 KiB are
+/// refused on A (`msg_bulk_remote_refused`) and nothing of them is sent; pools whole.
+#[test]
+fn a_handler_sends_a_region_of_its_endpoints_area_as_a_bulk_message_over_a_tunnel() {
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rs-a");
+    let b = tunnel_end_bulk(lb, la, "rs-b");
+    a.live.load("fwd", &build("tests/fixtures", "bulk_fwd"), None, "msgs").unwrap();
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("the workers run the handler tables", || {
+        a.live.handlers_settled() && b.live.handlers_settled()
+    });
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("tun", 7000) };
+    let mut ea = Endpoint::open(&a.sock, &chan).unwrap();
+    a.served(1);
+    let request = |off: u64, len: u32| {
+        let mut r = off.to_ne_bytes().to_vec();
+        r.extend_from_slice(&len.to_ne_bytes());
+        r.extend_from_slice(&[0; 4]);
+        r
+    };
+    let sent = |r: &Running1| {
+        let v = r.live.map_lookup("fwd", "sent", &0u32.to_ne_bytes()).unwrap();
+        i64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    let off = ea.reserve_area(5).expect("area frames for the data");
+    for (i, size) in [3000usize, 8000].into_iter().enumerate() {
+        let data: Vec<u8> = (0..size).map(|j| (j * 13 + j / 97 + i) as u8).collect();
+        assert!(ea.write_area(off, &data));
+        until("room for the request", || ea.send_message(13, &request(off, size as u32)));
+        let got = replies_n(&mut ea, 1);
+        assert_eq!(got[0].1.map(|m| m.0), Some(12));
+        assert_eq!(bulk_answer(&got[0].0), bulk_sum(&data), "the {size}-byte region");
+        assert_eq!(sent(&a), 0);
+    }
+    // Past the area's end, and over the 16 KiB a tunnel carries: refused on A.
+    let area = ea.layout().area_bytes() as u64;
+    for (o, len) in [(area - 100, 200), (0, 16 * 1024 + 1)] {
+        until("room for the request", || ea.send_message(13, &request(o, len)));
+    }
+    until("A refuses both", || a.live.totals().workers[0].msg_bulk_remote_refused == 2);
+    assert_eq!(ea.recv(64, |_| {}), 0, "no answer to a refused message");
+    drop(ea);
+    let (ta, tb) = (a.finish(), b.finish());
+    let (wa, wb) = (&ta.workers[0], &tb.workers[0]);
+    assert_eq!((wa.msg_bulk_remote_out, wa.msg_bulk_remote_refused), (2, 2));
+    assert_eq!(
+        (wb.msg_bulk_pieces_in, wb.msg_bulk_remote_in, wb.msg_bulk_piece_refused),
+        (3 + 8, 2, 0)
+    );
 }

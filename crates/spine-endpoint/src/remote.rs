@@ -226,6 +226,27 @@ pub fn encode_piece(
     let data = &msg[offset..msg.len().min(offset + PIECE_MAX)];
     let n = PIECE_HEADER_LEN + data.len();
     let out = out.get_mut(..n)?;
+    out[PIECE_HEADER_LEN..n].copy_from_slice(data);
+    encode_piece_header(out, (handler, to, from, id), msg.len(), offset)
+}
+
+/// Writes the headers of the piece at `offset` of a `total`-byte message into `out`,
+/// whose bytes from [`PIECE_HEADER_LEN`] on already hold the piece (for a sender that
+/// copies the piece into place itself); returns the frame's length, or `None` when
+/// `total` is 0 or over [`BULK_MAX`], `offset` is no piece boundary below it, or `out`
+/// is too short for the piece.
+pub fn encode_piece_header(
+    out: &mut [u8],
+    (handler, to, from, id): (u8, u32, u32, u32),
+    total: usize,
+    offset: usize,
+) -> Option<usize> {
+    if total == 0 || total > BULK_MAX || offset >= total || offset % PIECE_MAX != 0 {
+        return None;
+    }
+    let len = PIECE_MAX.min(total - offset);
+    let n = PIECE_HEADER_LEN + len;
+    let out = out.get_mut(..n)?;
     out[0..6].fill(0xff);
     out[6..12].fill(0);
     out[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
@@ -234,11 +255,10 @@ pub fn encode_piece(
     out[17] = handler;
     out[18..22].copy_from_slice(&to.to_be_bytes());
     out[22..26].copy_from_slice(&from.to_be_bytes());
-    out[26..28].copy_from_slice(&(data.len() as u16).to_be_bytes());
+    out[26..28].copy_from_slice(&(len as u16).to_be_bytes());
     out[28..32].copy_from_slice(&id.to_be_bytes());
-    out[32..36].copy_from_slice(&(msg.len() as u32).to_be_bytes());
+    out[32..36].copy_from_slice(&(total as u32).to_be_bytes());
     out[36..40].copy_from_slice(&(offset as u32).to_be_bytes());
-    out[PIECE_HEADER_LEN..n].copy_from_slice(data);
     Some(n)
 }
 
