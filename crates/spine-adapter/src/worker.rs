@@ -1168,8 +1168,10 @@ impl Worker {
     /// a bad one counted `bad_desc` there); `msg_delivered`, else `msg_undelivered`. For
     /// an endpoint another worker serves, the reference is handed over
     /// ([`Worker::hand_message`]) and checked there against that endpoint's area. To a
-    /// remote source it is refused (`msg_bulk_remote_refused`): the reference is into
-    /// this adapter's memory and the tunnel frame carries at most 240 bytes.
+    /// remote source it is refused here (`msg_bulk_remote_refused`): from an XDP
+    /// program, an applet, a posted or a remote message there is no endpoint area the
+    /// reference could be into (a handler run on an endpoint's message sends it,
+    /// [`Worker::send_remote_bulk`]).
     ///
     /// [`AdapterEnd::deliver_bulk_message`]: spine_endpoint::AdapterEnd::deliver_bulk_message
     #[cold]
