@@ -768,8 +768,11 @@ fn send_all(ep: &mut Endpoint, frames: &[Vec<u8>]) {
     }
 }
 
+/// A received message and its mark (handler, source).
+type MarkedMsg = (Vec<u8>, Option<(u8, u16)>);
+
 /// Waits for `n` marked messages on `ep`.
-fn replies_n(ep: &mut Endpoint, n: usize) -> Vec<(Vec<u8>, Option<(u8, u16)>)> {
+fn replies_n(ep: &mut Endpoint, n: usize) -> Vec<MarkedMsg> {
     let mut got = Vec::new();
     until("the replies", || {
         ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
@@ -879,8 +882,8 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     // Two messages, pieces interleaved.
     let ((y, fy), (z, fz)) = (msg(2, 5000), msg(3, 4000));
     let mut inter = Vec::new();
-    for i in 0..fy.len() {
-        inter.push(fy[i].clone());
+    for (i, f) in fy.iter().enumerate() {
+        inter.push(f.clone());
         if let Some(f) = fz.get(i) {
             inter.push(f.clone());
         }

@@ -200,7 +200,7 @@ pub fn parse_piece(frame: &[u8]) -> Result<Piece<'_>, PieceError> {
     if total == 0 || total as usize > BULK_MAX {
         return Err(PieceError::BadTotal { total });
     }
-    if offset >= total || offset as usize % PIECE_MAX != 0 {
+    if offset >= total || !(offset as usize).is_multiple_of(PIECE_MAX) {
         return Err(PieceError::BadOffset { offset, total });
     }
     let want = PIECE_MAX.min((total - offset) as usize);
@@ -220,7 +220,11 @@ pub fn encode_piece(
     msg: &[u8],
     offset: usize,
 ) -> Option<usize> {
-    if msg.is_empty() || msg.len() > BULK_MAX || offset >= msg.len() || offset % PIECE_MAX != 0 {
+    if msg.is_empty()
+        || msg.len() > BULK_MAX
+        || offset >= msg.len()
+        || !offset.is_multiple_of(PIECE_MAX)
+    {
         return None;
     }
     let data = &msg[offset..msg.len().min(offset + PIECE_MAX)];
@@ -241,7 +245,7 @@ pub fn encode_piece_header(
     total: usize,
     offset: usize,
 ) -> Option<usize> {
-    if total == 0 || total > BULK_MAX || offset >= total || offset % PIECE_MAX != 0 {
+    if total == 0 || total > BULK_MAX || offset >= total || !offset.is_multiple_of(PIECE_MAX) {
         return None;
     }
     let len = PIECE_MAX.min(total - offset);
