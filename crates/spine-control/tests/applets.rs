@@ -835,7 +835,8 @@ fn bulk_messages_cross_a_tunnel_in_pieces_and_the_handler_reads_all_of_them() {
 /// interleaved pieces both arrive exactly; five incomplete messages (one more than the
 /// port's reassembly slots) are each discarded exactly once, by eviction or, after more
 /// than the one-second timeout, when the next piece arrives. Nothing runs for a refused
-/// or incomplete message, and both pools are whole at the end.
+/// or incomplete message; a whole one addressed to an endpoint is counted unhandled
+/// (delivery to endpoints is not built); both pools are whole at the end.
 #[test]
 fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     use spine_client::remote;
@@ -896,12 +897,16 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     until("B counts the refused pieces", || {
         b.live.totals().workers[0].msg_bulk_piece_refused == refused
     });
+    // A whole bulk message for an endpoint (not the handlers): reassembled, not
+    // delivered (not built), counted unhandled.
+    send_all(&mut ea, &remote::bulk_frames(12, 1, me, 300, b"for an endpoint").unwrap());
+    until("B counts it unhandled", || b.live.totals().workers[0].msg_remote_unhandled == 1);
     // Five incomplete messages: the fifth evicts the oldest. After the timeout, a whole
     // one-piece message discards the four others as it arrives, and runs.
     let firsts: Vec<Vec<u8>> = (100..105).map(|id| msg(id, 3000).1.remove(0)).collect();
     send_all(&mut ea, &firsts);
     until("B takes the five first pieces", || {
-        b.live.totals().workers[0].msg_bulk_pieces_in == 3 + refused + 9 + 5
+        b.live.totals().workers[0].msg_bulk_pieces_in == 3 + refused + 9 + 1 + 5
     });
     std::thread::sleep(Duration::from_millis(1100));
     let (w, fw) = msg(200, 10);
@@ -914,8 +919,8 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     let (_ta, tb) = (a.finish(), b.finish());
     let wb = &tb.workers[0];
     assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded), (refused, 5));
-    assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs), (4, 4));
-    assert_eq!(wb.msg_bulk_pieces_in, 3 + refused + 9 + 5 + 1);
+    assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_remote_unhandled), (5, 4, 1));
+    assert_eq!(wb.msg_bulk_pieces_in, 3 + refused + 9 + 1 + 5 + 1);
 }
 
 /// Bulk messages sent by the adapter itself: on adapter A, handler 13
