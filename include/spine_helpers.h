@@ -238,7 +238,12 @@ static long (*spine_msg_bulk_write)(void *ctx, __u64 offset, const void *src, __
  * adapter checks the reference against the area when it delivers it (a bad one is
  * counted bad_desc on the endpoint and msg_undelivered) and delivers only to an endpoint
  * of the sender's domain (one another worker serves gets the reference through the
- * worker rings); a remote source (a tunnel) is refused, counted msg_bulk_remote_refused.
+ * worker rings). To a remote source (a tunnel: SPINE_MSG_SOURCE_REMOTE | port index << 16
+ * | endpoint id or SPINE_MSG_REMOTE_HANDLERS) only from a handler run on an endpoint's
+ * message: the reference is then into that endpoint's area, and the adapter sends its
+ * bytes (at most 16 KiB) over the tunnel in pieces, reassembled over there before the
+ * handlers run (msg_bulk_remote_out); from anywhere else, over 16 KiB or outside the
+ * area, it is refused, counted msg_bulk_remote_refused.
  * ctx as for spine_msg_send.
  * Returns 0 once queued, -EINVAL (endpoint or handler out of range, len 0), -ENOSPC
  * (more than 64 messages in one burst). */

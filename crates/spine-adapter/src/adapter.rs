@@ -554,6 +554,13 @@ impl AdapterBuilder {
             let eps = crate::endpoints::WorkerEps::new(shared.endpoints.slot.reader(), nports);
             let handlers = shared.handlers.worker(index);
             let rx_ports = (0..nports as u16).filter(|&p| devs[p as usize].is_some()).collect();
+            // Reassembly room for bulk messages on each tunnel port this worker owns.
+            let reasm = (0..nports)
+                .map(|p| {
+                    (devs[p].is_some() && wiring.ports[p].tunnel)
+                        .then(crate::reasm::Reassembly::new)
+                })
+                .collect();
             workers.push(Worker {
                 index,
                 pool: pool.clone(),
@@ -578,6 +585,8 @@ impl AdapterBuilder {
                 scratch: BurstScratch::new(opts.burst, pool.buf_size() as usize),
                 eps,
                 handlers,
+                reasm,
+                bulk_seq: 0,
             });
         }
         {

@@ -204,11 +204,35 @@ pub struct WorkerCounters {
     /// pool buffer, or the port is no tunnel): dropped.
     #[serde(default)]
     pub msg_remote_out_dropped: u64,
-    /// Bulk messages (`spine_msg_send_bulk`) addressed to a remote source: refused,
-    /// since the tunnel frame carries at most 240 bytes of payload and a reference into
-    /// this adapter's memory means nothing over there.
+    /// Bulk messages (`spine_msg_send_bulk`) addressed to a remote source and refused:
+    /// sent from anywhere but a handler run on an endpoint's message (no endpoint area
+    /// the reference could be into), over 16 KiB, outside that endpoint's area, to a
+    /// port that is no tunnel or the sender's domain may not use, or cut short for want
+    /// of pool buffers (the pieces already sent are discarded over there).
     #[serde(default)]
     pub msg_bulk_remote_refused: u64,
+    /// Pieces of bulk messages (frames of version 2) received on tunnel ports.
+    #[serde(default)]
+    pub msg_bulk_pieces_in: u64,
+    /// Those refused: malformed (short, a total of 0 or over 16 KiB, an offset off a
+    /// piece boundary or past the total, a length not the piece's), a duplicate, or
+    /// one whose handler, destination or total differ from its message's first piece.
+    #[serde(default)]
+    pub msg_bulk_piece_refused: u64,
+    /// Incomplete bulk messages discarded: evicted by a newer message when every
+    /// reassembly slot of the port was busy, or not whole one second after their
+    /// first piece.
+    #[serde(default)]
+    pub msg_bulk_discarded: u64,
+    /// Bulk messages reassembled whole from a tunnel port (their handlers then run, or
+    /// `msg_remote_unhandled`).
+    #[serde(default)]
+    pub msg_bulk_remote_in: u64,
+    /// Bulk messages handlers sent to a remote source from an endpoint's message
+    /// (`spine_msg_send_bulk`, the reference into that endpoint's area), queued out of
+    /// the tunnel port in pieces.
+    #[serde(default)]
+    pub msg_bulk_remote_out: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.

@@ -318,6 +318,55 @@ impl Host for EndpointHost<'_> {
     }
 }
 
+/// The host the handlers of a bulk message reassembled from a tunnel port run with:
+/// the worker's, plus the message's bytes (in the port's reassembly slot, owned by the
+/// worker). Reads are checked against the data's length; `spine_msg_bulk_write`
+/// answers -EINVAL (there is no endpoint area to write into).
+pub(crate) struct SliceBulkHost<'a> {
+    pub inner: &'a mut dyn Host,
+    pub data: &'a [u8],
+}
+
+impl Host for SliceBulkHost<'_> {
+    fn now_ns(&mut self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn tai_ns(&mut self) -> u64 {
+        self.inner.tai_ns()
+    }
+    fn thread_cpu_ns(&mut self) -> Option<u64> {
+        self.inner.thread_cpu_ns()
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        self.inner.prandom_u32()
+    }
+    fn trace(&mut self, cpu: usize, line: &[u8]) {
+        self.inner.trace(cpu, line);
+    }
+    fn event(&mut self, ev: &Event<'_>) {
+        self.inner.event(ev);
+    }
+    fn fib(&self) -> Option<&FibEnv> {
+        self.inner.fib()
+    }
+    fn bulk_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+    fn bulk_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), i64> {
+        let range = usize::try_from(offset)
+            .ok()
+            .and_then(|o| Some(o..o.checked_add(out.len())?))
+            .and_then(|r| self.data.get(r));
+        match range {
+            Some(src) => {
+                out.copy_from_slice(src);
+                Ok(())
+            }
+            None => Err(spine_abi::errno::EFAULT),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

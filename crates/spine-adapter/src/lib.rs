@@ -31,6 +31,7 @@ mod hostpath;
 pub mod live;
 pub mod logbuf;
 mod program;
+mod reasm;
 #[expect(unsafe_code, reason = "the lock-free worker-to-worker ring hands values across threads")]
 mod ring;
 pub mod ringfollow;

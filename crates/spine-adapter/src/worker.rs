@@ -239,6 +239,11 @@ pub(crate) struct Worker {
     pub eps: crate::endpoints::WorkerEps,
     /// This worker's runners of every loaded extension's active-message handlers.
     pub handlers: crate::handlers::WorkerHandlers,
+    /// By port: the bulk messages in reassembly, for the tunnel ports this worker owns
+    /// (allocated with the worker).
+    pub reasm: Vec<Option<crate::reasm::Reassembly>>,
+    /// The id of the last bulk message this worker sent over a tunnel.
+    pub bulk_seq: u32,
 }
 
 /// A port's program as this worker runs it: the slot's value at the last refresh and
@@ -1163,8 +1168,10 @@ impl Worker {
     /// a bad one counted `bad_desc` there); `msg_delivered`, else `msg_undelivered`. For
     /// an endpoint another worker serves, the reference is handed over
     /// ([`Worker::hand_message`]) and checked there against that endpoint's area. To a
-    /// remote source it is refused (`msg_bulk_remote_refused`): the reference is into
-    /// this adapter's memory and the tunnel frame carries at most 240 bytes.
+    /// remote source it is refused here (`msg_bulk_remote_refused`): from an XDP
+    /// program, an applet, a posted or a remote message there is no endpoint area the
+    /// reference could be into (a handler run on an endpoint's message sends it,
+    /// [`Worker::send_remote_bulk`]).
     ///
     /// [`AdapterEnd::deliver_bulk_message`]: spine_endpoint::AdapterEnd::deliver_bulk_message
     #[cold]
@@ -1269,6 +1276,11 @@ impl Worker {
     /// ([`Worker::post`]).
     fn deliver_message(&mut self, k: usize, ext: u16, msg: &spine_runtime::OutMsg) {
         let domain = self.eps.owned[k].domain_ix();
+        if let (Some(bulk), Dest::Endpoint(id)) = (msg.bulk(), msg.to) {
+            if is_remote(id) {
+                return self.send_remote_bulk(k, (domain, ext), id, msg.handler, bulk);
+            }
+        }
         if msg.bulk().is_some() {
             return self.route_bulk(domain, ext, msg);
         }
@@ -1634,6 +1646,16 @@ fn is_remote(id: u32) -> bool {
     id & 0xC000_0000 == spine_runtime::SOURCE_REMOTE
 }
 
+/// The source a message from tunnel port `p` carries to its handlers:
+/// `SOURCE_REMOTE | p << 16 |` the peer's claimed sender's low 16 bits, or 0xffff when
+/// an extension over there sent it (a reply then goes to that adapter's handlers, not
+/// to an endpoint).
+fn remote_source(p: u16, from: u32) -> u32 {
+    let sender =
+        if from & spine_runtime::SOURCE_EXTENSION != 0 { REMOTE_HANDLERS } else { from & 0xffff };
+    spine_runtime::SOURCE_REMOTE | (u32::from(p) & 0x3fff) << 16 | sender
+}
+
 impl Worker {
     /// Takes the active-message frames (ethertype 0x88B6) out of the burst just
     /// received on tunnel port `p`, each handled by [`Worker::remote_message`]; the
@@ -1673,6 +1695,10 @@ impl Worker {
         let c = &mut self.counters.ports[pi];
         c.rx_packets += 1;
         c.rx_bytes += u64::from(self.pool.meta(&buf).map_or(0, |m| m.len));
+        let bulk = spine_endpoint::remote::BULK_VERSION;
+        if self.pool.data(&buf).ok().and_then(spine_endpoint::remote::version) == Some(bulk) {
+            return self.remote_piece(buf, p);
+        }
         self.counters.worker.msg_remote_in += 1;
         let mut payload = [0u8; spine_runtime::MSG_MAX];
         let parsed = self.pool.data(&buf).ok().and_then(|f| spine_endpoint::remote::parse(f).ok());
@@ -1697,14 +1723,7 @@ impl Worker {
             }
         } else {
             let head = self.pool.headroom() as usize;
-            // A message an extension over there sent: replies go to that adapter's
-            // handlers (sender 0xffff), not to an endpoint.
-            let sender = if from & spine_runtime::SOURCE_EXTENSION != 0 {
-                REMOTE_HANDLERS
-            } else {
-                from & 0xffff
-            };
-            let source = spine_runtime::SOURCE_REMOTE | (u32::from(p) & 0x3fff) << 16 | sender;
+            let source = remote_source(p, from);
             for r in 0..self.handlers.runners.len() {
                 let h = &self.handlers.runners[r];
                 if h.number != handler
@@ -1738,6 +1757,168 @@ impl Worker {
             self.counters.worker.msg_remote_unhandled += 1;
         }
         let _ = self.cache.free(buf);
+    }
+
+    /// A piece of a bulk message from another adapter, in `buf` received on tunnel
+    /// port `p`: checked (`spine_endpoint::remote::parse_piece`) and stored into the
+    /// port's reassembly slots (`crate::reasm`); anything refused is counted
+    /// `msg_bulk_piece_refused`, incomplete messages given up `msg_bulk_discarded`. The
+    /// piece that completes a message (`msg_bulk_remote_in`) runs its handlers
+    /// ([`Worker::run_remote_bulk`]); the buffer always goes back to the pool.
+    #[cold]
+    fn remote_piece(&mut self, mut buf: Buf, p: u16) {
+        use crate::reasm::Offer;
+        let pi = usize::from(p);
+        self.counters.worker.msg_bulk_pieces_in += 1;
+        let now = crate::sys::monotonic_ns();
+        let offered = match (self.pool.data(&buf), self.reasm.get_mut(pi)) {
+            (Ok(f), Some(Some(r))) => {
+                spine_endpoint::remote::parse_piece(f).ok().map(|pc| r.offer(&pc, now))
+            }
+            _ => None,
+        };
+        let w = &mut self.counters.worker;
+        match offered {
+            None | Some((Offer::Duplicate | Offer::Mismatch, _)) => w.msg_bulk_piece_refused += 1,
+            Some((Offer::Stored, _)) => {}
+            Some((Offer::Complete(at), _)) => {
+                w.msg_bulk_remote_in += 1;
+                self.run_remote_bulk(&mut buf, p, at);
+                if let Some(Some(r)) = self.reasm.get_mut(pi) {
+                    r.release(at);
+                }
+            }
+        }
+        if let Some((_, discarded)) = offered {
+            self.counters.worker.msg_bulk_discarded += u64::from(discarded);
+        }
+        let _ = self.cache.free(buf);
+    }
+
+    /// Runs handler N of every extension whose domain may use tunnel port `p` on the
+    /// whole bulk message in reassembly slot `at` of the port, as for a small message
+    /// from the port (the same source), with no payload (`ctx->len` 0) and the data
+    /// read with `spine_msg_bulk_len`/`spine_msg_bulk_read`
+    /// ([`crate::handlers::SliceBulkHost`]); the runs use `buf` (the last piece's pool
+    /// buffer) as their frame. A bulk message for an endpoint is not delivered (no
+    /// adapter-owned room in the endpoint's area to put it): `msg_remote_unhandled`,
+    /// as is one no handler takes.
+    fn run_remote_bulk(&mut self, buf: &mut Buf, p: u16, at: usize) {
+        let pi = usize::from(p);
+        let Some(w) = self.reasm.get(pi).and_then(Option::as_ref).and_then(|r| r.message(at))
+        else {
+            return;
+        };
+        let (handler, to, from) = (w.handler, w.to, w.from);
+        let mut taken = false;
+        if to == spine_endpoint::remote::TO_HANDLERS {
+            let head = self.pool.headroom() as usize;
+            let source = remote_source(p, from);
+            for r in 0..self.handlers.runners.len() {
+                let h = &self.handlers.runners[r];
+                if h.number != handler
+                    || !h.runner.is_attached()
+                    || !self.handlers.domain_may_use(h.domain, p)
+                {
+                    continue;
+                }
+                taken = true;
+                let Ok(frame) = self.pool.frame_mut(buf) else { break };
+                let data = self.reasm.get(pi).and_then(Option::as_ref).and_then(|r| r.message(at));
+                let Some(data) = data.map(|w| w.data) else { break };
+                let mut host = crate::handlers::SliceBulkHost { inner: &mut self.host, data };
+                let mut bounds = Bounds { meta: head, data: head, end: head };
+                self.counters.worker.msg_remote_runs += 1;
+                let h = &mut self.handlers.runners[r];
+                let faulted = h
+                    .runner
+                    .run_message_raw(frame, self.geometry, &mut bounds, source, &mut host)
+                    .is_err();
+                if faulted {
+                    continue;
+                }
+                let (domain, ext) = (h.domain, h.ext);
+                for m in 0..self.handlers.runners[r].runner.outbox().len() {
+                    let msg = self.handlers.runners[r].runner.outbox()[m];
+                    self.route_message(domain, ext, &msg);
+                }
+            }
+        }
+        if !taken {
+            self.counters.worker.msg_remote_unhandled += 1;
+        }
+    }
+
+    /// A bulk message extension `ext` of domain `domain` sent to remote source `id`
+    /// from a handler run on owned endpoint `k`'s message: the reference `(off, len)`
+    /// is into endpoint `k`'s area (where the handler may also write). Split into
+    /// pieces (`spine_endpoint::remote::encode_piece_header`), each read out of the
+    /// area straight into its own pool buffer behind the headers, queued out of the
+    /// tunnel port named in `id` under a message id of this worker's
+    /// (`msg_bulk_remote_out`). Refused (`msg_bulk_remote_refused`, nothing sent) when
+    /// the port is no tunnel or the domain may not use it, `len` is over
+    /// `remote::BULK_MAX` or the range is outside the area; cut short when the pool
+    /// runs dry (also `msg_bulk_remote_refused`: the receiver discards the incomplete
+    /// message).
+    #[cold]
+    fn send_remote_bulk(
+        &mut self,
+        k: usize,
+        (domain, ext): (u16, u16),
+        id: u32,
+        handler: u8,
+        (off, len): (u64, u32),
+    ) {
+        use spine_endpoint::remote::{encode_piece_header, PIECE_HEADER_LEN, PIECE_MAX};
+        let q = ((id >> 16) & 0x3fff) as u16;
+        let tunnel = self.wiring.ports.get(usize::from(q)).is_some_and(|i| i.tunnel);
+        let total = len as usize;
+        let fits = total > 0
+            && total <= spine_endpoint::remote::BULK_MAX
+            && self.eps.owned[k].end.layout().in_area(off, total);
+        if !tunnel || !fits || !self.handlers.domain_may_use(domain, q) {
+            self.counters.worker.msg_bulk_remote_refused += 1;
+            return;
+        }
+        let to = match id & 0xffff {
+            REMOTE_HANDLERS => spine_endpoint::remote::TO_HANDLERS,
+            endpoint => endpoint,
+        };
+        let from = spine_runtime::SOURCE_EXTENSION | u32::from(ext);
+        self.bulk_seq = self.bulk_seq.wrapping_add(1);
+        let fields = (handler, to, from, self.bulk_seq);
+        let head = self.pool.headroom() as usize;
+        for at in (0..total).step_by(PIECE_MAX) {
+            let Some(mut buf) = self.cache.alloc() else {
+                self.counters.worker.msg_bulk_remote_refused += 1;
+                return;
+            };
+            let n = PIECE_MAX.min(total - at);
+            let end = &self.eps.owned[k].end;
+            let written = match self.pool.frame_mut(&mut buf) {
+                Ok(frame) => frame.get_mut(head..).and_then(|room| {
+                    let piece = room.get_mut(PIECE_HEADER_LEN..PIECE_HEADER_LEN + n)?;
+                    // The range was checked against the area above; checked again here.
+                    end.read_area(off + at as u64, piece).then_some(())?;
+                    encode_piece_header(room, fields, total, at)
+                }),
+                Err(_) => None,
+            };
+            let meta = written.map(|len| BufMeta {
+                data_off: head as u32,
+                len: len as u32,
+                meta_len: 0,
+                port: u32::from(q),
+                ts_ns: 0,
+            });
+            if meta.filter(|m| self.pool.set_meta(&mut buf, *m).is_ok()).is_none() {
+                self.counters.worker.msg_bulk_remote_refused += 1;
+                let _ = self.cache.free(buf);
+                return;
+            }
+            self.transmit(buf, q, q, 0);
+        }
+        self.counters.worker.msg_bulk_remote_out += 1;
     }
 
     /// A message extension `ext` of domain `domain` sent to remote source `id`

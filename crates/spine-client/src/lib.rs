@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// Active messages between adapters: the frame format (`remote::frame` builds one to
-/// send through an endpoint bound to a tunnel port).
+/// send through an endpoint bound to a tunnel port; `remote::bulk_frames` the pieces of
+/// a bulk message, up to 16 KiB, which the receiving adapter reassembles before its
+/// handlers run).
 pub use spine_endpoint::remote;
 pub use spine_endpoint::{
     recv_fds, ClientEnd, Desc, EndpointError, EventFd, HeaderIn, Layout, INLINE_BYTES,

@@ -717,3 +717,267 @@ fn the_c_and_python_clients_send_active_messages_to_another_adapter() {
     a.finish();
     b.finish();
 }
+
+/// An adapter whose one port, `tun`, is a UDP tunnel from `local` to `peer`, with a
+/// domain `msgs` granting the active-message helpers and the bulk reads.
+fn tunnel_end_bulk(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
+    let mut b = AdapterBuilder::new(options()).unwrap();
+    let port = UdpPort::open("tun", local, peer, 0).unwrap();
+    b.add_port("tun", Device::Udp(port), None).unwrap();
+    let names: Vec<String> = [
+        "map_lookup_elem",
+        "map_update_elem",
+        "spine_msg_send",
+        "spine_msg_bulk_len",
+        "spine_msg_bulk_read",
+        "spine_msg_send_bulk",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    b.add_domain(DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() })
+        .unwrap();
+    Running1::start(b, tag)
+}
+
+/// What `tests/fixtures/bulk_sum.c` answers for `data`: (sum, mix, len, past_end).
+fn bulk_sum(data: &[u8]) -> (u64, u64, u32, i32) {
+    let (mut sum, mut mix) = (0u64, 0u64);
+    for chunk in data.chunks(64) {
+        let mut padded = [0u8; 64];
+        padded[..chunk.len()].copy_from_slice(chunk);
+        let s = padded.chunks(8).fold(0u64, |s, w| s.wrapping_add(u64_at(w, 0)));
+        sum = sum.wrapping_add(s);
+        mix = mix.wrapping_mul(1_000_003).wrapping_add(s);
+    }
+    (sum, mix, data.len() as u32, -14)
+}
+
+/// A reply of `bulk_sum.c` as (sum, mix, len, past_end).
+fn bulk_answer(r: &[u8]) -> (u64, u64, u32, i32) {
+    assert_eq!(r.len(), 24, "the answer's size");
+    let u32_at = |at: usize| u32::from_ne_bytes(r[at..at + 4].try_into().unwrap());
+    (u64_at(r, 0), u64_at(r, 8), u32_at(16), u32_at(20) as i32)
+}
+
+/// Sends `frames` through `ep`, waiting for room.
+fn send_all(ep: &mut Endpoint, frames: &[Vec<u8>]) {
+    for f in frames {
+        until("room on the transmit ring", || ep.send_batch(std::slice::from_ref(f)) == 1);
+    }
+}
+
+/// A received message and its mark (handler, source).
+type MarkedMsg = (Vec<u8>, Option<(u8, u16)>);
+
+/// Waits for `n` marked messages on `ep`.
+fn replies_n(ep: &mut Endpoint, n: usize) -> Vec<MarkedMsg> {
+    let mut got = Vec::new();
+    until("the replies", || {
+        ep.recv_marked(64, |d, mark| got.push((d.to_vec(), mark)));
+        got.len() >= n
+    });
+    got
+}
+
+/// Bulk messages adapter → adapter over a UDP tunnel: the application on adapter A
+/// splits each message into pieces (`spine_client::remote::bulk_frames`, version 2
+/// frames of at most 1,024 bytes of data) and sends them through its endpoint bound to
+/// the tunnel port; B reassembles them in the port's slots and, only when all of a
+/// message has arrived, runs handler 12 (`tests/fixtures/bulk_sum.c`), which reads the
+/// whole data with `spine_msg_bulk_read` and replies with its length and checksums.
+/// Messages of 3,000 and 8,000 bytes (and 1, 1,024 and 1,025: piece boundaries) each
+/// give exactly one run and a reply with the right checksums; a read past the end is
+/// refused; nothing is refused or discarded, and both pools are whole at the end.
+#[test]
+fn bulk_messages_cross_a_tunnel_in_pieces_and_the_handler_reads_all_of_them() {
+    use spine_client::remote;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rb-a");
+    let b = tunnel_end_bulk(lb, la, "rb-b");
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    let me = ea.id().unwrap() as u32;
+    let sizes = [3000usize, 8000, 1, 1024, 1025];
+    for (id, &size) in sizes.iter().enumerate() {
+        let data: Vec<u8> = (0..size).map(|i| (i * 31 + i / 251 + id) as u8).collect();
+        let frames = remote::bulk_frames(12, remote::TO_HANDLERS, me, id as u32, &data).unwrap();
+        assert_eq!(frames.len(), size.div_ceil(remote::PIECE_MAX));
+        send_all(&mut ea, &frames);
+        let got = replies_n(&mut ea, 1);
+        assert_eq!(got.len(), 1, "one reply to a {size}-byte message");
+        assert_eq!(got[0].1.map(|m| m.0), Some(12), "marked with handler 12");
+        assert_eq!(bulk_answer(&got[0].0), bulk_sum(&data), "the {size}-byte message");
+    }
+    let runs = b.live.map_lookup("sum", "runs", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64_at(&runs, 0), sizes.len() as u64, "one run per whole message");
+    drop(ea);
+    let (ta, tb) = (a.finish(), b.finish());
+    let wb = &tb.workers[0];
+    let pieces: usize = sizes.iter().map(|s| s.div_ceil(remote::PIECE_MAX)).sum();
+    assert_eq!(
+        (wb.msg_bulk_pieces_in, wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_remote_out),
+        (pieces as u64, sizes.len() as u64, sizes.len() as u64, sizes.len() as u64)
+    );
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded, wb.msg_remote_bad), (0, 0, 0));
+    assert_eq!(ta.workers[0].msg_delivered, sizes.len() as u64);
+}
+
+/// Hostile pieces at the frame level, sent by A's application straight into the
+/// tunnel: a piece off a piece boundary (overlapping its neighbours), one past the
+/// total, a total over 16 KiB, a zero total, a length that is not the piece's, a frame
+/// cut inside the header, a duplicate, and a piece whose total differs from its
+/// message's first piece — each refused and counted on B, and the message they were
+/// mixed into still arrives exactly (one run, the right checksums); two messages with
+/// interleaved pieces both arrive exactly; five incomplete messages (one more than the
+/// port's reassembly slots) are each discarded exactly once, by eviction or, after more
+/// than the one-second timeout, when the next piece arrives. Nothing runs for a refused
+/// or incomplete message; a whole one addressed to an endpoint is counted unhandled
+/// (delivery to endpoints is not built); both pools are whole at the end.
+#[test]
+fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
+    use spine_client::remote;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rh-a");
+    let b = tunnel_end_bulk(lb, la, "rh-b");
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    let me = ea.id().unwrap() as u32;
+    let msg = |id: u32, n: usize| -> (Vec<u8>, Vec<Vec<u8>>) {
+        let data: Vec<u8> = (0..n).map(|i| (i * 7 + id as usize) as u8).collect();
+        let f = remote::bulk_frames(12, remote::TO_HANDLERS, me, id, &data).unwrap();
+        (data, f)
+    };
+    let set = |f: &[u8], at: usize, v: u32| {
+        let mut g = f.to_vec();
+        g[at..at + 4].copy_from_slice(&v.to_be_bytes());
+        g
+    };
+    // Header offsets in the frame: length 26..28, id 28..32, total 32..36, offset 36..40.
+    let (x, fx) = msg(1, 3000);
+    let mut wrong_len = fx[2].clone();
+    wrong_len[26..28].copy_from_slice(&100u16.to_be_bytes());
+    let (_, other_total) = msg(1, 2500);
+    let hostile = vec![
+        set(&fx[1], 36, 512),                         // overlapping pieces 0 and 1
+        set(&fx[2], 36, 3072),                        // past the total
+        set(&fx[0], 32, remote::BULK_MAX as u32 + 1), // over the limit
+        set(&fx[0], 32, 0),                           // empty
+        wrong_len,                                    // not the last piece's length
+        fx[1][..30].to_vec(),                         // cut inside the header
+        fx[0].clone(),                                // a duplicate of piece 0
+        other_total[1].clone(),                       // the same id, another total
+    ];
+    let refused = hostile.len() as u64;
+    let mut frames = vec![fx[0].clone()];
+    frames.extend(hostile);
+    frames.extend([fx[1].clone(), fx[2].clone()]);
+    send_all(&mut ea, &frames);
+    let got = replies_n(&mut ea, 1);
+    assert_eq!(bulk_answer(&got[0].0), bulk_sum(&x), "the message the hostile pieces hit");
+    // Two messages, pieces interleaved.
+    let ((y, fy), (z, fz)) = (msg(2, 5000), msg(3, 4000));
+    let mut inter = Vec::new();
+    for (i, f) in fy.iter().enumerate() {
+        inter.push(f.clone());
+        if let Some(f) = fz.get(i) {
+            inter.push(f.clone());
+        }
+    }
+    send_all(&mut ea, &inter);
+    let got = replies_n(&mut ea, 2);
+    let mut answers: Vec<_> = got.iter().map(|g| bulk_answer(&g.0)).collect();
+    answers.sort_by_key(|a| a.2);
+    assert_eq!(answers, vec![bulk_sum(&z), bulk_sum(&y)], "both interleaved messages");
+    until("B counts the refused pieces", || {
+        b.live.totals().workers[0].msg_bulk_piece_refused == refused
+    });
+    // A whole bulk message for an endpoint (not the handlers): reassembled, not
+    // delivered (not built), counted unhandled.
+    send_all(&mut ea, &remote::bulk_frames(12, 1, me, 300, b"for an endpoint").unwrap());
+    until("B counts it unhandled", || b.live.totals().workers[0].msg_remote_unhandled == 1);
+    // Five incomplete messages: the fifth evicts the oldest. After the timeout, a whole
+    // one-piece message discards the four others as it arrives, and runs.
+    let firsts: Vec<Vec<u8>> = (100..105).map(|id| msg(id, 3000).1.remove(0)).collect();
+    send_all(&mut ea, &firsts);
+    until("B takes the five first pieces", || {
+        b.live.totals().workers[0].msg_bulk_pieces_in == 3 + refused + 9 + 1 + 5
+    });
+    std::thread::sleep(Duration::from_millis(1100));
+    let (w, fw) = msg(200, 10);
+    send_all(&mut ea, &fw);
+    let got = replies_n(&mut ea, 1);
+    assert_eq!(bulk_answer(&got[0].0), bulk_sum(&w));
+    let runs = b.live.map_lookup("sum", "runs", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64_at(&runs, 0), 4, "runs only for whole messages");
+    drop(ea);
+    let (_ta, tb) = (a.finish(), b.finish());
+    let wb = &tb.workers[0];
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded), (refused, 5));
+    assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_remote_unhandled), (5, 4, 1));
+    assert_eq!(wb.msg_bulk_pieces_in, 3 + refused + 9 + 1 + 5 + 1);
+}
+
+/// Bulk messages sent by the adapter itself: on adapter A, handler 13
+/// (`tests/fixtures/bulk_fwd.c`), run on a small message from A's application naming a
+/// region of its endpoint's buffer area (reserved and written by the application),
+/// sends that region with `spine_msg_send_bulk` to the handlers over the tunnel. A's
+/// worker reads the region out of the area piece by piece into pool buffers and sends
+/// the pieces; B reassembles them and runs handler 12 (`bulk_sum.c`), whose answer goes
+/// back to A's handler 12, which hands it to the application. 3,000 and 8,000 bytes
+/// arrive with the right checksums; a region past the area's end and one over 16 KiB are
+/// refused on A (`msg_bulk_remote_refused`) and nothing of them is sent; pools whole.
+#[test]
+fn a_handler_sends_a_region_of_its_endpoints_area_as_a_bulk_message_over_a_tunnel() {
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rs-a");
+    let b = tunnel_end_bulk(lb, la, "rs-b");
+    a.live.load("fwd", &build("tests/fixtures", "bulk_fwd"), None, "msgs").unwrap();
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("the workers run the handler tables", || {
+        a.live.handlers_settled() && b.live.handlers_settled()
+    });
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("tun", 7000) };
+    let mut ea = Endpoint::open(&a.sock, &chan).unwrap();
+    a.served(1);
+    let request = |off: u64, len: u32| {
+        let mut r = off.to_ne_bytes().to_vec();
+        r.extend_from_slice(&len.to_ne_bytes());
+        r.extend_from_slice(&[0; 4]);
+        r
+    };
+    let sent = |r: &Running1| {
+        let v = r.live.map_lookup("fwd", "sent", &0u32.to_ne_bytes()).unwrap();
+        i64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    let off = ea.reserve_area(5).expect("area frames for the data");
+    for (i, size) in [3000usize, 8000].into_iter().enumerate() {
+        let data: Vec<u8> = (0..size).map(|j| (j * 13 + j / 97 + i) as u8).collect();
+        assert!(ea.write_area(off, &data));
+        until("room for the request", || ea.send_message(13, &request(off, size as u32)));
+        let got = replies_n(&mut ea, 1);
+        assert_eq!(got[0].1.map(|m| m.0), Some(12));
+        assert_eq!(bulk_answer(&got[0].0), bulk_sum(&data), "the {size}-byte region");
+        assert_eq!(sent(&a), 0);
+    }
+    // Past the area's end, and over the 16 KiB a tunnel carries: refused on A.
+    let area = ea.layout().area_bytes() as u64;
+    for (o, len) in [(area - 100, 200), (0, 16 * 1024 + 1)] {
+        until("room for the request", || ea.send_message(13, &request(o, len)));
+    }
+    until("A refuses both", || a.live.totals().workers[0].msg_bulk_remote_refused == 2);
+    assert_eq!(ea.recv(64, |_| {}), 0, "no answer to a refused message");
+    drop(ea);
+    let (ta, tb) = (a.finish(), b.finish());
+    let (wa, wb) = (&ta.workers[0], &tb.workers[0]);
+    assert_eq!((wa.msg_bulk_remote_out, wa.msg_bulk_remote_refused), (2, 2));
+    assert_eq!(
+        (wb.msg_bulk_pieces_in, wb.msg_bulk_remote_in, wb.msg_bulk_piece_refused),
+        (3 + 8, 2, 0)
+    );
+}

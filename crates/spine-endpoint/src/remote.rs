@@ -18,6 +18,26 @@
 //! port's receive path only ([`is_message`]: other frames of the ethertype, which is
 //! free for anyone's experiments, pass as ordinary frames), checks the rest with [`parse`] and never trusts `from` beyond marking it as the
 //! peer's claim (the handler's `source` says which tunnel port it came in on).
+//!
+//! **Bulk messages** travel as pieces, one per frame, with version [`BULK_VERSION`]
+//! (2) and a longer header (all big-endian):
+//!
+//! | bytes | field                                                          |
+//! |-------|----------------------------------------------------------------|
+//! | 0..2  | magic `S` `M`                                                  |
+//! | 2     | version 2                                                      |
+//! | 3     | handler number                                                 |
+//! | 4..8  | `to`, as above                                                 |
+//! | 8..12 | `from`, as above                                               |
+//! | 12..14| this piece's length, 1..=[`PIECE_MAX`]                         |
+//! | 14..18| message id (the sender's, to tell its messages apart)          |
+//! | 18..22| the message's total length, 1..=[`BULK_MAX`]                   |
+//! | 22..26| this piece's offset in the message, a multiple of [`PIECE_MAX`] |
+//! | 26..  | the piece                                                      |
+//!
+//! Every piece but the last is exactly [`PIECE_MAX`] bytes and the last carries the
+//! rest ([`parse_piece`] refuses any other length, offset or total), so two pieces of
+//! one message never overlap: each is known by its index, `offset / PIECE_MAX`.
 
 /// The ethertype of a spine active message frame.
 pub const ETHERTYPE: u16 = 0x88B6;
@@ -32,6 +52,53 @@ pub const FRAME_MAX: usize = HEADER_LEN + MSG_MAX;
 
 const MAGIC: [u8; 2] = *b"SM";
 const VERSION: u8 = 1;
+/// The version byte of a bulk message's piece.
+pub const BULK_VERSION: u8 = 2;
+/// Largest piece of a bulk message (every piece but the last is this long).
+pub const PIECE_MAX: usize = 1024;
+/// Largest bulk message a tunnel carries (and a receiver reassembles): 16 pieces.
+pub const BULK_MAX: usize = 16 * PIECE_MAX;
+/// Ethernet header plus piece header: the piece's offset in the frame.
+pub const PIECE_HEADER_LEN: usize = 14 + 26;
+/// Largest frame [`encode_piece`] writes.
+pub const PIECE_FRAME_MAX: usize = PIECE_HEADER_LEN + PIECE_MAX;
+
+/// One piece of a bulk message read out of a frame ([`parse_piece`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece<'a> {
+    pub handler: u8,
+    pub to: u32,
+    pub from: u32,
+    /// The sender's message id.
+    pub id: u32,
+    /// The whole message's length.
+    pub total: u32,
+    /// Where this piece goes in the message.
+    pub offset: u32,
+    pub data: &'a [u8],
+}
+
+impl Piece<'_> {
+    /// The piece's index in its message (`offset / PIECE_MAX`, below 16).
+    pub fn index(&self) -> usize {
+        self.offset as usize / PIECE_MAX
+    }
+}
+
+/// Why a piece frame is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PieceError {
+    #[error("bulk piece frame of {len} bytes is shorter than its {PIECE_HEADER_LEN}-byte header")]
+    Short { len: usize },
+    #[error("bulk piece frame has a bad magic or version")]
+    BadHeader,
+    #[error("bulk message total of {total} bytes is 0 or over {BULK_MAX}")]
+    BadTotal { total: u32 },
+    #[error("bulk piece at offset {offset} is not on a {PIECE_MAX}-byte boundary inside the total {total}")]
+    BadOffset { offset: u32, total: u32 },
+    #[error("bulk piece of {len} bytes at offset {offset} is not the piece's length for total {total}, or passes the frame's end")]
+    BadLength { len: usize, offset: u32, total: u32 },
+}
 
 /// A message read out of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +175,115 @@ pub fn frame(handler: u8, to: u32, from: u32, payload: &[u8]) -> Option<Vec<u8>>
     Some(out)
 }
 
+/// The version byte of a frame that [`is_message`] (1: a small message, 2: a bulk
+/// message's piece; anything else is refused by the parsers).
+#[inline]
+pub fn version(frame: &[u8]) -> Option<u8> {
+    frame.get(16).copied()
+}
+
+/// Reads the piece of `frame` (which [`is_message`], version [`BULK_VERSION`]), checking
+/// every field against the others: total 1..=[`BULK_MAX`], offset a multiple of
+/// [`PIECE_MAX`] below the total, length exactly `min(PIECE_MAX, total - offset)` and
+/// inside the frame. Nothing in the frame is trusted otherwise.
+pub fn parse_piece(frame: &[u8]) -> Result<Piece<'_>, PieceError> {
+    if frame.len() < PIECE_HEADER_LEN {
+        return Err(PieceError::Short { len: frame.len() });
+    }
+    let h = &frame[14..PIECE_HEADER_LEN];
+    if h[0..2] != MAGIC || h[2] != BULK_VERSION {
+        return Err(PieceError::BadHeader);
+    }
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let len = usize::from(u16::from_be_bytes([h[12], h[13]]));
+    let (id, total, offset) = (be32(&h[14..18]), be32(&h[18..22]), be32(&h[22..26]));
+    if total == 0 || total as usize > BULK_MAX {
+        return Err(PieceError::BadTotal { total });
+    }
+    if offset >= total || !(offset as usize).is_multiple_of(PIECE_MAX) {
+        return Err(PieceError::BadOffset { offset, total });
+    }
+    let want = PIECE_MAX.min((total - offset) as usize);
+    let data = frame
+        .get(PIECE_HEADER_LEN..PIECE_HEADER_LEN + len)
+        .filter(|_| len == want)
+        .ok_or(PieceError::BadLength { len, offset, total })?;
+    Ok(Piece { handler: h[3], to: be32(&h[4..8]), from: be32(&h[8..12]), id, total, offset, data })
+}
+
+/// Writes the piece of `msg` at `offset` (a multiple of [`PIECE_MAX`] below its
+/// length, at most [`BULK_MAX`]) into `out` as a frame; returns its length, or `None`
+/// when the arguments break those rules or `out` is too short.
+pub fn encode_piece(
+    out: &mut [u8],
+    (handler, to, from, id): (u8, u32, u32, u32),
+    msg: &[u8],
+    offset: usize,
+) -> Option<usize> {
+    if msg.is_empty()
+        || msg.len() > BULK_MAX
+        || offset >= msg.len()
+        || !offset.is_multiple_of(PIECE_MAX)
+    {
+        return None;
+    }
+    let data = &msg[offset..msg.len().min(offset + PIECE_MAX)];
+    let n = PIECE_HEADER_LEN + data.len();
+    let out = out.get_mut(..n)?;
+    out[PIECE_HEADER_LEN..n].copy_from_slice(data);
+    encode_piece_header(out, (handler, to, from, id), msg.len(), offset)
+}
+
+/// Writes the headers of the piece at `offset` of a `total`-byte message into `out`,
+/// whose bytes from [`PIECE_HEADER_LEN`] on already hold the piece (for a sender that
+/// copies the piece into place itself); returns the frame's length, or `None` when
+/// `total` is 0 or over [`BULK_MAX`], `offset` is no piece boundary below it, or `out`
+/// is too short for the piece.
+pub fn encode_piece_header(
+    out: &mut [u8],
+    (handler, to, from, id): (u8, u32, u32, u32),
+    total: usize,
+    offset: usize,
+) -> Option<usize> {
+    if total == 0 || total > BULK_MAX || offset >= total || !offset.is_multiple_of(PIECE_MAX) {
+        return None;
+    }
+    let len = PIECE_MAX.min(total - offset);
+    let n = PIECE_HEADER_LEN + len;
+    let out = out.get_mut(..n)?;
+    out[0..6].fill(0xff);
+    out[6..12].fill(0);
+    out[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    out[14..16].copy_from_slice(&MAGIC);
+    out[16] = BULK_VERSION;
+    out[17] = handler;
+    out[18..22].copy_from_slice(&to.to_be_bytes());
+    out[22..26].copy_from_slice(&from.to_be_bytes());
+    out[26..28].copy_from_slice(&(len as u16).to_be_bytes());
+    out[28..32].copy_from_slice(&id.to_be_bytes());
+    out[32..36].copy_from_slice(&(total as u32).to_be_bytes());
+    out[36..40].copy_from_slice(&(offset as u32).to_be_bytes());
+    Some(n)
+}
+
+/// The frames of bulk message `msg` (1..=[`BULK_MAX`] bytes) for handler `handler` of
+/// `to`, from `from`, with message id `id`, in order; `None` when `msg` is empty or
+/// too long. For clients: send them through an endpoint bound to a tunnel port.
+pub fn bulk_frames(handler: u8, to: u32, from: u32, id: u32, msg: &[u8]) -> Option<Vec<Vec<u8>>> {
+    if msg.is_empty() || msg.len() > BULK_MAX {
+        return None;
+    }
+    (0..msg.len())
+        .step_by(PIECE_MAX)
+        .map(|off| {
+            let mut f = vec![0; PIECE_FRAME_MAX];
+            let n = encode_piece(&mut f, (handler, to, from, id), msg, off)?;
+            f.truncate(n);
+            Some(f)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +314,67 @@ mod tests {
         let mut other = f.clone();
         other[14] = b'X';
         assert!(!is_message(&other), "the ethertype without the magic is someone else's");
+    }
+
+    #[test]
+    fn bulk_pieces_round_trip_and_every_bad_field_is_refused() {
+        let msg: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+        let fs = bulk_frames(12, TO_HANDLERS, 5, 77, &msg).unwrap();
+        assert_eq!(fs.len(), 3);
+        let mut back = vec![0u8; msg.len()];
+        for (i, f) in fs.iter().enumerate() {
+            assert!(is_message(f));
+            assert_eq!(version(f), Some(BULK_VERSION));
+            assert!(parse(f).is_err(), "a piece is no small message");
+            let p = parse_piece(f).unwrap();
+            assert_eq!((p.handler, p.to, p.from, p.id, p.total), (12, TO_HANDLERS, 5, 77, 3000));
+            assert_eq!(p.index(), i);
+            back[p.offset as usize..p.offset as usize + p.data.len()].copy_from_slice(p.data);
+        }
+        assert_eq!(back, msg);
+        assert_eq!(fs[2].len(), PIECE_HEADER_LEN + 3000 - 2 * PIECE_MAX);
+        assert!(bulk_frames(1, 1, 1, 1, &[]).is_none());
+        assert!(bulk_frames(1, 1, 1, 1, &vec![0; BULK_MAX + 1]).is_none());
+        assert_eq!(bulk_frames(1, 1, 1, 1, &vec![0; BULK_MAX]).unwrap().len(), 16);
+        let small = frame(7, TO_HANDLERS, 3, &[1; 40]).unwrap();
+        assert_eq!(parse_piece(&small), Err(PieceError::BadHeader));
+
+        let set = |f: &[u8], at: usize, v: u32| {
+            let mut g = f.to_vec();
+            g[at..at + 4].copy_from_slice(&v.to_be_bytes());
+            g
+        };
+        let f0 = &fs[0];
+        assert_eq!(parse_piece(&f0[..30]), Err(PieceError::Short { len: 30 }));
+        for total in [0, BULK_MAX as u32 + 1, u32::MAX] {
+            assert_eq!(parse_piece(&set(f0, 32, total)), Err(PieceError::BadTotal { total }));
+        }
+        // Overlapping (not on a piece boundary), and past the total.
+        for offset in [1, 512, 3072, u32::MAX - 1023] {
+            assert_eq!(
+                parse_piece(&set(f0, 36, offset)),
+                Err(PieceError::BadOffset { offset, total: 3000 })
+            );
+        }
+        // A first piece claiming a total shorter than itself, a last piece cut short,
+        // a length past the frame's end.
+        assert_eq!(
+            parse_piece(&set(f0, 32, 100)),
+            Err(PieceError::BadLength { len: PIECE_MAX, offset: 0, total: 100 })
+        );
+        let last = &fs[2];
+        assert!(matches!(parse_piece(&last[..last.len() - 1]), Err(PieceError::BadLength { .. })));
+        let mut long = last.clone();
+        long[26..28].copy_from_slice(&2000u16.to_be_bytes());
+        assert!(matches!(parse_piece(&long), Err(PieceError::BadLength { len: 2000, .. })));
+        // Ethernet padding after a short last piece is ignored.
+        let tiny = bulk_frames(3, 9, 9, 1, b"abc").unwrap().remove(0);
+        let mut padded = tiny.clone();
+        padded.resize(64, 0);
+        assert_eq!(parse_piece(&padded).unwrap().data, b"abc");
+        let mut out = [0u8; 60];
+        assert!(encode_piece(&mut out, (1, 1, 1, 1), &msg, 0).is_none(), "too short an out");
+        assert!(encode_piece(&mut [0; 2000], (1, 1, 1, 1), &msg, 100).is_none(), "unaligned");
+        assert!(encode_piece(&mut [0; 2000], (1, 1, 1, 1), &msg, 3072).is_none(), "past end");
     }
 }
