@@ -341,3 +341,37 @@ fn code_pages_are_executable_and_never_writable() {
     assert_eq!(r, Ok(5));
     assert_eq!(perms_of(code.start), "r-xp", "running does not change the protection");
 }
+
+/// Compilations on one thread share Cranelift's context (its buffers are kept): a
+/// program compiled after a larger, different one gets the same code as on a thread
+/// that compiled nothing before.
+#[test]
+fn a_reused_context_compiles_the_same_code() {
+    let small = spine_isa::assemble(
+        "mov %r0, 0
+         jeq %r1, 0, +2
+         add %r0, %r1
+         rsh %r0, 3
+         exit",
+    )
+    .expect("assembles");
+    let mut big = String::new();
+    for k in 0..200 {
+        big.push_str(&format!("jgt %r1, {k}, +1\nadd %r2, {k}\nxor %r3, %r2\n"));
+    }
+    big.push_str("mov %r0, %r3\nexit\n");
+    let big = spine_isa::assemble(&big).expect("assembles");
+    let opts = JitOptions::default();
+    let fresh = std::thread::spawn({
+        let small = small.clone();
+        move || compile(&small, &JitOptions::default()).expect("compiles").code().to_vec()
+    })
+    .join()
+    .expect("thread");
+    let first = compile(&small, &opts).expect("compiles").code().to_vec();
+    let other = compile(&big, &opts).expect("compiles");
+    assert_ne!(other.code(), &first[..]);
+    let again = compile(&small, &opts).expect("compiles").code().to_vec();
+    assert_eq!(first, again);
+    assert_eq!(first, fresh);
+}

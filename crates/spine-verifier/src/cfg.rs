@@ -23,7 +23,8 @@ pub struct Cfg {
     pub subprogs: Vec<Subprog>,
     /// Per instruction: index into `subprogs`.
     pub subprog_of: Vec<usize>,
-    /// Per instruction: states are cached here for pruning.
+    /// Per instruction: states are cached here for pruning (loop heads, jump targets,
+    /// the fall-through of register comparisons, returns from local calls).
     pub prune: Vec<bool>,
     /// Per instruction: the target of a back-edge; states are joined and widened here.
     pub loop_head: Vec<bool>,
@@ -166,6 +167,13 @@ impl Cfg {
                 prune[pc + 1] = true;
             } else if let Some(t) = i.branch_target(pc) {
                 prune[t as usize] = true;
+                // The fall-through of a conditional jump too: the paths that meet at a
+                // check's target differ in what they proved before it, but the check
+                // refines each of them alike on its fall-through side (a packet range, a
+                // non-null pointer), where they may then prune each other.
+                if i.code & 0xf0 != op::JA && i.code & op::X != 0 && pc + 1 < n {
+                    prune[pc + 1] = true;
+                }
             }
         }
 
@@ -484,6 +492,23 @@ mod tests {
              exit")
         .expect("valid");
         assert_eq!(c.relevant[2] & (1 << 2), 0);
+    }
+
+    #[test]
+    fn a_register_comparison_prunes_on_both_sides() {
+        // A packet check (register against register): its target and its fall-through
+        // are prune points. A comparison with an immediate prunes at its target only.
+        let c = cfg("ldxw %r2, [%r1+0]
+             ldxw %r3, [%r1+4]
+             jgt %r2, %r3, +2
+             jeq %r2, 0, +1
+             mov %r0, 1
+             mov %r0, 2
+             exit")
+        .expect("valid");
+        assert!(c.prune[3] && c.prune[5], "both sides of the register comparison");
+        assert!(!c.prune[4], "an immediate comparison's fall-through");
+        assert!(!c.prune[2], "straight-line code");
     }
 
     #[test]

@@ -729,23 +729,27 @@ fn analysis_limits_are_enforced_and_named() {
 
 #[test]
 fn errors_read_like_the_kernel_log() {
+    // The failing read is at a prune point (the check's fall-through), where registers
+    // no later instruction reads are forgotten: r3 is compared again after it, so the
+    // state shown keeps it.
     let e = verify_src(
         "ldxw %r2, [%r1+0]
          ldxw %r3, [%r1+4]
          mov %r4, %r2
          add %r4, 6
-         jgt %r4, %r3, +2
-         ldxw %r3, [%r2+8]
+         jgt %r4, %r3, +3
+         ldxw %r0, [%r2+8]
+         jgt %r4, %r3, +0
          exit
          mov %r0, 1
          exit",
     )
     .expect_err("reads past the checked range");
     assert_eq!(e.pc, 5);
-    assert_eq!(e.insn, "(61) r3 = *(u32 *)(r2 +8)");
+    assert_eq!(e.insn, "(61) r0 = *(u32 *)(r2 +8)");
     let text = e.to_string();
     assert!(
-        text.starts_with("insn 5: (61) r3 = *(u32 *)(r2 +8): invalid access to packet, off=8 size=4, R2(id=0,off=0,r=6)"),
+        text.starts_with("insn 5: (61) r0 = *(u32 *)(r2 +8): invalid access to packet, off=8 size=4, R2(id=0,off=0,r=6)"),
         "{text}"
     );
     assert!(

@@ -7,7 +7,8 @@
 //! earlier iteration of the same path left there stops; past a number of iterations
 //! per path (or of states at the head), and at callback call sites, states of the same
 //! shape are joined instead, and widened after a few visits, so that every loop ends.
-//! Elsewhere, at prune points, a state already covered by a cached one stops its path.
+//! Elsewhere, at prune points (jump targets, the fall-through of register comparisons,
+//! returns from calls), a state already covered by a cached one stops its path.
 //! Pruning against a kept loop-head state whose exploration is still in progress is
 //! sound here because only safety is proven, never termination (the run-time watchdog
 //! owns that): the explored states form a set closed under successors.

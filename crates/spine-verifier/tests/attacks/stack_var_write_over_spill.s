@@ -1,4 +1,5 @@
-; a variable-offset store may hit a spilled pointer
+; a variable-offset store may hit a spilled pointer that is read back later (a spill
+; nothing reads again is forgotten at the prune point after the packet check)
 ; expect: VarOffsetOverSpill
 ldxw %r2, [%r1+0]
 ldxw %r3, [%r1+4]
@@ -14,5 +15,6 @@ mov %r6, %r10
 add %r6, -16
 add %r6, %r5
 stdw [%r6+0], 0
+ldxdw %r1, [%r10-16]
 out: mov %r0, 2
 exit
