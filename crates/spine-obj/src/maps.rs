@@ -209,6 +209,11 @@ pub(crate) fn legacy_maps(elf: &Elf<'_>, sec: &Section<'_>) -> Result<Vec<MapDef
             spec.max_entries = adjust_ringbuf_size(spec.max_entries);
         }
         loader_defaults(&mut spec);
+        // An LPM trie is never preallocated and the kernel wants the flag that says so:
+        // goebpf's loader (whose `BPF_MAP_DEF` maps are legacy definitions) adds it.
+        if spec.map_type == map_type::LPM_TRIE {
+            spec.flags |= map_flags::NO_PREALLOC;
+        }
         check(&spec).map_err(|k| map_err(name, k))?;
         defs.push(MapDef {
             spec,
