@@ -204,11 +204,14 @@ impl Pair {
             .filter_map(|i| ext.maps().data(i).map(|_| i))
             .filter_map(|i| match ext.maps().get(i) {
                 // The kernel does not let user space read an XSKMAP entry or a perf
-                // event array's slot back.
+                // event array's slot back, and a ring buffer has no elements to list
+                // (its records are read through mmap, not bpf(2)).
                 Some(spine_runtime::RtMap::Data(m))
                     if !matches!(
                         m.def().map_type,
-                        spine_abi::map_type::XSKMAP | spine_abi::map_type::PERF_EVENT_ARRAY
+                        spine_abi::map_type::XSKMAP
+                            | spine_abi::map_type::PERF_EVENT_ARRAY
+                            | spine_abi::map_type::RINGBUF
                     ) =>
                 {
                     Some((i, m.clone()))

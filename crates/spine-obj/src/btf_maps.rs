@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use crate::btf::{Btf, Member, Type, VAR_GLOBAL};
 use crate::elf::{Elf, Section, R_BPF_64_64, R_BPF_64_ABS64, STT_OBJECT};
-use crate::maps::{adjust_ringbuf_size, blank_spec, check, MapDef};
+use crate::maps::{adjust_ringbuf_size, blank_spec, check, loader_defaults, MapDef};
 use crate::progs::Code;
 use crate::{
     map_type, BtfError, MapErrorKind, MapOrigin, MapSpec, ObjError, RelocErrorKind, SlotTarget,
@@ -269,6 +269,7 @@ fn to_spec(name: &str, def: &Def) -> Result<MapSpec, ObjError> {
     spec.timer = def.timer;
     spec.btf_key_type_id = def.key_type;
     spec.btf_value_type_id = def.value_type;
+    loader_defaults(&mut spec);
     check(&spec).map_err(|kind| ObjError::Map { map: name.to_string(), kind })?;
     if let Some(inner) = &def.inner {
         spec.inner = Some(Box::new(to_spec(&format!("{name}.inner"), inner)?));

@@ -81,6 +81,21 @@ pub(crate) fn adjust_ringbuf_size(sz: u32) -> u32 {
     sz
 }
 
+/// Sizes a loader fills in where the definition leaves them out: a perf event array's
+/// key and value are a CPU index and a perf event fd, 4 bytes each, the only sizes the
+/// kernel takes; cilium/ebpf and goebpf create it so when the object gives 0 (libbpf
+/// passes the 0 on and the kernel refuses it). Any other size is left for the checks.
+pub(crate) fn loader_defaults(spec: &mut MapSpec) {
+    if spec.map_type == map_type::PERF_EVENT_ARRAY {
+        if spec.key_size == 0 {
+            spec.key_size = 4;
+        }
+        if spec.value_size == 0 {
+            spec.value_size = 4;
+        }
+    }
+}
+
 /// The checks every map specification must pass before anything is sized from it.
 pub(crate) fn check(spec: &MapSpec) -> Result<(), MapErrorKind> {
     let t = spec.map_type;
@@ -192,6 +207,12 @@ pub(crate) fn legacy_maps(elf: &Elf<'_>, sec: &Section<'_>) -> Result<Vec<MapDef
         spec.flags = field(4);
         if spec.map_type == map_type::RINGBUF {
             spec.max_entries = adjust_ringbuf_size(spec.max_entries);
+        }
+        loader_defaults(&mut spec);
+        // An LPM trie is never preallocated and the kernel wants the flag that says so:
+        // goebpf's loader (whose `BPF_MAP_DEF` maps are legacy definitions) adds it.
+        if spec.map_type == map_type::LPM_TRIE {
+            spec.flags |= map_flags::NO_PREALLOC;
         }
         check(&spec).map_err(|k| map_err(name, k))?;
         defs.push(MapDef {

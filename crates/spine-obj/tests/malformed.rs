@@ -612,6 +612,13 @@ fn legacy_map_defects() {
     assert_eq!(err(&[&[1, 4, 2 << 20, 16, 0]]).1, MapErrorKind::ValueTooLarge(2 << 20));
     assert_eq!(err(&[&[1, 4, 8, 0, 0]]).1, MapErrorKind::ZeroMaxEntries);
     assert_eq!(err(&[&[1, 0, 8, 1, 0]]).1, MapErrorKind::ZeroKeySize);
+    // A perf event array that leaves its sizes out (goebpf's `xdp_dump`) gets 4 and 4.
+    let perf = parse(&legacy_object(&[&[4, 0, 0, 8, 0]])).unwrap();
+    assert_eq!((perf.maps[0].key_size, perf.maps[0].value_size), (4, 4));
+    // A legacy LPM trie without BPF_F_NO_PREALLOC (goebpf's `basic_firewall`) gets it,
+    // as goebpf's loader creates it; other flags stay.
+    let lpm = parse(&legacy_object(&[&[11, 8, 4, 16, 0], &[11, 8, 4, 16, 1 << 7]])).unwrap();
+    assert_eq!((lpm.maps[0].flags, lpm.maps[1].flags), (1, 1 | 1 << 7));
     // Trailing fields (inner_map_idx, numa_node) must be zero.
     assert_eq!(err(&[&[1, 4, 8, 16, 0, 0, 3]]).1, MapErrorKind::UnsupportedOptions);
     let with_zero_tail = legacy_object(&[&[1, 4, 8, 16, 1, 0, 0]]);

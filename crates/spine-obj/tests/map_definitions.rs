@@ -111,6 +111,28 @@ fn ring_buffer_size_is_rounded_like_libbpf() {
 }
 
 #[test]
+fn a_perf_event_array_without_sizes_gets_the_only_ones_the_kernel_takes() {
+    // As cilium/ebpf and goebpf create it: key (a CPU index) and value (a perf event fd)
+    // of 4 bytes; max_entries 0 stays for the loader to size to the CPUs.
+    let maps = single("perf_nosize", "__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);").unwrap();
+    let m = &maps[0];
+    assert_eq!((m.map_type, m.key_size, m.value_size, m.max_entries), (4, 4, 4, 0));
+    // Sizes the object gives are kept.
+    let maps = single(
+        "perf_sized",
+        "__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY); __uint(key_size, 4); __uint(value_size, 8);",
+    )
+    .unwrap();
+    assert_eq!((maps[0].key_size, maps[0].value_size), (4, 8));
+    // Only a perf event array: a hash map with no key is still refused.
+    let no_key = single(
+        "hash_nokey",
+        "__uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 1); __uint(value_size, 4);",
+    );
+    assert_eq!(map_error(no_key).1, MapErrorKind::ZeroKeySize);
+}
+
+#[test]
 fn static_maps_are_refused_like_libbpf() {
     let src = format!(
         "{PRELUDE}static struct {{ __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2); {KV} }} \

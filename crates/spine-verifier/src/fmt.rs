@@ -236,7 +236,9 @@ pub fn reg(r: &Reg, maps: &[MapInfo]) -> String {
             return format!("{}", c as i64);
         }
         let mut parts = Vec::new();
-        if r.id != 0 {
+        if r.id != 0 && r.off != 0 {
+            parts.push(format!("id={}{:+}", r.id, r.off));
+        } else if r.id != 0 {
             parts.push(format!("id={}", r.id));
         }
         let s = scalar_parts(&r.v);

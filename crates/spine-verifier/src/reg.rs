@@ -228,6 +228,10 @@ pub struct Reg {
     pub from_g: u32,
     pub from_s: u32,
     pub from_d: i64,
+    /// Scalars linked by `id` (each `base + off`, `off` their distance): this one is
+    /// `(base + off) mod 2^32`, made by a 32-bit add on a copy of a base that fits in
+    /// 32 bits (`w2 = w1; w2 += -201`).
+    pub link32: bool,
 }
 
 impl Reg {
@@ -243,6 +247,7 @@ impl Reg {
         from_g: 0,
         from_s: 0,
         from_d: 0,
+        link32: false,
     };
 
     pub fn scalar(v: Scalar) -> Reg {

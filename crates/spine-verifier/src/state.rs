@@ -289,6 +289,8 @@ impl State {
                 let hi = ids.partition_point(|&x| x <= r.id);
                 if hi - lo < 2 {
                     r.id = 0;
+                    r.off = 0;
+                    r.link32 = false;
                 }
             }
         });
@@ -448,7 +450,7 @@ impl State {
                 let ok = if loose {
                     // Imprecise: any scalar, linked as the old one was (a link carries
                     // a jump's refinement to a register that may be precise).
-                    n.kind == Kind::Scalar && (o.id == 0 || (n.id != 0 && ids.check(o.id, n.id)))
+                    n.kind == Kind::Scalar && scalar_link_ok(o, n, &mut ids)
                 } else {
                     reg_includes(o, n, &mut ids)
                 };
@@ -639,14 +641,23 @@ fn packet_range_ok(o: &Reg, n: &Reg) -> bool {
     }
 }
 
+/// A scalar linked in the old state is linked in the new one, to registers the same
+/// distances apart (`off`, the offset from the link's base, may shift by one amount
+/// for the whole group, as a packet group's).
+fn scalar_link_ok(o: &Reg, n: &Reg, ids: &mut IdMap) -> bool {
+    let d = i64::from(n.off) - i64::from(o.off);
+    // A 32-bit link's group is compared unshifted (its base must fit in 32 bits).
+    o.id == 0
+        || (n.id != 0
+            && o.link32 == n.link32
+            && (d == 0 || !o.link32)
+            && ids.check_shifted(o.id, n.id, d))
+}
+
 fn reg_includes(o: &Reg, n: &Reg, ids: &mut IdMap) -> bool {
     match o.kind {
         Kind::NotInit => true,
-        Kind::Scalar => {
-            n.kind == Kind::Scalar
-                && o.v.includes(&n.v)
-                && (o.id == 0 || (n.id != 0 && ids.check(o.id, n.id)))
-        }
+        Kind::Scalar => n.kind == Kind::Scalar && o.v.includes(&n.v) && scalar_link_ok(o, n, ids),
         _ => {
             if o.kind != n.kind {
                 return false;
@@ -834,8 +845,15 @@ fn join_reg(a: &Reg, b: &Reg, ids: &mut JoinIds) -> Reg {
     match a.kind {
         Kind::NotInit => Reg::NOT_INIT,
         Kind::Scalar => {
-            let id = if a.id != 0 && b.id != 0 { ids.fresh(a.id, b.id, 0, 0) } else { 0 };
-            Reg { id, ..Reg::scalar(a.v.join(&b.v)) }
+            // Registers keep one link when their distance is the same on both sides:
+            // the key holds the shift between the sides' offsets, the link a's offsets.
+            let d = i64::from(a.off) - i64::from(b.off);
+            if a.id != 0 && b.id != 0 && a.link32 == b.link32 && (d == 0 || !a.link32) {
+                let id = ids.fresh(a.id, b.id, d, 0);
+                Reg { id, off: a.off, link32: a.link32, ..Reg::scalar(a.v.join(&b.v)) }
+            } else {
+                Reg::scalar(a.v.join(&b.v))
+            }
         }
         Kind::Packet
         | Kind::PacketMeta

@@ -97,7 +97,9 @@ impl Verifier<'_> {
                 }
             } else if is64 && i.off != 0 {
                 Reg::scalar(src.v.sext(i.off as u32))
-            } else if is64 {
+            } else if is64 || (x && i.off == 0 && src.v.umax <= u64::from(u32::MAX)) {
+                // A 32-bit copy of a number that fits in 32 bits is the number: linked
+                // as a 64-bit copy, as the kernel does.
                 let mut s = src;
                 if x && s.id == 0 && !s.v.is_const() {
                     s.id = self.fresh_id();
@@ -142,6 +144,32 @@ impl Verifier<'_> {
         }
         let v = if is64 { op64(i, &d.v, &s.v) } else { op32(i, &d.v, &s.v) };
         let mut out = Reg::scalar(v);
+        // `r2 = r1; r2 += k`: r2 stays linked to r1, `k` apart (the kernel's
+        // BPF_ADD_CONST), so a check on r2 (clang's `x - lo > hi - lo` for `x < lo ||
+        // x > hi`) also bounds r1. Any other write breaks the link (a new `Reg`).
+        // A 32-bit add links `(base + k) mod 2^32`: only on the base itself (no offset
+        // yet) when it fits in 32 bits; a link made so takes no further add.
+        let linkable = if is64 {
+            !d.link32
+        } else {
+            d.off == 0 && !d.link32 && d.v.umax <= u64::from(u32::MAX)
+        };
+        if linkable && d.id != 0 && matches!(o, op::ADD | op::SUB) {
+            let k = if is64 {
+                s.v.const_value().map(|k| k as i64)
+            } else {
+                s.v.const32().map(|k| i64::from(k as i32))
+            };
+            let k = if o == op::SUB { k.and_then(i64::checked_neg) } else { k };
+            if let Some(off) = k
+                .and_then(|k| i64::from(d.off).checked_add(k))
+                .and_then(|off| i32::try_from(off).ok())
+            {
+                out.id = d.id;
+                out.off = off;
+                out.link32 = !is64;
+            }
+        }
         // `i += k` keeps the counter's relation to the fixed number it was based on.
         if is64 && d.sym != 0 && matches!(o, op::ADD | op::SUB) {
             let k = s.v.const_value().map(|k| k as i64);

@@ -243,16 +243,32 @@ impl Verifier<'_> {
     }
 }
 
-/// Sets a compared scalar and every scalar linked to it (same id: equal values).
-fn set_scalar(st: &mut State, reg: u8, id: u32, v: Scalar) {
+/// Sets a compared scalar and every scalar linked to it (same id: the values are
+/// `base + off` for one base, so a register `d` apart gets `v + d`, as the kernel's
+/// `sync_linked_regs`).
+fn set_scalar(st: &mut State, reg: u8, known: &Reg, v: Scalar) {
     st.cur_mut().regs[usize::from(reg)].v = v;
-    if id != 0 {
-        st.for_each_reg_mut(|r| {
-            if r.kind == Kind::Scalar && r.id == id {
-                r.v = v;
-            }
-        });
+    if known.id == 0 {
+        return;
     }
+    let shift = |v: &Scalar, d: i64| if d == 0 { *v } else { v.add(&Scalar::constant(d as u64)) };
+    // The base: `v - off`, modulo 2^32 for a 32-bit link (whose base fits in 32 bits).
+    let base = shift(&v, -i64::from(known.off));
+    let base = if known.link32 { base.truncate(4) } else { base };
+    st.for_each_reg_mut(|r| {
+        if r.kind == Kind::Scalar && r.id == known.id {
+            r.v = if r.off == known.off && r.link32 == known.link32 {
+                v
+            } else {
+                let x = shift(&base, i64::from(r.off));
+                if r.link32 {
+                    x.truncate(4)
+                } else {
+                    x
+                }
+            };
+        }
+    });
 }
 
 /// A null check's outcome on one side, applied to every copy of the pointer.
@@ -325,9 +341,9 @@ impl Edit {
         match self {
             Edit::Keep | Edit::Packet(None) => {}
             Edit::Scalar { va, vb } => {
-                set_scalar(st, i.dst, a.id, va);
+                set_scalar(st, i.dst, a, va);
                 if i.code & op::X != 0 {
-                    set_scalar(st, i.src, b.id, vb);
+                    set_scalar(st, i.src, b, vb);
                 }
             }
             Edit::Null { id, ref_id, is_null, keep } => mark_null(st, id, ref_id, is_null, keep),
