@@ -618,8 +618,32 @@ impl XdpBurst<'_> {
         }
     }
 
+    /// As [`XdpBurst::run`], without checking `bounds` and `buf` against the burst's
+    /// geometry: for a caller whose buffers keep them so by construction (the adapter's
+    /// pool, whose metadata never points outside a buffer), so that the check is not
+    /// made again for every packet.
+    ///
+    /// # Safety
+    /// `buf.len()` is the geometry's `size` and `bounds` satisfy [`Geometry::holds`]
+    /// for it: the packet's region is registered from them, and the program reads and
+    /// writes whatever it covers.
+    #[inline]
+    pub unsafe fn run_unchecked(&mut self, buf: &mut [u8], bounds: &mut Bounds) -> Verdict {
+        if self.detached {
+            return Verdict::Detached;
+        }
+        match self.run_one::<false>(buf, bounds) {
+            Ok(action) => Verdict::Action { action, redirect: self.r.redirect },
+            Err(_) => {
+                self.detached = self.r.ext.health().is_detached();
+                Verdict::Fault
+            }
+        }
+    }
+
     /// One invocation on `buf`. `CHECK`: whether `bounds` and `buf` are checked against
-    /// the geometry first (a [`Frame`] keeps them so itself: no check for its runs).
+    /// the geometry first; without it the caller has made sure they hold (a [`Frame`]
+    /// keeps them so itself, and so do the callers of [`XdpBurst::run_unchecked`]).
     // Always inlined, like `XdpRunner::run_raw`: out of line, its result comes back
     // through memory written as two narrow stores and read back as one 16-byte load
     // (a store-forwarding stall per packet).
