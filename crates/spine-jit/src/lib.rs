@@ -44,6 +44,42 @@ mod translate;
 use spine_isa::Insn;
 use spine_vm::{Env, Fault, Interpreter, LoadError, Memory, Region, RunLimits, Stack};
 use std::ffi::c_void;
+use std::marker::PhantomData;
+
+/// A run context kept between runs, for a caller that runs code many times with one
+/// environment type (a per-worker runner): the trampolines' addresses are written once,
+/// when it is made, and each [`JitProgram::run_in`] writes only what a run changes (the
+/// stack, the budget, the memory and environment pointers, the abort flag). Used by one
+/// run at a time; a run nested in another (a tail call's target run from a callee) has
+/// its own context.
+pub struct RunSlot<E> {
+    ctx: Box<runtime::RunCtx>,
+    _env: PhantomData<fn(&mut E)>,
+}
+
+// SAFETY: the context's pointers (memory, environment, runtime) are written by each run
+// before the generated code starts and only dereferenced while that run lasts; between
+// runs they are stale and never used, so the slot may move to another thread.
+#[expect(unsafe_code, reason = "Send for a struct of pointers used only during a run")]
+unsafe impl<E> Send for RunSlot<E> {}
+
+impl<E> std::fmt::Debug for RunSlot<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSlot").finish_non_exhaustive()
+    }
+}
+
+impl<E: Env> Default for RunSlot<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<E: Env> RunSlot<E> {
+    pub fn new() -> Self {
+        RunSlot { ctx: Box::new(runtime::RunCtx::new::<E>()), _env: PhantomData }
+    }
+}
 
 /// A helper implemented as a native function, called directly instead of through
 /// [`Env::call`]: `f(r1, r2, r3, r4, r5, rt) -> r0`, where `rt` is the pointer given to
@@ -283,6 +319,51 @@ impl JitProgram {
         unsafe { self.enter_at(args, mem, stack_top, env, limits, None, base_len) }
     }
 
+    /// As [`JitProgram::run_with_env_runtime_on_registered_stack`], in a run context kept
+    /// between runs (see [`RunSlot`]): the same run, with less set up per call.
+    ///
+    /// # Safety
+    /// As for [`JitProgram::run_with_env_runtime_on_registered_stack`].
+    #[expect(unsafe_code, reason = "enters the generated code in a kept run context")]
+    #[inline]
+    pub unsafe fn run_in<E: Env>(
+        &self,
+        slot: &mut RunSlot<E>,
+        args: [u64; 5],
+        mem: &mut Memory,
+        stack: &mut Stack,
+        env: &mut E,
+        limits: RunLimits,
+    ) -> Result<u64, Fault> {
+        let stack_base = stack.as_mut_ptr() as u64;
+        let stack_top = stack_base + stack.len_bytes() as u64;
+        let base_len = mem.len();
+        let env_ptr: *mut c_void = (env as *mut E).cast();
+        let ctx = &mut *slot.ctx;
+        // What a run may have changed, and the pointers of this call; `outcome` and
+        // `panic` are `None` (every run takes them before it returns).
+        ctx.stack_base = stack_top - Stack::BYTES as u64;
+        ctx.stack_top = stack_top;
+        ctx.points = u64::from(limits.points);
+        ctx.limit_points = limits.points;
+        ctx.spent = 0;
+        ctx.aborted = 0;
+        ctx.rt = env_ptr;
+        ctx.env = env_ptr;
+        ctx.mem = mem as *mut Memory;
+        // SAFETY: as in `enter_at`.
+        let entry: runtime::EntryFn = unsafe { std::mem::transmute(self.code.as_ptr()) };
+        // SAFETY: as in `enter_at`; the slot's trampolines are `E`'s (its type says so).
+        let r0 = unsafe { entry(ctx, args[0], args[1], args[2], args[3], args[4]) };
+        mem.truncate(base_len);
+        // Both taken before anything unwinds: the next run starts with neither.
+        let outcome = ctx.outcome.take();
+        if let Some(payload) = ctx.panic.take() {
+            std::panic::resume_unwind(payload);
+        }
+        outcome.unwrap_or(Ok(r0))
+    }
+
     /// Runs the code; `rt: None` passes the environment pointer as the runtime pointer
     /// (derived once, so the trampoline's and the native helpers' uses never conflict).
     ///
@@ -340,6 +421,8 @@ impl JitProgram {
         let rt = rt.unwrap_or(env_ptr);
         // The window the run's frames lie in; the inline stack check compares against it.
         let stack_base = stack_top - Stack::BYTES as u64;
+        // A literal, not `RunCtx::new` and field writes: that compiles to a memset of
+        // the whole context (its uninitialised frames included) on every run.
         let mut ctx = runtime::RunCtx {
             stack_base,
             stack_top,

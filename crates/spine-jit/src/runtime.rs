@@ -80,6 +80,36 @@ pub(crate) struct RunCtx {
     pub cb_iters: MaybeUninit<[Iteration; MAX_CALL_FRAMES]>,
 }
 
+impl RunCtx {
+    /// A context for runs with an environment of type `E`: its trampolines set, no
+    /// stack, memory or environment yet (each run writes those).
+    #[inline(always)]
+    pub(crate) fn new<E: Env>() -> RunCtx {
+        RunCtx {
+            stack_base: 0,
+            stack_top: 0,
+            points: 0,
+            rt: std::ptr::null_mut(),
+            helper_fn: helper_call::<E> as *const () as usize,
+            budget_fn: budget_expired::<E> as *const () as usize,
+            aborted: 0,
+            cb_start_fn: callback_start::<E> as *const () as usize,
+            cb_next_fn: callback_next::<E> as *const () as usize,
+            tail_fn: tail_in_subprog::<E> as *const () as usize,
+            cb_ret: MaybeUninit::uninit(),
+            cb_args: MaybeUninit::uninit(),
+            frames: MaybeUninit::uninit(),
+            mem: std::ptr::null_mut(),
+            env: std::ptr::null_mut(),
+            limit_points: 0,
+            spent: 0,
+            outcome: None,
+            panic: None,
+            cb_iters: MaybeUninit::uninit(),
+        }
+    }
+}
+
 pub(crate) const OFF_STACK_BASE: i32 = offset_of!(RunCtx, stack_base) as i32;
 pub(crate) const OFF_STACK_TOP: i32 = offset_of!(RunCtx, stack_top) as i32;
 pub(crate) const OFF_POINTS: i32 = offset_of!(RunCtx, points) as i32;

@@ -153,3 +153,52 @@ fn a_callback_that_recurses_hits_the_frame_limit() {
     let r = both(&v, 1000);
     assert!(matches!(r, Err(Fault::CallDepth { pc: 8, .. })), "{r:?}");
 }
+
+/// A [`spine_jit::RunSlot`] is reused run after run: a budget fault, a helper that aborts
+/// the run, the countdown left by a long loop, must never reach the next run in it.
+/// Every run in one slot ends exactly as a plain run with a context of its own.
+#[test]
+fn a_kept_run_context_carries_nothing_from_one_run_to_the_next() {
+    // r1 back-edges (progress points), then helper 1 (unknown to `LoopEnv`: the run
+    // stops) when r2 is not 0; returns r3.
+    let p = asm("mov %r0, %r3\njeq %r1, 0, +2\nadd %r1, -1\nja -3\njeq %r2, 0, +1\ncall 1\nexit");
+    let jit = compile(&p, &JitOptions::default()).expect("compiles");
+    let limits = RunLimits { points: 16 };
+    let mut slot = spine_jit::RunSlot::<LoopEnv>::new();
+    let (mut mem, mut stack) = (Memory::new(), Stack::new());
+    // 40 back-edges need two renewals; 10 fit the first countdown.
+    let runs: [([u64; 5], u32); 8] = [
+        ([40, 0, 1, 0, 0], 0),
+        ([10, 0, 2, 0, 0], 0),
+        ([0, 1, 3, 0, 0], 0),
+        ([0, 0, 4, 0, 0], 0),
+        ([40, 0, 5, 0, 0], 2),
+        ([15, 0, 6, 0, 0], 0),
+        ([40, 1, 7, 0, 0], 0),
+        ([5, 0, 8, 0, 0], 0),
+    ];
+    let mut outcomes = Vec::new();
+    for (i, (args, renewals)) in runs.into_iter().enumerate() {
+        let mut e1 = LoopEnv { renewals, log: Vec::new() };
+        // SAFETY: no native helpers are registered; `LoopEnv` is the slot's type.
+        let kept = unsafe { jit.run_in(&mut slot, args, &mut mem, &mut stack, &mut e1, limits) };
+        let mut e2 = LoopEnv { renewals, log: Vec::new() };
+        let fresh = jit.run(args, &mut Memory::new(), &mut Stack::new(), &mut e2, limits);
+        let same_fault = match (&kept, &fresh) {
+            // The stack addresses differ: compare what the fault is, not where.
+            (Err(a), Err(b)) => std::mem::discriminant(a) == std::mem::discriminant(b),
+            (a, b) => a == b,
+        };
+        assert!(same_fault, "run {i}: kept context {kept:?}, fresh {fresh:?}");
+        assert_eq!(e1.renewals, e2.renewals, "run {i}: budget renewals");
+        assert!(mem.is_empty(), "run {i}: regions left registered");
+        outcomes.push(kept.map_err(|f| std::mem::discriminant(&f)));
+    }
+    let budget = Err(std::mem::discriminant(&Fault::Budget { pc: 0, points: 0 }));
+    let unknown = Err(std::mem::discriminant(&Fault::UnknownHelper { pc: 0, id: 0 }));
+    assert_eq!(
+        outcomes,
+        [budget, Ok(2), unknown, Ok(4), Ok(5), Ok(6), budget, Ok(8)],
+        "the runs' outcomes"
+    );
+}

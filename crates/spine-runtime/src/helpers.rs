@@ -70,7 +70,11 @@ pub(crate) struct XdpEnv<'a> {
     pub maps: &'a MapTable,
     /// The worker's CPU index; JIT code reads it at [`CPU_OFFSET`] (a `u64`).
     pub cpu: usize,
-    pub host: &'a mut dyn Host,
+    /// The host of the call in progress: set by the runner at the start of every call
+    /// that runs code, from the `&mut dyn Host` that call borrows for its whole length
+    /// (the environment outlives calls: the runner keeps it). Reached through
+    /// [`XdpEnv::host`] only.
+    pub host: *mut dyn Host,
     /// The context the program was given; helpers taking `ctx` must be passed this.
     pub ctx: *mut XdpCtx,
     /// The frame buffer, exclusively borrowed for the invocation.
@@ -107,7 +111,7 @@ pub(crate) struct XdpEnv<'a> {
     pub cpu_deadline: Option<u64>,
     /// Inner maps and ring-buffer records the invocation holds (the runner's, empty
     /// between invocations); released on drop.
-    pub held: &'a mut Held,
+    pub held: Held,
     /// [`CB_KEYS_BYTES`] of read-only (to the program) memory where
     /// `bpf_for_each_map_elem` puts the key it lends its callback, one slot per frame
     /// depth; null when the runner registered none (the program does not walk maps).
@@ -116,7 +120,7 @@ pub(crate) struct XdpEnv<'a> {
     /// `inlined_loops`; set by the runner before each engine run.
     pub running: *const Extension,
     /// Where `spine_msg_send` puts the messages it sends (the runner's).
-    pub outbox: &'a mut crate::msg::Outbox,
+    pub outbox: crate::msg::Outbox,
     /// How far the running program's instructions sit from the extension's own: 0, or
     /// [`crate::ext::TIMER_WRAPPER_LEN`] in a timer callback's run, whose pcs (and
     /// function addresses) are the wrapper's.
@@ -149,6 +153,15 @@ fn map_result(r: Result<(), spine_maps::MapError>) -> u64 {
 }
 
 impl<'a> XdpEnv<'a> {
+    /// The host of the call in progress.
+    #[inline(always)]
+    pub(crate) fn host(&mut self) -> &mut dyn Host {
+        // SAFETY: helpers and engines only run inside a runner call, which first set
+        // `host` from the `&mut dyn Host` it borrows for its whole length; nothing else
+        // uses that host while the call runs.
+        unsafe { &mut *self.host }
+    }
+
     /// The map a handle names: one of the object's, or an inner map this invocation
     /// holds.
     fn map(&self, handle: u64) -> Result<&Map, CallAbort> {
@@ -538,7 +551,7 @@ impl<'a> XdpEnv<'a> {
         }
         let c = self.ctx();
         let dev = if ifindex == 0 { c.ingress_ifindex } else { ifindex };
-        let Some(mtu) = self.host.mtu(dev) else { return Ok(neg(errno::ENODEV)) };
+        let Some(mtu) = self.host().mtu(dev) else { return Ok(neg(errno::ENODEV)) };
         let slot = mem
             .slice_mut(mtu_len, 4)
             .ok_or(CallAbort::Fault("bpf_check_mtu's mtu_len outside the program's memory"))?;
@@ -591,7 +604,7 @@ impl<'a> XdpEnv<'a> {
                 timers.set_callback(elem, callback)
             }
             helper::TIMER_START => {
-                timers.start(elem, a[1], a[2], self.host.now_ns(), self.cpu as u32)
+                timers.start(elem, a[1], a[2], self.host().now_ns(), self.cpu as u32)
             }
             _ => timers.cancel(elem, self.in_timer == Some((map.id(), elem))),
         };
@@ -662,7 +675,8 @@ impl Env for XdpEnv<'_> {
                 },
                 Err(fault) => {
                     if !self.fault_recorded {
-                        crate::xdp::record_fault(&target, self.cpu, &fault, self.host);
+                        let cpu = self.cpu;
+                        crate::xdp::record_fault(&target, cpu, &fault, self.host());
                         self.fault_recorded = true;
                     }
                     break Err(fault);
@@ -742,7 +756,7 @@ impl Env for XdpEnv<'_> {
             }
             helper::SPINE_MSG_BULK_LEN => {
                 self.check_ctx(a[0])?;
-                self.host.bulk_len()
+                self.host().bulk_len()
             }
             helper::SPINE_MSG_BULK_READ => {
                 // `spine_msg_bulk_read(ctx, offset, dst, len)`: the verifier proved `dst`
@@ -751,7 +765,7 @@ impl Env for XdpEnv<'_> {
                 self.check_ctx(a[0])?;
                 let len = a[3] as u32 as usize;
                 let dst = mem.slice_mut(a[2], len).ok_or_else(bad_ptr)?;
-                match self.host.bulk_read(a[1], dst) {
+                match self.host().bulk_read(a[1], dst) {
                     Ok(()) => 0,
                     Err(e) => {
                         dst.fill(0);
@@ -765,7 +779,7 @@ impl Env for XdpEnv<'_> {
                 // area on every call.
                 self.check_ctx(a[0])?;
                 let src = mem.slice(a[2], a[3] as u32 as usize).ok_or_else(bad_ptr)?;
-                match self.host.bulk_write(a[1], src) {
+                match self.host().bulk_write(a[1], src) {
                     Ok(()) => 0,
                     Err(e) => neg(e),
                 }
@@ -806,22 +820,23 @@ impl Env for XdpEnv<'_> {
             // The coarse clock is the monotonic one read at tick resolution: the same
             // base, so the precise reading is a valid coarse one.
             helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS | helper::KTIME_GET_COARSE_NS => {
-                self.host.now_ns()
+                self.host().now_ns()
             }
-            helper::JIFFIES64 => self.host.jiffies64(),
-            helper::KTIME_GET_TAI_NS => self.host.tai_ns(),
+            helper::JIFFIES64 => self.host().jiffies64(),
+            helper::KTIME_GET_TAI_NS => self.host().tai_ns(),
             helper::CHECK_MTU => {
                 self.check_ctx(a[0])?;
                 return self.check_mtu(a[1] as u32, a[2], a[3] as i32, a[4], mem);
             }
-            helper::GET_PRANDOM_U32 => u64::from(self.host.prandom_u32()),
+            helper::GET_PRANDOM_U32 => u64::from(self.host().prandom_u32()),
             helper::GET_SMP_PROCESSOR_ID => self.cpu as u64,
-            helper::FIB_LOOKUP => crate::fib_lookup::call(self.host.fib(), a, mem)?,
+            helper::FIB_LOOKUP => crate::fib_lookup::call(self.host().fib(), a, mem)?,
             helper::TRACE_PRINTK => {
                 let fmt = mem.slice(a[0], a[1] as u32 as usize).ok_or_else(bad_ptr)?;
                 match printk::format(fmt, [a[2], a[3], a[4]], mem) {
                     Ok(line) => {
-                        self.host.trace(self.cpu, &line);
+                        let cpu = self.cpu;
+                        self.host().trace(cpu, &line);
                         line.len() as u64
                     }
                     Err(()) => neg(errno::EINVAL),
@@ -1031,7 +1046,7 @@ impl Env for XdpEnv<'_> {
     }
 
     fn budget_expired(&mut self) -> BudgetVerdict {
-        let now = self.host.now_ns();
+        let now = self.host().now_ns();
         let deadline = *self.deadline.get_or_insert(now.saturating_add(self.budget.ns));
         if now < deadline {
             return BudgetVerdict::Continue(self.budget.points);
@@ -1040,7 +1055,7 @@ impl Env for XdpEnv<'_> {
         // machine) has not run for all of that time: where the host has the thread's CPU
         // clock, the invocation gets the same budget again in CPU time it actually runs,
         // so a runaway program is still stopped after at most twice its budget of CPU.
-        let Some(cpu) = self.host.thread_cpu_ns() else { return BudgetVerdict::Abort };
+        let Some(cpu) = self.host().thread_cpu_ns() else { return BudgetVerdict::Abort };
         let limit = *self.cpu_deadline.get_or_insert(cpu.saturating_add(self.budget.ns));
         if cpu < limit {
             BudgetVerdict::Continue(self.budget.points)

@@ -444,10 +444,11 @@ impl Held {
         Held { inner: FixedVec::new(), records: FixedVec::new(), synced: 0, synced_len: 0, lock: 0 }
     }
 
-    /// Nothing held: the common case, one compare.
+    /// Nothing held: the common case, one compare (of the three counts or'ed
+    /// together: no branch per field).
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.inner.len == 0 && self.records.len == 0 && self.lock == 0
+        (self.inner.len as u64 | self.records.len as u64 | self.lock) == 0
     }
 
     /// Takes the `bpf_spin_lock` at `addr` (4-aligned, inside a map value, as the

@@ -61,25 +61,54 @@ pub enum RunnerError {
 }
 
 /// One worker's instance of an extension.
-#[derive(Debug)]
 pub struct XdpRunner {
+    /// The helper environment, set up once with the runner: a call sets the host and
+    /// the geometry, a packet only its own fields (see [`XdpBurst`]). Declared first, so
+    /// dropped before `ext`, whose maps it borrows.
+    env: XdpEnv<'static>,
     ext: Arc<Extension>,
     cpu: usize,
     /// Map values and the context, registered once; and the packet's region.
     mem: Memory,
     pkt_region: usize,
     stack: Stack,
-    ctx: Box<XdpCtx>,
+    /// The JIT's run context, kept between runs.
+    jit: spine_jit::RunSlot<XdpEnv<'static>>,
+    /// The context, owned here; `env.ctx` and the registered region point into it.
+    _ctx: Box<XdpCtx>,
     budget: Budget,
     /// Where the last `XDP_REDIRECT` verdict sends its packet.
     redirect: Option<Redirect>,
-    /// What an invocation holds until it ends (lent to its `XdpEnv`, which empties it).
-    held: Held,
     /// Where `bpf_for_each_map_elem` lends its callbacks their keys (registered as a
     /// read-only region); only for extensions that may walk maps.
     cb_keys: Option<Box<[u64]>>,
-    /// Active messages the current burst sent (`spine_msg_send`).
-    outbox: crate::msg::Outbox,
+}
+
+// SAFETY: what the runner's environment points to is either the runner's own (the
+// context, stack and callback-key boxes, which move with it) or lent by a call and only
+// dereferenced while that call runs (the host, the frame and its fragments, the
+// running extension); the rest of the runner is `Send`. A runner is used by one thread
+// at a time (every call takes `&mut self`).
+unsafe impl Send for XdpRunner {}
+
+impl std::fmt::Debug for XdpRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpRunner")
+            .field("ext", &self.ext.name())
+            .field("cpu", &self.cpu)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `host` with its lifetime bound erased, for the environment the runner keeps between
+/// calls; each call sets it anew, and nothing dereferences it outside that call.
+#[inline(always)]
+fn erase_host<'h>(host: &'h mut (dyn Host + 'h)) -> *mut dyn Host {
+    let p: *mut (dyn Host + 'h) = host;
+    // SAFETY: only the trait object's lifetime bound changes (same layout). The pointer
+    // is dereferenced only through `XdpEnv::host`, while the call that lent `host` runs.
+    unsafe { std::mem::transmute::<*mut (dyn Host + 'h), *mut (dyn Host + 'static)>(p) }
 }
 
 /// Regions besides the map values: context, packet, the stack, and the stack the
@@ -148,24 +177,57 @@ impl XdpRunner {
             unsafe { mem.push(r) }.expect("room counted above");
         }
         let budget = ext.domain().spec().budget;
+        // SAFETY: the map table lives in the extension, on the heap behind `ext`, which
+        // this runner holds for its whole life and drops after `env` (field order); the
+        // reference never leaves the runner.
+        let maps: &'static crate::maps::MapTable =
+            unsafe { &*std::ptr::from_ref::<crate::maps::MapTable>(ext.maps()) };
+        let env = XdpEnv {
+            maps,
+            cpu,
+            // Null until the first call sets it; never dereferenced before.
+            host: std::ptr::null_mut::<crate::FixedHost>() as *mut dyn Host,
+            ctx: &mut *ctx,
+            frame: std::ptr::null_mut(),
+            frags: std::ptr::null_mut(),
+            geometry: Geometry::TEST_RUN,
+            pkt_region,
+            tail: None,
+            tail_calls: 0,
+            stack_top: stack.as_mut_ptr() as u64 + stack.len_bytes() as u64,
+            tail_windows: stack.tail_windows(),
+            nest: 0,
+            fault_recorded: false,
+            redirect: None,
+            budget,
+            deadline: None,
+            cpu_deadline: None,
+            held: Held::new(),
+            cb_keys: cb_keys.as_mut().map_or(std::ptr::null_mut(), |k| k.as_mut_ptr().cast::<u8>()),
+            running: std::ptr::null(),
+            outbox: crate::msg::Outbox::default(),
+            pc_shift: 0,
+            in_timer: None,
+        };
         Ok(XdpRunner {
+            env,
             ext,
             cpu,
             mem,
             pkt_region,
             stack,
-            ctx,
+            jit: spine_jit::RunSlot::new(),
+            _ctx: ctx,
             budget,
             redirect: None,
-            held: Held::new(),
             cb_keys,
-            outbox: crate::msg::Outbox::default(),
         })
     }
 
     /// Replaces the domain's budget for this runner (benchmarks, fidelity runs).
     pub fn with_budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
+        self.env.budget = budget;
         self
     }
 
@@ -204,9 +266,10 @@ impl XdpRunner {
         let (buf, geometry, bounds, frags) = frame.parts();
         let mut burst = self.burst(geometry, rx, host);
         if let Some(f) = frags {
-            burst.env.frags = f;
+            burst.r.env.frags = f;
         }
-        burst.run_one(buf, bounds)
+        // A frame keeps its bounds inside its geometry: nothing to check.
+        burst.run_one::<false>(buf, bounds)
     }
 
     /// As [`XdpRunner::run`], on any buffer: `bounds` says where the packet lies in `buf`
@@ -228,7 +291,7 @@ impl XdpRunner {
         rx: RxInfo,
         host: &mut dyn Host,
     ) -> Result<u32, Box<Fault>> {
-        self.burst(geometry, rx, host).run_one(buf, bounds)
+        self.burst(geometry, rx, host).run_one::<true>(buf, bounds)
     }
 
     /// As [`XdpRunner::run_raw`], for a multi-buffer frame whose head lies in `buf` and
@@ -249,9 +312,9 @@ impl XdpRunner {
     ) -> Result<u32, Box<Fault>> {
         let mut burst = self.burst(geometry, rx, host);
         if frags.count() > 0 {
-            burst.env.frags = frags;
+            burst.r.env.frags = frags;
         }
-        burst.run_one(buf, bounds)
+        burst.run_one::<true>(buf, bounds)
     }
 
     /// Runs an active-message handler (an extension from `SEC("spine/handler/N")`) on the
@@ -288,7 +351,7 @@ impl XdpRunner {
         let rx = RxInfo { ingress_ifindex: source, rx_queue_index: handler };
         let mut b = self.burst(geometry, rx, host);
         b.egress = (bounds.end - bounds.data) as u32;
-        b.run_one(buf, bounds)
+        b.run_one::<true>(buf, bounds)
     }
 
     /// Runs the callbacks of this extension's timers that are due at `now` (ns, on the
@@ -387,39 +450,58 @@ impl XdpRunner {
         // SAFETY: an empty region grants access to nothing; no packet is lent.
         unsafe { self.mem.set(self.pkt_region, Region::default()) };
         let cpu = self.cpu;
-        let mut b = self.burst(Geometry::TEST_RUN, RxInfo::default(), host);
-        b.env.pc_shift = crate::ext::TIMER_WRAPPER_LEN;
-        b.env.in_timer = Some((map.id(), due.elem));
-        b.env.running = &**ext;
-        let env = &mut b.env;
-        let r = match engine {
-            Engine::Interp(vm) => vm.run(args, b.mem, b.stack, env, b.limits),
+        let b = self.burst(Geometry::TEST_RUN, RxInfo::default(), host);
+        let r = b.r;
+        let limits = RunLimits { points: r.env.budget.points };
+        let env = &mut r.env;
+        env.frame = std::ptr::null_mut();
+        env.tail = None;
+        env.tail_calls = 0;
+        env.fault_recorded = false;
+        env.redirect = None;
+        env.deadline = None;
+        env.cpu_deadline = None;
+        env.pc_shift = crate::ext::TIMER_WRAPPER_LEN;
+        env.in_timer = Some((map.id(), due.elem));
+        env.running = &**ext;
+        let result = match engine {
+            Engine::Interp(vm) => vm.run(args, &mut r.mem, &mut r.stack, env, limits),
             // SAFETY: the JIT registered `helpers::native_helpers`, which take the
             // `XdpEnv` passed here as their runtime pointer; `mem` has held the region
             // of `stack` since the runner was made.
             Engine::Jit(code) => unsafe {
-                code.run_with_env_runtime_on_registered_stack(args, b.mem, b.stack, env, b.limits)
+                code.run_with_env_runtime_on_registered_stack(
+                    args,
+                    &mut r.mem,
+                    &mut r.stack,
+                    env,
+                    limits,
+                )
             },
         };
+        // The next call runs a packet program again.
+        env.pc_shift = 0;
+        env.in_timer = None;
         if !env.held.is_empty() {
             env.held.release(env.maps);
         }
-        r.map_err(|fault| {
-            record_fault(ext, cpu, &fault, env.host);
+        result.map_err(|fault| {
+            record_fault(ext, cpu, &fault, env.host());
             Box::new(fault)
         })
     }
 
     /// The active messages the last burst (or run) sent, oldest first.
     pub fn outbox(&self) -> &[crate::msg::OutMsg] {
-        self.outbox.messages()
+        self.env.outbox.messages()
     }
 
-    /// Starts a burst: the environment, the context's constant fields, the budget and
-    /// the registered regions are set up once here, and each [`XdpBurst::run`] then
-    /// writes only what changes per packet (the packet pointers and its region). Every
-    /// packet is still its own invocation: its own budget, fault accounting, tail-call
-    /// count and redirect target.
+    /// Starts a burst. The environment, the registered regions and the context's
+    /// pointers were set up with the runner; here only the host, the geometry and the
+    /// context's receive fields are set, and each [`XdpBurst::run`] then writes only
+    /// what changes per packet (the packet pointers and its region, and the fields an
+    /// invocation may have changed). Every packet is still its own invocation: its own
+    /// budget, fault accounting, tail-call count, held references and redirect target.
     #[inline]
     pub fn burst<'r>(
         &'r mut self,
@@ -427,53 +509,26 @@ impl XdpRunner {
         rx: RxInfo,
         host: &'r mut dyn Host,
     ) -> XdpBurst<'r> {
-        let ctx: *mut XdpCtx = &mut *self.ctx;
-        self.outbox.clear();
+        let ctx: *mut XdpCtx = self.env.ctx;
         // SAFETY: `ctx` points to the box this runner owns; the writes are in bounds.
         unsafe {
             std::ptr::addr_of_mut!((*ctx).ingress_ifindex).write_volatile(rx.ingress_ifindex);
             std::ptr::addr_of_mut!((*ctx).rx_queue_index).write_volatile(rx.rx_queue_index);
         }
-        XdpBurst {
-            env: XdpEnv {
-                maps: self.ext.maps(),
-                cpu: self.cpu,
-                host,
-                ctx,
-                frame: std::ptr::null_mut(),
-                frags: std::ptr::null_mut(),
-                geometry,
-                pkt_region: self.pkt_region,
-                tail: None,
-                tail_calls: 0,
-                stack_top: self.stack.as_mut_ptr() as u64 + self.stack.len_bytes() as u64,
-                tail_windows: self.stack.tail_windows(),
-                nest: 0,
-                fault_recorded: false,
-                redirect: None,
-                budget: self.budget,
-                deadline: None,
-                cpu_deadline: None,
-                held: &mut self.held,
-                cb_keys: self
-                    .cb_keys
-                    .as_mut()
-                    .map_or(std::ptr::null_mut(), |k| k.as_mut_ptr().cast::<u8>()),
-                running: std::ptr::null(),
-                outbox: &mut self.outbox,
-                pc_shift: 0,
-                in_timer: None,
-            },
-            ext: &self.ext,
-            cpu: self.cpu,
-            mem: &mut self.mem,
-            stack: &mut self.stack,
-            ctx,
-            limits: RunLimits { points: self.budget.points },
-            redirect: &mut self.redirect,
-            detached: false,
-            egress: 0,
+        let env = &mut self.env;
+        env.outbox.clear();
+        env.host = erase_host(host);
+        env.geometry = geometry;
+        env.frags = std::ptr::null_mut();
+        // Left as they are by a run that unwound (a panicking helper or host): a call
+        // that returns restores them itself.
+        env.nest = 0;
+        env.pc_shift = 0;
+        env.in_timer = None;
+        if !env.held.is_empty() {
+            env.held.release(env.maps);
         }
+        XdpBurst { r: self, detached: false, egress: 0, _host: std::marker::PhantomData }
     }
 
     /// Runs the extension on every frame of `frames` (buffer and bounds, updated as
@@ -528,24 +583,19 @@ pub enum Verdict {
 
 /// A burst in progress on one runner (see [`XdpRunner::burst`]).
 pub struct XdpBurst<'r> {
-    env: XdpEnv<'r>,
-    ext: &'r Arc<Extension>,
-    cpu: usize,
-    mem: &'r mut Memory,
-    stack: &'r mut Stack,
-    ctx: *mut XdpCtx,
-    limits: RunLimits,
-    redirect: &'r mut Option<Redirect>,
+    r: &'r mut XdpRunner,
     /// A fault in this burst detached the extension: it runs no more.
     detached: bool,
     /// What the context's `egress_ifindex` slot holds for each run: 0 for XDP, the
     /// message length for a handler (`spine_msg_md.len`).
     egress: u32,
+    /// The host the runner's environment points to, borrowed for the burst.
+    _host: std::marker::PhantomData<&'r mut dyn Host>,
 }
 
 impl std::fmt::Debug for XdpBurst<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XdpBurst").field("ext", &self.ext.name()).finish_non_exhaustive()
+        f.debug_struct("XdpBurst").field("ext", &self.r.ext.name()).finish_non_exhaustive()
     }
 }
 
@@ -559,29 +609,64 @@ impl XdpBurst<'_> {
         if self.detached {
             return Verdict::Detached;
         }
-        match self.run_one(buf, bounds) {
-            Ok(action) => Verdict::Action { action, redirect: *self.redirect },
+        match self.run_one::<true>(buf, bounds) {
+            Ok(action) => Verdict::Action { action, redirect: self.r.redirect },
             Err(_) => {
-                self.detached = self.ext.health().is_detached();
+                self.detached = self.r.ext.health().is_detached();
                 Verdict::Fault
             }
         }
     }
 
+    /// As [`XdpBurst::run`], without checking `bounds` and `buf` against the burst's
+    /// geometry: for a caller whose buffers keep them so by construction (the adapter's
+    /// pool, whose metadata never points outside a buffer), so that the check is not
+    /// made again for every packet.
+    ///
+    /// # Safety
+    /// `buf.len()` is the geometry's `size` and `bounds` satisfy [`Geometry::holds`]
+    /// for it: the packet's region is registered from them, and the program reads and
+    /// writes whatever it covers.
+    #[inline]
+    pub unsafe fn run_unchecked(&mut self, buf: &mut [u8], bounds: &mut Bounds) -> Verdict {
+        if self.detached {
+            return Verdict::Detached;
+        }
+        match self.run_one::<false>(buf, bounds) {
+            Ok(action) => Verdict::Action { action, redirect: self.r.redirect },
+            Err(_) => {
+                self.detached = self.r.ext.health().is_detached();
+                Verdict::Fault
+            }
+        }
+    }
+
+    /// One invocation on `buf`. `CHECK`: whether `bounds` and `buf` are checked against
+    /// the geometry first; without it the caller has made sure they hold (a [`Frame`]
+    /// keeps them so itself, and so do the callers of [`XdpBurst::run_unchecked`]).
     // Always inlined, like `XdpRunner::run_raw`: out of line, its result comes back
     // through memory written as two narrow stores and read back as one 16-byte load
     // (a store-forwarding stall per packet).
     #[inline(always)]
-    fn run_one(&mut self, buf: &mut [u8], bounds: &mut Bounds) -> Result<u32, Box<Fault>> {
-        assert!(
-            self.env.geometry.holds(bounds, buf.len()),
-            "packet bounds {bounds:?} break {:?}",
-            self.env.geometry
-        );
-        *self.redirect = None;
+    fn run_one<const CHECK: bool>(
+        &mut self,
+        buf: &mut [u8],
+        bounds: &mut Bounds,
+    ) -> Result<u32, Box<Fault>> {
+        let r = &mut *self.r;
+        if CHECK {
+            assert!(
+                r.env.geometry.holds(bounds, buf.len()),
+                "packet bounds {bounds:?} break {:?}",
+                r.env.geometry
+            );
+        } else {
+            debug_assert!(r.env.geometry.holds(bounds, buf.len()));
+        }
+        r.redirect = None;
         let base = buf.as_mut_ptr() as u64;
         let (meta, end) = (base + bounds.meta as u64, base + bounds.end as u64);
-        let ctx_ptr = self.ctx;
+        let ctx_ptr = r.env.ctx;
         // One store per field, each the width the program and the read-back below load:
         // a load served from part of a wider (vector) store is not forwarded and stalls.
         // SAFETY: `ctx_ptr` points to the box the runner owns; the writes are in bounds.
@@ -595,9 +680,9 @@ impl XdpBurst<'_> {
         // SAFETY: the frame buffer is borrowed for all of this call and nothing else
         // references it while the program runs; after it returns the stale region is
         // never used (no engine runs on `mem` before the next `set`).
-        unsafe { self.mem.set(self.env.pkt_region, pkt) };
+        unsafe { r.mem.set(r.pkt_region, pkt) };
         // Each packet is its own invocation: nothing of the previous one carries over.
-        let env = &mut self.env;
+        let env = &mut r.env;
         env.frame = base as *mut u8;
         env.tail = None;
         env.tail_calls = 0;
@@ -605,37 +690,35 @@ impl XdpBurst<'_> {
         env.redirect = None;
         env.deadline = None;
         env.cpu_deadline = None;
+        let limits = RunLimits { points: env.budget.points };
         let args = [ctx_ptr as u64, 0, 0, 0, 0];
         let mut target: Option<Arc<Extension>> = None;
         // The engine's result is taken apart at once: moving the whole `Result<u64, Fault>`
         // around costs a store-forwarding stall per packet.
         let result = loop {
-            let ext: &Extension = target.as_deref().unwrap_or(self.ext);
+            let ext: &Extension = target.as_deref().unwrap_or(&*r.ext);
             if ext.stats().zeroed_stack > 0 {
-                self.stack.zero_top(ext.stats().zeroed_stack);
+                r.stack.zero_top(ext.stats().zeroed_stack);
             }
             env.running = ext;
-            let r = match &ext.engine {
-                Engine::Interp(vm) => vm.run(args, self.mem, self.stack, env, self.limits),
+            let res = match &ext.engine {
+                Engine::Interp(vm) => vm.run(args, &mut r.mem, &mut r.stack, env, limits),
+                // In the run context the runner keeps (only what a run changes is
+                // written per packet).
                 // SAFETY: the JIT registered `helpers::native_helpers`, which take the
                 // `XdpEnv` passed here as their runtime pointer; `mem` has held the
                 // region of `stack` since the runner was made.
                 Engine::Jit(code) => unsafe {
-                    code.run_with_env_runtime_on_registered_stack(
-                        args,
-                        self.mem,
-                        self.stack,
-                        env,
-                        self.limits,
-                    )
+                    code.run_in(&mut r.jit, args, &mut r.mem, &mut r.stack, env, limits)
                 },
             };
-            let r0 = match r {
+            let r0 = match res {
                 Ok(r0) => r0,
                 Err(fault) => {
                     // A fault in a tail call's target run from a callee is counted there.
                     if !env.fault_recorded {
-                        record_fault(ext, self.cpu, &fault, env.host);
+                        let cpu = r.cpu;
+                        record_fault(ext, cpu, &fault, env.host());
                     }
                     break Err(Box::new(fault));
                 }
@@ -650,7 +733,7 @@ impl XdpBurst<'_> {
             env.held.release(env.maps);
         }
         if result == Ok(spine_abi::xdp_action::REDIRECT) {
-            *self.redirect = env.redirect;
+            r.redirect = env.redirect;
         }
         // One 8-byte load per field: the program and the helpers stored them one by one,
         // and a wider load spanning two such stores cannot be forwarded from the store

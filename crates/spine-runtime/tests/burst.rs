@@ -192,3 +192,63 @@ fn a_fault_that_detaches_the_extension_stops_the_rest_of_the_burst() {
         assert_eq!(ext.health().faults(), 2);
     }
 }
+
+/// What packet `first` of `leftovers.c` must come to, whatever ran before it.
+fn leftover_verdict(first: u8) -> Verdict {
+    let a = |action| Verdict::Action { action, redirect: None };
+    match first {
+        0 => Verdict::Action {
+            action: xdp_action::REDIRECT,
+            redirect: Some(spine_runtime::Redirect::Port { ifindex: 7 }),
+        },
+        1 => a(xdp_action::REDIRECT),
+        2 => a(xdp_action::PASS),
+        3 => Verdict::Fault,
+        4 => a(xdp_action::DROP),
+        _ => a(xdp_action::TX),
+    }
+}
+
+/// The runner keeps its environment and the JIT its run context from one call to the
+/// next: a redirect target, moved bounds, a watchdog fault, a tail-call count left by
+/// one packet must never reach the next one, whether the packets come one call at a
+/// time (`run`) or as one burst, and each must come out as on a fresh runner.
+#[test]
+fn nothing_one_packet_leaves_reaches_the_next_in_a_reused_runner() {
+    let obj = compile("leftovers");
+    // Each kind after each other kind, and twice in a row.
+    let order: [u8; 16] = [0, 1, 2, 3, 4, 9, 0, 0, 3, 3, 1, 4, 4, 2, 2, 1];
+    let packets: Vec<Vec<u8>> = order.iter().map(|&f| packet(f, 64)).collect();
+    for engine in ENGINES {
+        let loaded = load(&obj, engine, &Domain::default_domain());
+        let ext = loaded.program(Some("leftovers")).unwrap().clone();
+        let runs = ext.map("runs").unwrap().clone();
+        let count = || {
+            let mut v = [0u8; 8];
+            runs.lookup_user(&0u32.to_le_bytes(), &mut v).unwrap();
+            u64::from_le_bytes(v)
+        };
+        // One call at a time on one runner, against a fresh runner per packet.
+        let mut reused = XdpRunner::new(ext.clone(), 0).unwrap().with_budget(BUDGET);
+        for (i, p) in packets.iter().enumerate() {
+            let before = count();
+            let (v, bytes) = single(&mut reused, p, RxInfo::default());
+            let mut fresh = XdpRunner::new(ext.clone(), 0).unwrap().with_budget(BUDGET);
+            let (fv, fbytes) = single(&mut fresh, p, RxInfo::default());
+            let what = format!("{engine:?}: packet {i} (kind {})", p[0]);
+            assert_eq!(v, leftover_verdict(p[0]), "{what}: verdict on the reused runner");
+            assert_eq!((v, &bytes), (fv, &fbytes), "{what}: reused vs fresh runner");
+            let expect_bytes = if p[0] == 2 { &p[4..] } else { &p[..] };
+            assert_eq!(bytes, expect_bytes, "{what}: bytes");
+            // 1 run and 33 tail calls, on each runner: a count carried over would stop
+            // the reused runner's chain early.
+            let expect_runs =
+                if p[0] == 4 { 2 * (1 + u64::from(spine_runtime::MAX_TAIL_CALLS)) } else { 0 };
+            assert_eq!(count() - before, expect_runs, "{what}: runs of the tail-call chain");
+        }
+        // All of them as one burst (and `same_as_single` checks each against a run).
+        let v = same_as_single(&ext, &packets, &format!("leftovers {engine:?}"));
+        let expected: Vec<Verdict> = order.iter().map(|&f| leftover_verdict(f)).collect();
+        assert_eq!(v, expected, "{engine:?}: the burst's verdicts");
+    }
+}
