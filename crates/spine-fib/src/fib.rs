@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::ecmp;
-use crate::fwd::{Fwd4, FwdTable};
+use crate::fwd::{Fwd4, Fwd6, FwdTable};
 use crate::iface::{Iface, Ifaces};
 use crate::lpm::{Lpm, LpmError};
 use crate::neigh::{Neigh, NeighTable};
@@ -153,7 +153,7 @@ pub struct FibState {
     rules6: RuleSet,
     /// Resilient nexthop groups' buckets, by group id ([`FibOp::SetBuckets`]).
     buckets: HashMap<u32, Box<[u16]>>,
-    /// Forwarding records of the IPv4 routes with one plain next hop, by route index
+    /// Forwarding records of the routes with one plain next hop, by route index
     /// ([`crate::fwd`]): kept in step with the routes, neighbours and interfaces.
     fwd: FwdTable,
 }
@@ -384,7 +384,22 @@ impl FibState {
     /// neither of them the route entry.
     #[inline]
     pub fn fwd_v4(&self, idx: u32) -> Option<(&Fwd4, u32)> {
-        self.fwd.get(idx)
+        self.fwd.get_v4(idx)
+    }
+
+    /// The forwarding record and metric of route `idx`, if it is an IPv6 unicast
+    /// route with one next hop (no lightweight tunnel, no IPv4 gateway, no locked
+    /// MTU), as [`FibState::fwd_v4`] for IPv4.
+    #[inline]
+    pub fn fwd_v6(&self, idx: u32) -> Option<(&Fwd6, u32)> {
+        self.fwd.get_v6(idx)
+    }
+
+    /// The index ([`FibState::route`]) of table `table`'s route for IPv6 destination
+    /// `dst` (its bits, network order as a number): one LPM walk, nothing else touched.
+    #[inline]
+    pub fn lookup_v6_index(&self, table: u32, dst: u128) -> Option<u32> {
+        self.table(table)?.v6.lookup(dst)
     }
 
     /// Number of forwarding records ([`FibState::fwd_v4`]) in use, and the bytes of

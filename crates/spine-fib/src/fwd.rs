@@ -1,20 +1,22 @@
-//! Forwarding records: what `bpf_fib_lookup` answers for an IPv4 route with one plain
-//! next hop, resolved when the FIB changes instead of on every packet.
+//! Forwarding records: what `bpf_fib_lookup` answers for a route with one plain next
+//! hop, resolved when the FIB changes instead of on every packet, for both families.
 //!
 //! The lookup for such a route would otherwise chase the route entry (a large
 //! [`RouteEntry`](crate::RouteEntry)), its heap-held next hops, the output interface
 //! and a hash of the neighbour table: four or five cache lines after the LPM. Here the
 //! LPM's value (the route's index) names an 8-byte [`FastRoute`] in a dense array
-//! (eight to a cache line), which names a shared 32-byte [`Fwd4`]: output interface,
+//! (eight to a cache line), which names a shared record: a 32-byte [`Fwd4`] for an
+//! IPv4 route, a 64-byte [`Fwd6`] for an IPv6 one, holding the output interface, the
 //! gateway, the interface's MTU and MAC, and the gateway's MAC when its neighbour entry
 //! is usable. Routes through the same (interface, gateway) share one record, so a table
 //! of a million routes over a few next hops has a few records, always in cache, and a
 //! neighbour or interface change rewrites a few records, never the routes.
 //!
-//! Routes that do not qualify (other types, ECMP, a lightweight tunnel, an IPv6
-//! gateway, a locked MTU, IPv6 prefixes) have no record and take the general path.
+//! Routes that do not qualify (other types, ECMP, a lightweight tunnel, a gateway of
+//! the other family, a locked MTU) have no record and take the general path.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::hash::Hash;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use rustc_hash::FxHashMap;
 
@@ -28,16 +30,50 @@ const GATEWAY: u8 = 1;
 const NEIGH: u8 = 2;
 const IFACE: u8 = 4;
 const NONE: u32 = u32::MAX;
+/// [`FastRoute::fwd`]'s bit for an IPv6 record.
+const V6: u32 = 1 << 31;
 
-/// The forwarding answer for one (output interface, IPv4 gateway) pair, as the FIB's
-/// own interfaces and neighbours give it. 32 bytes, aligned: one cache line holds two.
+/// A gateway address as a record holds it: network-order bytes of one family.
+pub trait GatewayBytes: Copy + Default + Eq + Hash + AsRef<[u8]> + std::fmt::Debug {
+    /// The address as the neighbour table keys it.
+    fn ip(self) -> IpAddr;
+    /// The bytes of `ip`, if it is of this family.
+    fn of(ip: IpAddr) -> Option<Self>;
+}
+
+impl GatewayBytes for [u8; 4] {
+    fn ip(self) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(self))
+    }
+    fn of(ip: IpAddr) -> Option<[u8; 4]> {
+        match ip {
+            IpAddr::V4(a) => Some(a.octets()),
+            IpAddr::V6(_) => None,
+        }
+    }
+}
+
+impl GatewayBytes for [u8; 16] {
+    fn ip(self) -> IpAddr {
+        IpAddr::V6(Ipv6Addr::from(self))
+    }
+    fn of(ip: IpAddr) -> Option<[u8; 16]> {
+        match ip {
+            IpAddr::V6(a) => Some(a.octets()),
+            IpAddr::V4(_) => None,
+        }
+    }
+}
+
+/// The forwarding answer for one (output interface, gateway) pair, as the FIB's own
+/// interfaces and neighbours give it: [`Fwd4`] (32 bytes) or [`Fwd6`] (64 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C, align(32))]
-pub struct Fwd4 {
+pub struct Fwd<G> {
     /// The output interface.
     pub ifindex: u32,
     /// The gateway in network order (meaningful with a gateway only).
-    gateway: [u8; 4],
+    gateway: G,
     /// The interface's MTU, as the FIB holds the interface.
     mtu: u32,
     /// The interface's MAC.
@@ -47,11 +83,16 @@ pub struct Fwd4 {
     flags: u8,
 }
 
-impl Fwd4 {
+/// An IPv4 route's record.
+pub type Fwd4 = Fwd<[u8; 4]>;
+/// An IPv6 route's record.
+pub type Fwd6 = Fwd<[u8; 16]>;
+
+impl<G: GatewayBytes> Fwd<G> {
     /// The gateway's address in network order, `None` for a directly connected route
     /// (the neighbour is the destination itself).
     #[inline]
-    pub fn gateway(&self) -> Option<[u8; 4]> {
+    pub fn gateway(&self) -> Option<G> {
         (self.flags & GATEWAY != 0).then_some(self.gateway)
     }
 
@@ -69,14 +110,17 @@ impl Fwd4 {
         (self.flags & IFACE != 0).then_some((self.mtu, self.smac))
     }
 
+    fn key(&self) -> (u32, Option<G>) {
+        (self.ifindex, self.gateway())
+    }
+
     fn refresh_neigh(&mut self, neigh: &NeighTable) {
         self.flags &= !NEIGH;
         self.dmac = [0; 6];
         if self.flags & GATEWAY == 0 {
             return;
         }
-        let ip = IpAddr::V4(Ipv4Addr::from(self.gateway));
-        if let Some(n) = neigh.get(self.ifindex, ip).filter(|n| n.state.usable()) {
+        if let Some(n) = neigh.get(self.ifindex, self.gateway.ip()).filter(|n| n.state.usable()) {
             self.dmac = n.mac;
             self.flags |= NEIGH;
         }
@@ -95,6 +139,7 @@ impl Fwd4 {
 /// A route's entry in the dense per-route array: its forwarding record and metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FastRoute {
+    /// The record's index, [`V6`] set for an IPv6 one; [`NONE`] for no record.
     fwd: u32,
     /// The route's metric (`bpf_fib_lookup` returns it).
     pub metric: u32,
@@ -104,56 +149,26 @@ impl FastRoute {
     const EMPTY: FastRoute = FastRoute { fwd: NONE, metric: 0 };
 }
 
-/// The records and the per-route array, kept by [`crate::FibState`] in step with its
-/// routes, neighbours and interfaces.
+/// One family's records, shared by (output interface, gateway), counted by the routes
+/// that name them.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct FwdTable {
-    recs: Vec<Fwd4>,
+struct Records<G: GatewayBytes> {
+    recs: Vec<Fwd<G>>,
     refs: Vec<u32>,
     free: Vec<u32>,
     /// (output interface, gateway) → record (update-only).
-    ids: FxHashMap<(u32, Option<u32>), u32>,
-    /// By route index.
-    routes: Vec<FastRoute>,
+    ids: FxHashMap<(u32, Option<G>), u32>,
 }
 
-/// The (interface, gateway) of a route that gets a record, `None` if it does not
-/// qualify.
-fn key(e: &RouteEntry) -> Option<(u32, Option<u32>)> {
-    let IpPrefix::V4(_) = e.prefix else { return None };
-    if e.kind != RouteType::Unicast || e.mtu != 0 {
-        return None;
-    }
-    let [nh] = &e.nexthops[..] else { return None };
-    if nh.encap {
-        return None;
-    }
-    match nh.gateway {
-        None => Some((nh.ifindex, None)),
-        Some(IpAddr::V4(g)) => Some((nh.ifindex, Some(u32::from(g)))),
-        Some(IpAddr::V6(_)) => None,
-    }
-}
-
-impl FwdTable {
-    /// Route `idx`'s record and metric, if it has one.
-    #[inline]
-    pub(crate) fn get(&self, idx: u32) -> Option<(&Fwd4, u32)> {
-        let r = self.routes.get(idx as usize)?;
-        let f = self.recs.get(r.fwd as usize)?;
-        Some((f, r.metric))
-    }
-
-    /// Route `idx` is now `e`.
-    pub(crate) fn set_route(&mut self, idx: u32, e: &RouteEntry, n: &NeighTable, i: &Ifaces) {
-        self.clear_route(idx);
-        let Some(k) = key(e) else { return };
+impl<G: GatewayBytes> Records<G> {
+    /// The record for `k`, made if new, with one more reference.
+    fn acquire(&mut self, k: (u32, Option<G>), n: &NeighTable, i: &Ifaces) -> u32 {
         let fwd = match self.ids.get(&k) {
             Some(&f) => f,
             None => {
-                let mut rec = Fwd4 { ifindex: k.0, ..Fwd4::default() };
+                let mut rec = Fwd::<G> { ifindex: k.0, ..Fwd::default() };
                 if let Some(g) = k.1 {
-                    rec.gateway = g.to_be_bytes();
+                    rec.gateway = g;
                     rec.flags |= GATEWAY;
                 }
                 rec.refresh_neigh(n);
@@ -174,6 +189,101 @@ impl FwdTable {
             }
         };
         self.refs[fwd as usize] += 1;
+        fwd
+    }
+
+    /// One reference to record `f` fewer; freed at none.
+    fn release(&mut self, f: u32) {
+        let i = f as usize;
+        self.refs[i] -= 1;
+        if self.refs[i] == 0 {
+            self.ids.remove(&self.recs[i].key());
+            self.recs[i] = Fwd::default();
+            self.free.push(f);
+        }
+    }
+
+    fn neigh_changed(&mut self, ifindex: u32, ip: IpAddr, n: &NeighTable) {
+        let Some(g) = G::of(ip) else { return };
+        if let Some(&f) = self.ids.get(&(ifindex, Some(g))) {
+            self.recs[f as usize].refresh_neigh(n);
+        }
+    }
+
+    fn iface_changed(&mut self, ifindex: u32, i: &Ifaces) {
+        for (rec, &refs) in self.recs.iter_mut().zip(&self.refs) {
+            if refs != 0 && rec.ifindex == ifindex {
+                rec.refresh_iface(i);
+            }
+        }
+    }
+
+    fn memory(&self) -> usize {
+        self.recs.capacity() * std::mem::size_of::<Fwd<G>>()
+    }
+}
+
+/// The records and the per-route array, kept by [`crate::FibState`] in step with its
+/// routes, neighbours and interfaces.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FwdTable {
+    v4: Records<[u8; 4]>,
+    v6: Records<[u8; 16]>,
+    /// By route index.
+    routes: Vec<FastRoute>,
+}
+
+/// The (interface, gateway) of a route that gets a record, `None` if it does not
+/// qualify: a unicast route without a locked MTU, with one next hop, not a tunnel, its
+/// gateway (if any) of the route's family.
+fn key<G: GatewayBytes>(e: &RouteEntry) -> Option<(u32, Option<G>)> {
+    if e.kind != RouteType::Unicast || e.mtu != 0 {
+        return None;
+    }
+    let [nh] = &e.nexthops[..] else { return None };
+    if nh.encap {
+        return None;
+    }
+    match nh.gateway {
+        None => Some((nh.ifindex, None)),
+        Some(g) => Some((nh.ifindex, Some(G::of(g)?))),
+    }
+}
+
+impl FwdTable {
+    /// Route `idx`'s IPv4 record and metric, if it has one.
+    #[inline]
+    pub(crate) fn get_v4(&self, idx: u32) -> Option<(&Fwd4, u32)> {
+        let r = self.routes.get(idx as usize)?;
+        // An IPv6 record's index (V6 set) is past every IPv4 record.
+        let f = self.v4.recs.get(r.fwd as usize)?;
+        Some((f, r.metric))
+    }
+
+    /// Route `idx`'s IPv6 record and metric, if it has one.
+    #[inline]
+    pub(crate) fn get_v6(&self, idx: u32) -> Option<(&Fwd6, u32)> {
+        let r = self.routes.get(idx as usize)?;
+        if r.fwd & V6 == 0 {
+            return None;
+        }
+        let f = self.v6.recs.get((r.fwd & !V6) as usize)?;
+        Some((f, r.metric))
+    }
+
+    /// Route `idx` is now `e`.
+    pub(crate) fn set_route(&mut self, idx: u32, e: &RouteEntry, n: &NeighTable, i: &Ifaces) {
+        self.clear_route(idx);
+        let fwd = match e.prefix {
+            IpPrefix::V4(_) => match key(e) {
+                Some(k) => self.v4.acquire(k, n, i),
+                None => return,
+            },
+            IpPrefix::V6(_) => match key(e) {
+                Some(k) => self.v6.acquire(k, n, i) | V6,
+                None => return,
+            },
+        };
         let i = idx as usize;
         if self.routes.len() <= i {
             self.routes.resize(i + 1, FastRoute::EMPTY);
@@ -188,42 +298,34 @@ impl FwdTable {
         if fwd == NONE {
             return;
         }
-        let f = fwd as usize;
-        self.refs[f] -= 1;
-        if self.refs[f] == 0 {
-            let rec = self.recs[f];
-            let gw = rec.gateway().map(u32::from_be_bytes);
-            self.ids.remove(&(rec.ifindex, gw));
-            self.recs[f] = Fwd4::default();
-            self.free.push(fwd);
+        if fwd & V6 != 0 {
+            self.v6.release(fwd & !V6);
+        } else {
+            self.v4.release(fwd);
         }
     }
 
     /// The neighbour entry of `ip` on `ifindex` changed.
     pub(crate) fn neigh_changed(&mut self, ifindex: u32, ip: IpAddr, n: &NeighTable) {
-        let IpAddr::V4(a) = ip else { return };
-        if let Some(&f) = self.ids.get(&(ifindex, Some(u32::from(a)))) {
-            self.recs[f as usize].refresh_neigh(n);
-        }
+        self.v4.neigh_changed(ifindex, ip, n);
+        self.v6.neigh_changed(ifindex, ip, n);
     }
 
     /// Interface `ifindex` changed or went away.
     pub(crate) fn iface_changed(&mut self, ifindex: u32, i: &Ifaces) {
-        for (rec, &refs) in self.recs.iter_mut().zip(&self.refs) {
-            if refs != 0 && rec.ifindex == ifindex {
-                rec.refresh_iface(i);
-            }
-        }
+        self.v4.iface_changed(ifindex, i);
+        self.v6.iface_changed(ifindex, i);
     }
 
-    /// Number of records in use.
+    /// Number of records in use, both families.
     pub(crate) fn records(&self) -> usize {
-        self.ids.len()
+        self.v4.ids.len() + self.v6.ids.len()
     }
 
     /// Bytes of the records and the per-route array.
     pub(crate) fn memory(&self) -> usize {
-        self.recs.capacity() * std::mem::size_of::<Fwd4>()
+        self.v4.memory()
+            + self.v6.memory()
             + self.routes.capacity() * std::mem::size_of::<FastRoute>()
     }
 }
@@ -236,6 +338,7 @@ mod tests {
     fn records_are_32_bytes_and_route_entries_8() {
         assert_eq!(std::mem::size_of::<Fwd4>(), 32);
         assert_eq!(std::mem::align_of::<Fwd4>(), 32);
+        assert_eq!(std::mem::size_of::<Fwd6>(), 64);
         assert_eq!(std::mem::size_of::<FastRoute>(), 8);
     }
 }

@@ -156,7 +156,8 @@ impl FibEnv {
         {
             let idx = st.lookup_v4_merged_index(dst);
             if let Some((f, metric)) = idx.and_then(|i| st.fwd_v4(i)) {
-                return self.forward_v4(st, p, fl, dst, f, metric);
+                let mtu = |m: u32| m.min(IP_MAX_MTU);
+                return self.forward(st, p, fl, IpAddr::V4(dst), f, metric, mtu);
             }
             walked = Some(idx);
         }
@@ -281,20 +282,23 @@ impl FibEnv {
         self.finish(st, p, fl, out, next, mtu)
     }
 
-    /// The rest of [`FibEnv::lookup_v4`] for a route with a forwarding record `f` (a
-    /// unicast route with one next hop, through neither a tunnel nor an IPv6 gateway,
-    /// its MTU the device's): the same checks in the same order, from the record, the
-    /// configured interfaces (which shadow the FIB's) and, for a directly connected
+    /// The rest of [`FibEnv::lookup_v4`] or [`FibEnv::lookup_v6`] for a route with a
+    /// forwarding record `f` (a unicast route with one next hop, through neither a
+    /// tunnel nor a gateway of the other family, its MTU the device's; `mtu_of` is the
+    /// family's device MTU bounds): the same checks in the same order, from the record,
+    /// the configured interfaces (which shadow the FIB's) and, for a directly connected
     /// route, the destination's neighbour entry.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn forward_v4(
+    fn forward<G: spine_fib::GatewayBytes>(
         &self,
         st: &FibState,
         p: &mut [u8; PARAMS_LEN],
         fl: u64,
-        dst: Ipv4Addr,
-        f: &spine_fib::Fwd4,
+        dst: IpAddr,
+        f: &spine_fib::Fwd<G>,
         metric: u32,
+        mtu_of: impl Fn(u32) -> u32,
     ) -> i64 {
         let configured = match self.ifaces.len() {
             0 => None,
@@ -307,23 +311,22 @@ impl FibEnv {
                 None => return ret::NOT_FWDED,
             },
         };
-        let mtu = mtu.min(IP_MAX_MTU);
+        let mtu = mtu_of(mtu);
         if u32::from(rd16(p, 6)) > mtu {
             wr16(p, 6, mtu as u16);
             return ret::FRAG_NEEDED;
         }
-        wr32(p, 12, metric);
-        wr32(p, 8, f.ifindex);
         let gw = f.gateway();
         if let Some(g) = gw {
-            p[32..36].copy_from_slice(&g);
+            let g = g.as_ref();
+            p[32..32 + g.len()].copy_from_slice(g);
         }
+        wr32(p, 12, metric);
+        wr32(p, 8, f.ifindex);
         if fl & flags::SKIP_NEIGH == 0 {
             let dmac = match gw {
                 Some(_) => f.gateway_mac(),
-                None => {
-                    st.neigh(f.ifindex, IpAddr::V4(dst)).filter(|n| n.state.usable()).map(|n| n.mac)
-                }
+                None => st.neigh(f.ifindex, dst).filter(|n| n.state.usable()).map(|n| n.mac),
             };
             let Some(dmac) = dmac else { return ret::NO_NEIGH };
             p[58..64].copy_from_slice(&dmac);
@@ -383,7 +386,30 @@ impl FibEnv {
             return ret::FWD_DISABLED;
         }
         let output = fl & flags::OUTPUT != 0;
-        let res = if fl & flags::DIRECT != 0 {
+        // The fast path, as IPv4's: with no OUTPUT, SRC or TBID, and local then main
+        // answering (only the default rules) or main alone (DIRECT), a route with a
+        // forwarding record is answered from the record; anything else, and the route
+        // found, goes on below.
+        let mut walked = None;
+        if fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
+            && (fl & flags::DIRECT != 0 || st.rules(true).is_default())
+        {
+            let d = u128::from(dst);
+            let idx = if fl & flags::DIRECT != 0 {
+                st.lookup_v6_index(table_id::MAIN, d)
+            } else {
+                st.lookup_v6_index(table_id::LOCAL, d)
+                    .or_else(|| st.lookup_v6_index(table_id::MAIN, d))
+            };
+            if let Some((f, metric)) = idx.and_then(|i| st.fwd_v6(i)) {
+                let mtu = |m: u32| m.clamp(IPV6_MIN_MTU, IP6_MAX_MTU);
+                return self.forward(st, p, fl, IpAddr::V6(dst), f, metric, mtu);
+            }
+            walked = Some(idx);
+        }
+        let res = if let Some(idx) = walked {
+            idx.and_then(|i| st.resolve(i, 0))
+        } else if fl & flags::DIRECT != 0 {
             let mut tbid = spine_fib::table_id::MAIN;
             if fl & flags::TBID != 0 {
                 tbid = rd32(p, 48);
@@ -983,6 +1009,105 @@ mod tests {
         w.publish();
         assert_eq!(run(&e, "192.0.2.9", 100).0, ret::NOT_FWDED, "no output interface");
         assert_eq!(run(&shadow, "192.0.2.9", 100).0, ret::SUCCESS);
+    }
+
+    /// The IPv6 fast path (`FibState::fwd_v6`) follows the same changes: a gateway's
+    /// neighbour entry (NO_NEIGH, back, failed), the FIB's interface MTU (FRAG_NEEDED at
+    /// the IPv6 minimum and the device's), a configured interface shadowing it, the
+    /// interface gone (NOT_FWDED), a route replaced by one that takes the general path
+    /// (a locked MTU) and back; a local route answers before main.
+    #[test]
+    fn the_ipv6_fast_path_follows_neighbour_interface_and_route_changes() {
+        let (mut w, r) = FibWriter::new();
+        let gw = ip("2001:db8:ff::1");
+        let via = |pfx: &str, mtu| Route {
+            mtu,
+            ..Route::unicast(pfx.parse().unwrap(), vec![NextHop::via(gw, 5)])
+        };
+        w.add(via("2001:db8:10::/48", 0)).unwrap();
+        w.add(Route::unicast("2001:db8:ff::/64".parse().unwrap(), vec![NextHop::dev(5)])).unwrap();
+        let dev5 = |mtu| Iface {
+            ifindex: 5,
+            mtu,
+            mac: MAC_OUT,
+            forward_v4: true,
+            forward_v6: true,
+            addrs: vec![],
+        };
+        w.apply(FibOp::SetIface(dev5(1500))).unwrap();
+        w.publish();
+        let e = FibEnv::new(r.clone(), vec![Iface { ifindex: 1, ..dev5(1500) }]);
+        let run = |e: &FibEnv, dst: &str, len: u16| {
+            let mut p = [0u8; PARAMS_LEN];
+            p[0] = AF_INET6;
+            wr16(&mut p, 6, len);
+            wr32(&mut p, 8, 1);
+            p[16..32].copy_from_slice(&"2001:db8:aa::1".parse::<Ipv6Addr>().unwrap().octets());
+            p[32..48].copy_from_slice(&dst.parse::<Ipv6Addr>().unwrap().octets());
+            let rc = e.lookup(&mut p, 64, 0);
+            (rc, p)
+        };
+        let w2 = &mut w;
+        assert_eq!(run(&e, "2001:db8:10::9", 100).0, ret::NO_NEIGH, "no entry for the gateway");
+        let set = |w: &mut FibWriter, a: &str, state| {
+            let neigh = Neigh { mac: MAC_GW, state };
+            w.apply(FibOp::SetNeigh { ifindex: 5, ip: ip(a), neigh }).unwrap();
+            w.publish();
+        };
+        set(w2, "2001:db8:ff::1", NudState::STALE);
+        let (rc, p) = run(&e, "2001:db8:10::9", 100);
+        assert_eq!(rc, ret::SUCCESS);
+        assert_eq!(
+            (rd32(&p, 8), &p[32..48], &p[52..58], &p[58..64], rd16(&p, 6)),
+            (5, &gw_octets(gw)[..], &MAC_OUT[..], &MAC_GW[..], 1500)
+        );
+        set(w2, "2001:db8:ff::1", NudState::FAILED);
+        assert_eq!(run(&e, "2001:db8:10::9", 100).0, ret::NO_NEIGH, "a failed entry");
+        set(w2, "2001:db8:ff::1", NudState::PERMANENT);
+        assert_eq!(run(&e, "2001:db8:10::9", 100).0, ret::SUCCESS);
+        // Directly connected: the destination's own entry.
+        assert_eq!(run(&e, "2001:db8:ff::9", 100).0, ret::NO_NEIGH);
+        set(w2, "2001:db8:ff::9", NudState::REACHABLE);
+        assert_eq!(run(&e, "2001:db8:ff::9", 100).0, ret::SUCCESS);
+        // The FIB's interface MTU, bounded below by IPv6's minimum.
+        w2.apply(FibOp::SetIface(dev5(1000))).unwrap();
+        w2.publish();
+        let (rc, p) = run(&e, "2001:db8:10::9", 1281);
+        assert_eq!((rc, rd16(&p, 6)), (ret::FRAG_NEEDED, 1280));
+        assert_eq!(run(&e, "2001:db8:10::9", 1280).0, ret::SUCCESS);
+        // A locked route MTU takes the general path, with the same answers.
+        w2.replace(via("2001:db8:10::/48", 1300)).unwrap();
+        w2.publish();
+        let (rc, p) = run(&e, "2001:db8:10::9", 1301);
+        assert_eq!((rc, rd16(&p, 6)), (ret::FRAG_NEEDED, 1300));
+        w2.replace(via("2001:db8:10::/48", 0)).unwrap();
+        w2.publish();
+        let (rc, p) = run(&e, "2001:db8:10::9", 1281);
+        assert_eq!((rc, rd16(&p, 6)), (ret::FRAG_NEEDED, 1280));
+        // A configured interface 5 shadows the FIB's.
+        let shadow = FibEnv::new(r.clone(), vec![Iface { ifindex: 1, ..dev5(1500) }, dev5(9000)]);
+        let (rc, p) = run(&shadow, "2001:db8:10::9", 1300);
+        assert_eq!((rc, rd16(&p, 6)), (ret::SUCCESS, 9000));
+        // The local table answers first: a blackhole there wins over main's route.
+        w2.add(Route {
+            table: table_id::LOCAL,
+            kind: RouteType::Blackhole,
+            nexthops: vec![],
+            ..Route::unicast("2001:db8:10:1::/64".parse().unwrap(), vec![])
+        })
+        .unwrap();
+        w2.apply(FibOp::DelIface(5)).unwrap();
+        w2.publish();
+        assert_eq!(run(&e, "2001:db8:10:1::9", 100).0, ret::BLACKHOLE);
+        assert_eq!(run(&e, "2001:db8:10::9", 100).0, ret::NOT_FWDED, "no output interface");
+        assert_eq!(run(&shadow, "2001:db8:10::9", 100).0, ret::SUCCESS);
+    }
+
+    fn gw_octets(a: IpAddr) -> [u8; 16] {
+        match a {
+            IpAddr::V6(a) => a.octets(),
+            IpAddr::V4(_) => unreachable!(),
+        }
     }
 
     #[test]
