@@ -349,29 +349,16 @@ impl FibEnv {
         hash: u32,
         saddr: u32,
     ) -> usize {
-        let mut chosen = 0;
-        let mut score = -1;
-        for (i, (nh, &bound)) in route.nexthops.iter().zip(route.bounds()).enumerate() {
-            let mut s = 0;
-            if saddr != 0
-                && self
-                    .iface(st, nh.ifindex)
-                    .is_some_and(|d| u32::from(select_src_v4(d, gw4(nh))) == saddr)
-            {
-                s += 2;
-            }
-            if hash as i32 <= bound {
-                s += 1;
-            }
-            if score < s {
-                chosen = i;
-                if s == 3 || (saddr == 0 && s == 1) {
-                    break;
-                }
-                score = s;
-            }
-        }
-        chosen
+        let owns_src = |i: usize| {
+            let nh = &route.nexthops[i];
+            self.iface(st, nh.ifindex).is_some_and(|d| u32::from(select_src_v4(d, gw4(nh))) == saddr)
+        };
+        spine_fib::ecmp::select_preferring_src(
+            route.bounds().iter().copied(),
+            owns_src,
+            hash,
+            saddr != 0,
+        )
     }
 
     fn lookup_v6(&self, st: &FibState, p: &mut [u8; PARAMS_LEN], fl: u64) -> i64 {
@@ -578,30 +565,20 @@ impl FibEnv {
     }
 }
 
-/// `nexthop_select_path_mp`: a nexthop group's member for flow hash `hash`: the first
-/// good member whose upper bound the hash does not pass, else the first good member,
-/// else the first. A member is good unless its gateway has a neighbour entry in a state
-/// that is not valid (`ipv4_good_nh`, `ipv6_good_nh`: `INCOMPLETE`, `FAILED`).
+/// A nexthop group's member for flow hash `hash` (`spine_fib::ecmp::select_group`):
+/// by the group's buckets if it is resilient, else by the upper bounds among the
+/// members whose gateway has no neighbour entry in a state that is not valid.
 fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usize {
-    // `nexthop_select_path_res`: the flow's bucket names the member, whatever its
-    // neighbour's state.
-    if let Some(b) = st.res_buckets(route.nhid).filter(|b| !b.is_empty()) {
-        return usize::from(b[hash as usize % b.len()]);
-    }
-    let good = |nh: &spine_fib::NextHop| {
+    let good = |i: usize| {
+        let nh = &route.nexthops[i];
         nh.gateway.and_then(|g| st.neigh(nh.ifindex, g)).is_none_or(|n| n.state.usable())
     };
-    let mut first_good = None;
-    for (i, (nh, &bound)) in route.nexthops.iter().zip(route.bounds()).enumerate() {
-        if !good(nh) {
-            continue;
-        }
-        first_good.get_or_insert(i);
-        if hash as i32 <= bound {
-            return i;
-        }
-    }
-    first_good.unwrap_or(0)
+    spine_fib::ecmp::select_group(
+        st.res_buckets(route.nhid),
+        route.bounds().iter().copied(),
+        good,
+        hash,
+    )
 }
 
 /// The helper's argument checks: `plen` is an `int` (a negative one passes the
