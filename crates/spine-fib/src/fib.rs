@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::ecmp;
-use crate::fwd::{Fwd4, Fwd6, FwdTable};
+use crate::fwd::{Fast, Fwd4, Fwd6, FwdTable};
 use crate::iface::{Iface, Ifaces};
 use crate::lpm::{Lpm, LpmError};
 use crate::neigh::{Neigh, NeighTable};
@@ -384,6 +384,16 @@ impl FibState {
     /// neither of them the route entry.
     #[inline]
     pub fn fwd_v4(&self, idx: u32) -> Option<(&Fwd4, u32)> {
+        match self.fwd.get_v4(idx)? {
+            (Fast::One(f), m) => Some((f, m)),
+            (Fast::Group(_), _) => None,
+        }
+    }
+
+    /// As [`FibState::fwd_v4`], and for a multipath route (every next hop one that a
+    /// record stands for) its group of records ([`Fast::Group`]).
+    #[inline]
+    pub fn fast_v4(&self, idx: u32) -> Option<(Fast<'_, [u8; 4]>, u32)> {
         self.fwd.get_v4(idx)
     }
 
@@ -392,6 +402,15 @@ impl FibState {
     /// MTU), as [`FibState::fwd_v4`] for IPv4.
     #[inline]
     pub fn fwd_v6(&self, idx: u32) -> Option<(&Fwd6, u32)> {
+        match self.fwd.get_v6(idx)? {
+            (Fast::One(f), m) => Some((f, m)),
+            (Fast::Group(_), _) => None,
+        }
+    }
+
+    /// As [`FibState::fwd_v6`], and for a multipath route its group of records.
+    #[inline]
+    pub fn fast_v6(&self, idx: u32) -> Option<(Fast<'_, [u8; 16]>, u32)> {
         self.fwd.get_v6(idx)
     }
 
@@ -402,10 +421,15 @@ impl FibState {
         self.table(table)?.v6.lookup(dst)
     }
 
-    /// Number of forwarding records ([`FibState::fwd_v4`]) in use, and the bytes of
-    /// the records and their per-route array.
+    /// Number of forwarding records ([`FibState::fwd_v4`], [`FibState::fwd_v6`]) in
+    /// use, and the bytes of the records, the groups and their per-route array.
     pub fn fwd_stats(&self) -> (usize, usize) {
         (self.fwd.records(), self.fwd.memory())
+    }
+
+    /// Number of multipath groups of records ([`FibState::fast_v4`]) in use.
+    pub fn fwd_groups(&self) -> usize {
+        self.fwd.groups()
     }
 
     /// Route indices ([`FibState::route`]) of [`FibState::lookup_v4_merged`] for a

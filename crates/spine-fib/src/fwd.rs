@@ -29,9 +29,14 @@ use crate::route::RouteType;
 const GATEWAY: u8 = 1;
 const NEIGH: u8 = 2;
 const IFACE: u8 = 4;
+/// The gateway has a neighbour entry in a state that is not valid (`INCOMPLETE`,
+/// `FAILED`): a group passes over such a member (`nexthop_is_good_nh`).
+const BAD_NEIGH: u8 = 8;
 const NONE: u32 = u32::MAX;
-/// [`FastRoute::fwd`]'s bit for an IPv6 record.
+/// [`FastRoute::fwd`]'s bit for an IPv6 record or group.
 const V6: u32 = 1 << 31;
+/// [`FastRoute::fwd`]'s bit for a group ([`Group`]) rather than a record.
+const GROUP: u32 = 1 << 30;
 
 /// A gateway address as a record holds it: network-order bytes of one family.
 pub trait GatewayBytes: Copy + Default + Eq + Hash + AsRef<[u8]> + std::fmt::Debug {
@@ -110,19 +115,30 @@ impl<G: GatewayBytes> Fwd<G> {
         (self.flags & IFACE != 0).then_some((self.mtu, self.smac))
     }
 
+    /// Whether a nexthop group may choose this member: its gateway, if any, has no
+    /// neighbour entry in a state that is not valid (`nexthop_is_good_nh`).
+    #[inline]
+    pub fn good(&self) -> bool {
+        self.flags & BAD_NEIGH == 0
+    }
+
     fn key(&self) -> (u32, Option<G>) {
         (self.ifindex, self.gateway())
     }
 
     fn refresh_neigh(&mut self, neigh: &NeighTable) {
-        self.flags &= !NEIGH;
+        self.flags &= !(NEIGH | BAD_NEIGH);
         self.dmac = [0; 6];
         if self.flags & GATEWAY == 0 {
             return;
         }
-        if let Some(n) = neigh.get(self.ifindex, self.gateway.ip()).filter(|n| n.state.usable()) {
-            self.dmac = n.mac;
-            self.flags |= NEIGH;
+        match neigh.get(self.ifindex, self.gateway.ip()) {
+            Some(n) if n.state.usable() => {
+                self.dmac = n.mac;
+                self.flags |= NEIGH;
+            }
+            Some(_) => self.flags |= BAD_NEIGH,
+            None => {}
         }
     }
 
@@ -149,6 +165,64 @@ impl FastRoute {
     const EMPTY: FastRoute = FastRoute { fwd: NONE, metric: 0 };
 }
 
+/// A multipath route's next hops as the forwarding records hold them: each member's
+/// upper bound in the hash space ([`crate::RouteEntry::bounds`]) and record, and the
+/// nexthop object the route names (0 for none). Shared by routes with the same.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+struct GroupRec {
+    nhid: u32,
+    members: Box<[(i32, u32)]>,
+}
+
+/// What [`crate::FibState::fast_v4`] and [`crate::FibState::fast_v6`] find for a route.
+#[derive(Debug, Clone, Copy)]
+pub enum Fast<'a, G> {
+    /// A route with one next hop: its record.
+    One(&'a Fwd<G>),
+    /// A multipath route (hash-threshold or a nexthop object's group).
+    Group(Group<'a, G>),
+}
+
+/// A multipath route's next hops: bounds and records, chosen among with
+/// [`crate::ecmp`]'s selections as the general path chooses.
+#[derive(Debug, Clone, Copy)]
+pub struct Group<'a, G> {
+    rec: &'a GroupRec,
+    recs: &'a [Fwd<G>],
+}
+
+impl<'a, G: GatewayBytes> Group<'a, G> {
+    /// The nexthop object the route names, 0 for a plain multipath route.
+    #[inline]
+    pub fn nhid(&self) -> u32 {
+        self.rec.nhid
+    }
+
+    /// Each member's upper bound in the 31-bit hash space, in order.
+    #[inline]
+    pub fn bounds(&self) -> impl Iterator<Item = i32> + 'a {
+        self.rec.members.iter().map(|m| m.0)
+    }
+
+    /// Number of members.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.rec.members.len()
+    }
+
+    /// Whether the group has no members (never, for a stored group).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.rec.members.is_empty()
+    }
+
+    /// Member `i`'s record.
+    #[inline]
+    pub fn member(&self, i: usize) -> Option<&'a Fwd<G>> {
+        self.recs.get(self.rec.members.get(i)?.1 as usize)
+    }
+}
+
 /// One family's records, shared by (output interface, gateway), counted by the routes
 /// that name them.
 #[derive(Debug, Clone, Default)]
@@ -158,6 +232,11 @@ struct Records<G: GatewayBytes> {
     free: Vec<u32>,
     /// (output interface, gateway) → record (update-only).
     ids: FxHashMap<(u32, Option<G>), u32>,
+    groups: Vec<GroupRec>,
+    grefs: Vec<u32>,
+    gfree: Vec<u32>,
+    /// Group → its index (update-only).
+    gids: FxHashMap<GroupRec, u32>,
 }
 
 impl<G: GatewayBytes> Records<G> {
@@ -203,6 +282,65 @@ impl<G: GatewayBytes> Records<G> {
         }
     }
 
+    /// The group of members `keys` (with their bounds) for nexthop object `nhid`,
+    /// made if new, with one more reference.
+    fn acquire_group(
+        &mut self,
+        nhid: u32,
+        keys: &[(i32, (u32, Option<G>))],
+        n: &NeighTable,
+        i: &Ifaces,
+    ) -> u32 {
+        let members: Box<[(i32, u32)]> =
+            keys.iter().map(|&(b, k)| (b, self.acquire(k, n, i))).collect();
+        let rec = GroupRec { nhid, members };
+        if let Some(&g) = self.gids.get(&rec) {
+            for &(_, f) in &rec.members[..] {
+                self.release(f);
+            }
+            self.grefs[g as usize] += 1;
+            return g;
+        }
+        let g = match self.gfree.pop() {
+            Some(g) => {
+                self.groups[g as usize] = rec.clone();
+                g
+            }
+            None => {
+                self.groups.push(rec.clone());
+                self.grefs.push(0);
+                (self.groups.len() - 1) as u32
+            }
+        };
+        self.gids.insert(rec, g);
+        self.grefs[g as usize] += 1;
+        g
+    }
+
+    /// One reference to group `g` fewer; freed, with its members' references, at none.
+    fn release_group(&mut self, g: u32) {
+        let i = g as usize;
+        self.grefs[i] -= 1;
+        if self.grefs[i] == 0 {
+            let rec = std::mem::take(&mut self.groups[i]);
+            for &(_, f) in &rec.members[..] {
+                self.release(f);
+            }
+            self.gids.remove(&rec);
+            self.gfree.push(g);
+        }
+    }
+
+    /// What `fwd` ([`FastRoute::fwd`] without [`V6`]) names.
+    #[inline]
+    fn fast(&self, fwd: u32) -> Option<Fast<'_, G>> {
+        if fwd & GROUP == 0 {
+            return self.recs.get(fwd as usize).map(Fast::One);
+        }
+        let rec = self.groups.get((fwd & !GROUP) as usize)?;
+        Some(Fast::Group(Group { rec, recs: &self.recs }))
+    }
+
     fn neigh_changed(&mut self, ifindex: u32, ip: IpAddr, n: &NeighTable) {
         let Some(g) = G::of(ip) else { return };
         if let Some(&f) = self.ids.get(&(ifindex, Some(g))) {
@@ -220,6 +358,8 @@ impl<G: GatewayBytes> Records<G> {
 
     fn memory(&self) -> usize {
         self.recs.capacity() * std::mem::size_of::<Fwd<G>>()
+            + self.groups.capacity() * std::mem::size_of::<GroupRec>()
+            + self.groups.iter().map(|g| g.members.len() * 8).sum::<usize>()
     }
 }
 
@@ -233,14 +373,9 @@ pub(crate) struct FwdTable {
     routes: Vec<FastRoute>,
 }
 
-/// The (interface, gateway) of a route that gets a record, `None` if it does not
-/// qualify: a unicast route without a locked MTU, with one next hop, not a tunnel, its
-/// gateway (if any) of the route's family.
-fn key<G: GatewayBytes>(e: &RouteEntry) -> Option<(u32, Option<G>)> {
-    if e.kind != RouteType::Unicast || e.mtu != 0 {
-        return None;
-    }
-    let [nh] = &e.nexthops[..] else { return None };
+/// The (interface, gateway) of a next hop that a record can stand for: not a tunnel,
+/// its gateway (if any) of the route's family.
+fn nh_key<G: GatewayBytes>(nh: &crate::NextHop) -> Option<(u32, Option<G>)> {
     if nh.encap {
         return None;
     }
@@ -250,37 +385,49 @@ fn key<G: GatewayBytes>(e: &RouteEntry) -> Option<(u32, Option<G>)> {
     }
 }
 
-impl FwdTable {
-    /// Route `idx`'s IPv4 record and metric, if it has one.
-    #[inline]
-    pub(crate) fn get_v4(&self, idx: u32) -> Option<(&Fwd4, u32)> {
-        let r = self.routes.get(idx as usize)?;
-        // An IPv6 record's index (V6 set) is past every IPv4 record.
-        let f = self.v4.recs.get(r.fwd as usize)?;
-        Some((f, r.metric))
+/// What a route gets: `None` if it does not qualify (not unicast, a locked MTU, a next
+/// hop that no record stands for), else each next hop's bound and key.
+fn keys<G: GatewayBytes>(e: &RouteEntry) -> Option<Vec<(i32, (u32, Option<G>))>> {
+    if e.kind != RouteType::Unicast || e.mtu != 0 || e.nexthops.is_empty() {
+        return None;
     }
+    let bounds = e.bounds();
+    e.nexthops.iter().zip(bounds).map(|(nh, &b)| Some((b, nh_key(nh)?))).collect()
+}
 
-    /// Route `idx`'s IPv6 record and metric, if it has one.
+impl FwdTable {
+    /// Route `idx`'s IPv4 record or group and its metric, if it has one.
     #[inline]
-    pub(crate) fn get_v6(&self, idx: u32) -> Option<(&Fwd6, u32)> {
+    pub(crate) fn get_v4(&self, idx: u32) -> Option<(Fast<'_, [u8; 4]>, u32)> {
         let r = self.routes.get(idx as usize)?;
-        if r.fwd & V6 == 0 {
+        if r.fwd & V6 != 0 {
             return None;
         }
-        let f = self.v6.recs.get((r.fwd & !V6) as usize)?;
-        Some((f, r.metric))
+        Some((self.v4.fast(r.fwd)?, r.metric))
+    }
+
+    /// Route `idx`'s IPv6 record or group and its metric, if it has one.
+    #[inline]
+    pub(crate) fn get_v6(&self, idx: u32) -> Option<(Fast<'_, [u8; 16]>, u32)> {
+        let r = self.routes.get(idx as usize)?;
+        if r.fwd & V6 == 0 || r.fwd == NONE {
+            return None;
+        }
+        Some((self.v6.fast(r.fwd & !V6)?, r.metric))
     }
 
     /// Route `idx` is now `e`.
     pub(crate) fn set_route(&mut self, idx: u32, e: &RouteEntry, n: &NeighTable, i: &Ifaces) {
         self.clear_route(idx);
         let fwd = match e.prefix {
-            IpPrefix::V4(_) => match key(e) {
-                Some(k) => self.v4.acquire(k, n, i),
+            IpPrefix::V4(_) => match keys(e) {
+                Some(k) if k.len() == 1 => self.v4.acquire(k[0].1, n, i),
+                Some(k) => self.v4.acquire_group(e.nhid, &k, n, i) | GROUP,
                 None => return,
             },
-            IpPrefix::V6(_) => match key(e) {
-                Some(k) => self.v6.acquire(k, n, i) | V6,
+            IpPrefix::V6(_) => match keys(e) {
+                Some(k) if k.len() == 1 => self.v6.acquire(k[0].1, n, i) | V6,
+                Some(k) => self.v6.acquire_group(e.nhid, &k, n, i) | GROUP | V6,
                 None => return,
             },
         };
@@ -298,10 +445,11 @@ impl FwdTable {
         if fwd == NONE {
             return;
         }
-        if fwd & V6 != 0 {
-            self.v6.release(fwd & !V6);
-        } else {
-            self.v4.release(fwd);
+        match (fwd & V6 != 0, fwd & GROUP != 0) {
+            (false, false) => self.v4.release(fwd),
+            (false, true) => self.v4.release_group(fwd & !GROUP),
+            (true, false) => self.v6.release(fwd & !V6),
+            (true, true) => self.v6.release_group(fwd & !(V6 | GROUP)),
         }
     }
 
@@ -320,6 +468,11 @@ impl FwdTable {
     /// Number of records in use, both families.
     pub(crate) fn records(&self) -> usize {
         self.v4.ids.len() + self.v6.ids.len()
+    }
+
+    /// Number of groups in use, both families.
+    pub(crate) fn groups(&self) -> usize {
+        self.v4.gids.len() + self.v6.gids.len()
     }
 
     /// Bytes of the records and the per-route array.

@@ -24,7 +24,7 @@ pub mod rule;
 mod table;
 
 pub use fib::{FibError, FibOp, FibReader, FibState, FibWriter, Resolved, RouteEntry};
-pub use fwd::{FastRoute, Fwd, Fwd4, Fwd6, GatewayBytes};
+pub use fwd::{Fast, FastRoute, Fwd, Fwd4, Fwd6, GatewayBytes, Group};
 pub use iface::Iface;
 pub use neigh::{Neigh, NeighTable, NudState};
 pub use route::{table_id, NextHop, Route, RouteSelector, RouteType};

@@ -36,7 +36,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use spine_fib::{table_id, FibReader, FibState, Flow, RouteType, RuleResult};
+use spine_fib::{ecmp, table_id, Fast, FibReader, FibState, Flow, RouteType, RuleResult};
 
 /// `struct bpf_fib_lookup`: 64 bytes.
 pub const PARAMS_LEN: usize = 64;
@@ -90,13 +90,23 @@ pub struct FibEnv {
     /// `net.ipv4.fib_multipath_hash_seed` (which IPv6 uses too): with the kernel's seed,
     /// ECMP picks the kernel's next hop for every flow.
     mp_seed: u32,
+    /// Whether routes with forwarding records are answered from them
+    /// ([`FibEnv::without_fast_path`]).
+    fast: bool,
 }
 
 impl FibEnv {
     pub fn new(fib: FibReader, mut ifaces: Vec<Iface>) -> FibEnv {
         ifaces.sort_by_key(|i| i.ifindex);
         ifaces.dedup_by_key(|i| i.ifindex);
-        FibEnv { fib, ifaces, mp_seed: 0 }
+        FibEnv { fib, ifaces, mp_seed: 0, fast: true }
+    }
+
+    /// Every lookup takes the general path, never the forwarding records
+    /// (`spine_fib::fwd`): the same answers, for tests and measurements that compare.
+    pub fn without_fast_path(mut self) -> FibEnv {
+        self.fast = false;
+        self
     }
 
     /// The multipath hash seed (`net.ipv4.fib_multipath_hash_seed`).
@@ -151,11 +161,37 @@ impl FibEnv {
         // forwarding record (`spine_fib::fwd`) is answered from the record alone.
         // Anything else, and the LPM's answer for it, goes on below.
         let mut walked = None;
-        if fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
+        if self.fast
+            && fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
             && (fl & flags::DIRECT != 0 || st.rules(false).is_default())
         {
             let idx = st.lookup_v4_merged_index(dst);
-            if let Some((f, metric)) = idx.and_then(|i| st.fwd_v4(i)) {
+            if let Some((fast, metric)) = idx.and_then(|i| st.fast_v4(i)) {
+                let f = match fast {
+                    Fast::One(f) => f,
+                    // The general path's choices below, over the records.
+                    Fast::Group(g) => {
+                        let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
+                        let i = if g.nhid() != 0 {
+                            let good = |i| g.member(i).is_some_and(|m| m.good());
+                            ecmp::select_group(st.res_buckets(g.nhid()), g.bounds(), good, hash)
+                        } else {
+                            let saddr = u32::from_be_bytes(src);
+                            let owns_src = |i| {
+                                g.member(i).is_some_and(|m| {
+                                    let gw = m.gateway().map(Ipv4Addr::from);
+                                    self.iface(st, m.ifindex)
+                                        .is_some_and(|d| u32::from(select_src_v4(d, gw)) == saddr)
+                                })
+                            };
+                            ecmp::select_preferring_src(g.bounds(), owns_src, hash, saddr != 0)
+                        };
+                        match g.member(i) {
+                            Some(f) => f,
+                            None => return ret::NOT_FWDED,
+                        }
+                    }
+                };
                 let mtu = |m: u32| m.min(IP_MAX_MTU);
                 return self.forward(st, p, fl, IpAddr::V4(dst), f, metric, mtu);
             }
@@ -351,14 +387,10 @@ impl FibEnv {
     ) -> usize {
         let owns_src = |i: usize| {
             let nh = &route.nexthops[i];
-            self.iface(st, nh.ifindex).is_some_and(|d| u32::from(select_src_v4(d, gw4(nh))) == saddr)
+            self.iface(st, nh.ifindex)
+                .is_some_and(|d| u32::from(select_src_v4(d, gw4(nh))) == saddr)
         };
-        spine_fib::ecmp::select_preferring_src(
-            route.bounds().iter().copied(),
-            owns_src,
-            hash,
-            saddr != 0,
-        )
+        ecmp::select_preferring_src(route.bounds().iter().copied(), owns_src, hash, saddr != 0)
     }
 
     fn lookup_v6(&self, st: &FibState, p: &mut [u8; PARAMS_LEN], fl: u64) -> i64 {
@@ -378,7 +410,8 @@ impl FibEnv {
         // forwarding record is answered from the record; anything else, and the route
         // found, goes on below.
         let mut walked = None;
-        if fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
+        if self.fast
+            && fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
             && (fl & flags::DIRECT != 0 || st.rules(true).is_default())
         {
             let d = u128::from(dst);
@@ -388,7 +421,30 @@ impl FibEnv {
                 st.lookup_v6_index(table_id::LOCAL, d)
                     .or_else(|| st.lookup_v6_index(table_id::MAIN, d))
             };
-            if let Some((f, metric)) = idx.and_then(|i| st.fwd_v6(i)) {
+            if let Some((fast, metric)) = idx.and_then(|i| st.fast_v6(i)) {
+                let f = match fast {
+                    Fast::One(f) => f,
+                    Fast::Group(g) => {
+                        let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
+                        let hash = spine_fib::mphash::hash_v6(
+                            src.octets(),
+                            dst.octets(),
+                            flowinfo,
+                            p[1],
+                            self.mp_seed,
+                        );
+                        let i = if g.nhid() != 0 {
+                            let good = |i| g.member(i).is_some_and(|m| m.good());
+                            ecmp::select_group(st.res_buckets(g.nhid()), g.bounds(), good, hash)
+                        } else {
+                            ecmp::select(g.bounds(), hash)
+                        };
+                        match g.member(i) {
+                            Some(f) => f,
+                            None => return ret::NOT_FWDED,
+                        }
+                    }
+                };
                 let mtu = |m: u32| m.clamp(IPV6_MIN_MTU, IP6_MAX_MTU);
                 return self.forward(st, p, fl, IpAddr::V6(dst), f, metric, mtu);
             }
@@ -472,7 +528,7 @@ impl FibEnv {
                 p[1],
                 self.mp_seed,
             );
-            spine_fib::ecmp::select(route.bounds().iter().copied(), hash)
+            ecmp::select(route.bounds().iter().copied(), hash)
         };
         let Some(nh) = route.nexthops.get(pick) else { return ret::NOT_FWDED };
         let Some(out) = self.iface(st, nh.ifindex) else { return ret::NOT_FWDED };
@@ -573,12 +629,7 @@ fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usiz
         let nh = &route.nexthops[i];
         nh.gateway.and_then(|g| st.neigh(nh.ifindex, g)).is_none_or(|n| n.state.usable())
     };
-    spine_fib::ecmp::select_group(
-        st.res_buckets(route.nhid),
-        route.bounds().iter().copied(),
-        good,
-        hash,
-    )
+    ecmp::select_group(st.res_buckets(route.nhid), route.bounds().iter().copied(), good, hash)
 }
 
 /// The helper's argument checks: `plen` is an `int` (a negative one passes the
