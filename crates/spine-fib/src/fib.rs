@@ -672,6 +672,12 @@ impl Absorb<FibOp> for FibState {
 /// consistent [`FibState`] for a burst of lookups.
 pub type FibReader = Reader<FibState>;
 
+/// A published [`FibState`] held by a reader ([`FibReader::load`]): a worker keeps one
+/// for a burst of lookups instead of loading for each. The writer's next change waits
+/// for the copy it holds to be dropped ([`crate::publish`]), so it is held for a burst,
+/// not across idle time.
+pub type FibSnapshot = arc_swap::Guard<std::sync::Arc<FibState>>;
+
 /// The write side of the FIB, owned by one control thread.
 #[derive(Debug)]
 pub struct FibWriter {

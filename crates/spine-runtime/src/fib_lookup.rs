@@ -134,14 +134,19 @@ impl FibEnv {
     /// the caller writes `p` back. `plen` and `flags` are the raw registers: the kernel
     /// reads them as `int` and `u32`.
     pub fn lookup(&self, p: &mut [u8; PARAMS_LEN], plen: u64, fl: u64) -> i64 {
+        self.lookup_in(&self.fib.load(), p, plen, fl)
+    }
+
+    /// [`FibEnv::lookup`] in FIB state `st`: one this view's reader loaded
+    /// ([`spine_fib::FibSnapshot`]), held for a burst of lookups.
+    pub fn lookup_in(&self, st: &FibState, p: &mut [u8; PARAMS_LEN], plen: u64, fl: u64) -> i64 {
         if bad_args(plen, fl) {
             return -spine_abi::errno::EINVAL;
         }
         let fl = fl & u64::from(u32::MAX);
-        let state = self.fib.load();
         match p[0] {
-            AF_INET => self.lookup_v4(&state, p, fl),
-            AF_INET6 => self.lookup_v6(&state, p, fl),
+            AF_INET => self.lookup_v4(st, p, fl),
+            AF_INET6 => self.lookup_v6(st, p, fl),
             _ => -EAFNOSUPPORT,
         }
     }
@@ -723,9 +728,11 @@ fn rd_be128(p: &[u8; PARAMS_LEN], o: usize) -> u128 {
     u128::from_be_bytes(b)
 }
 
-/// The helper's entry from [`spine_vm::Env::call`]: `(ctx, params, plen, flags)`.
+/// The helper's entry from [`spine_vm::Env::call`]: `(ctx, params, plen, flags)`, in
+/// the FIB state the host holds for the burst (`pinned`), else the published one.
 pub(crate) fn call(
     env: Option<&FibEnv>,
+    pinned: Option<&FibState>,
     a: [u64; 5],
     mem: &mut spine_vm::Memory,
 ) -> Result<u64, spine_vm::CallAbort> {
@@ -734,7 +741,10 @@ pub(crate) fn call(
     let mut p = [0u8; PARAMS_LEN];
     p.copy_from_slice(slot);
     let r = match env {
-        Some(env) => env.lookup(&mut p, a[2], a[3]),
+        Some(env) => match pinned {
+            Some(st) => env.lookup_in(st, &mut p, a[2], a[3]),
+            None => env.lookup(&mut p, a[2], a[3]),
+        },
         None if bad_args(a[2], a[3]) => -spine_abi::errno::EINVAL,
         None if p[0] != AF_INET && p[0] != AF_INET6 => -EAFNOSUPPORT,
         None => -ENODEV,
