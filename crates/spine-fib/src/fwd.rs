@@ -400,6 +400,10 @@ impl FwdTable {
     #[inline]
     pub(crate) fn get_v4(&self, idx: u32) -> Option<(Fast<'_, [u8; 4]>, u32)> {
         let r = self.routes.get(idx as usize)?;
+        // An IPv4 record's index has neither V6 nor GROUP: one comparison.
+        if r.fwd < GROUP {
+            return Some((Fast::One(self.v4.recs.get(r.fwd as usize)?), r.metric));
+        }
         if r.fwd & V6 != 0 {
             return None;
         }
@@ -413,7 +417,11 @@ impl FwdTable {
         if r.fwd & V6 == 0 || r.fwd == NONE {
             return None;
         }
-        Some((self.v6.fast(r.fwd & !V6)?, r.metric))
+        let f = r.fwd & !V6;
+        if f < GROUP {
+            return Some((Fast::One(self.v6.recs.get(f as usize)?), r.metric));
+        }
+        Some((self.v6.fast(f)?, r.metric))
     }
 
     /// Route `idx` is now `e`.

@@ -5,8 +5,12 @@
 //! cargo build --release -p spine-runtime --example fib_cost
 //! valgrind --tool=callgrind --toggle-collect='fib_cost::one' \
 //!     target/release/examples/fib_cost ROUTES_DIR SCENARIO 20
-//! target/release/examples/fib_cost ROUTES_DIR all 200     # timed, every scenario
+//! target/release/examples/fib_cost ROUTES_DIR all 200 both  # timed, every scenario
 //! ```
+//!
+//! A fourth argument `pinned` runs the lookups in bursts of 32 through one loaded FIB
+//! state (`FibEnv::lookup_in`, as the adapter's workers do; collect
+//! `fib_cost::pinned_burst`), `both` each way; the default loads per lookup.
 //!
 //! Scenarios: `v4` (1.04 M IPv4 prefixes, each through one of 16 gateways), `v6` (the
 //! 246 k IPv6 prefixes, likewise), `ecmp4`/`ecmp6` (each prefix a multipath route over
@@ -153,9 +157,27 @@ fn one(env: &FibEnv, p: &mut [u8; PARAMS_LEN]) -> i64 {
     env.lookup(p, PARAMS_LEN as u64, 0)
 }
 
-fn run(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]], rounds: u32) -> f64 {
+/// 32 lookups in one FIB state loaded once, as a worker's burst does
+/// (`WorkerHost::pin_fib`); collect `fib_cost::pinned_burst` for its cost.
+#[inline(never)]
+fn pinned_burst(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]]) {
+    let st = env.fib.load();
+    for s in pkts {
+        let mut p = *s;
+        let rc = env.lookup_in(&st, std::hint::black_box(&mut p), PARAMS_LEN as u64, 0);
+        assert_eq!(rc, 0, "every lookup succeeds");
+    }
+}
+
+fn run(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]], rounds: u32, pinned: bool) -> f64 {
     let t = Instant::now();
     for _ in 0..rounds {
+        if pinned {
+            for b in pkts.chunks(32) {
+                pinned_burst(env, b);
+            }
+            continue;
+        }
         for s in pkts {
             let mut p = *s;
             let rc = one(env, std::hint::black_box(&mut p));
@@ -170,6 +192,8 @@ fn main() {
     let dir = Path::new(args.first().map_or("../shared/data/routes", String::as_str));
     let which = args.get(1).map_or("all", String::as_str);
     let rounds: u32 = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(20);
+    // `pinned`: bursts of 32 in one loaded state; `both`: each way, alternated.
+    let mode = args.get(3).map_or("loaded", String::as_str);
     let all = ["v4", "v6", "ecmp4", "ecmp6", "group4", "res4"];
     let list: Vec<&str> = if which == "all" { all.to_vec() } else { vec![which] };
     let (mut t4, mut t6) = (None, None);
@@ -179,8 +203,18 @@ fn main() {
         let table = slot.get_or_insert_with(|| load(dir, v6));
         let env = fib(table, v6, s);
         let pkts = lookups(table, v6);
-        run(&env, &pkts, 1); // warm
-        let ns = run(&env, &pkts, rounds);
-        println!("{s}: {} prefixes, {ns:.1} ns/lookup, {:.2} M lookups/s", table.len(), 1e3 / ns);
+        for pinned in [false, true] {
+            if (pinned && mode == "loaded") || (!pinned && mode == "pinned") {
+                continue;
+            }
+            run(&env, &pkts, 1, pinned); // warm
+            let ns = run(&env, &pkts, rounds, pinned);
+            let how = if pinned { "pinned per 32" } else { "loaded per lookup" };
+            println!(
+                "{s} ({how}): {} prefixes, {ns:.1} ns/lookup, {:.2} M lookups/s",
+                table.len(),
+                1e3 / ns
+            );
+        }
     }
 }
