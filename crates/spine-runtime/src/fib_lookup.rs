@@ -161,14 +161,16 @@ impl FibEnv {
         let oif = if fl & flags::OUTPUT != 0 { dev.ifindex } else { 0 };
         let src: [u8; 4] = p[16..20].try_into().expect("4 bytes");
         let dst = Ipv4Addr::from(rd_be32(p, 32));
-        // The fast path: with no OUTPUT, SRC or TBID, and the merged local and main
-        // tables answering (DIRECT, or only the default rules), a route with a
+        // The fast path: with no OUTPUT or SRC, and the merged local and main tables
+        // answering (DIRECT, TBID naming one of them, or only the default rules), a
+        // route with a
         // forwarding record (`spine_fib::fwd`) is answered from the record alone.
         // Anything else, and the LPM's answer for it, goes on below.
         let mut walked = None;
         if self.fast
-            && fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
+            && fl & (flags::OUTPUT | flags::SRC) == 0
             && (fl & flags::DIRECT != 0 || st.rules(false).is_default())
+            && fast_tbid(p, fl, &[0, table_id::MAIN, table_id::LOCAL])
         {
             let idx = st.lookup_v4_merged_index(dst);
             if let Some((fast, metric)) = idx.and_then(|i| st.fast_v4(i)) {
@@ -410,14 +412,16 @@ impl FibEnv {
             return ret::FWD_DISABLED;
         }
         let output = fl & flags::OUTPUT != 0;
-        // The fast path, as IPv4's: with no OUTPUT, SRC or TBID, and local then main
-        // answering (only the default rules) or main alone (DIRECT), a route with a
+        // The fast path, as IPv4's: with no OUTPUT or SRC, and local then main
+        // answering (only the default rules) or main alone (DIRECT, TBID naming it), a
+        // route with a
         // forwarding record is answered from the record; anything else, and the route
         // found, goes on below.
         let mut walked = None;
         if self.fast
-            && fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
+            && fl & (flags::OUTPUT | flags::SRC) == 0
             && (fl & flags::DIRECT != 0 || st.rules(true).is_default())
+            && fast_tbid(p, fl, &[0, table_id::MAIN])
         {
             let d = u128::from(dst);
             let idx = if fl & flags::DIRECT != 0 {
@@ -635,6 +639,23 @@ fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usiz
         nh.gateway.and_then(|g| st.neigh(nh.ifindex, g)).is_none_or(|n| n.state.usable())
     };
     ecmp::select_group(st.res_buckets(route.nhid), route.bounds().iter().copied(), good, hash)
+}
+
+/// Whether `TBID` leaves a lookup to the fast path: without `DIRECT` the flag is
+/// ignored; with it, the table must be one the fast path looks in (`tables`: those the
+/// kernel's `fib_get_table`/`fib6_get_table` make main, or local merged into it), and its
+/// id is then zeroed as the general path zeroes it before looking up (its answers
+/// other than SUCCESS leave it so). A table 0 the general path still reads as main.
+#[inline]
+fn fast_tbid(p: &mut [u8; PARAMS_LEN], fl: u64, tables: &[u32]) -> bool {
+    if fl & (flags::TBID | flags::DIRECT) != flags::TBID | flags::DIRECT {
+        return true;
+    }
+    if !tables.contains(&rd32(p, 48)) {
+        return false;
+    }
+    wr32(p, 48, 0);
+    true
 }
 
 /// The helper's argument checks: `plen` is an `int` (a negative one passes the

@@ -3,7 +3,7 @@
 //! neighbour, interface and resilient-bucket changes: routes with one next hop,
 //! hash-threshold multipath routes (IPv4 preferring the next hop that owns the
 //! source), nexthop-object groups passing over members with a bad neighbour, resilient
-//! groups by bucket, both families. The general path is held to the kernel by the
+//! groups by bucket, both families, with `DIRECT` and `TBID`. The general path is held to the kernel by the
 //! `spine-difftest` tests (`fib_lookup`, `fib_rules`); this holds the records to it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -164,7 +164,18 @@ fn lookup(rng: &mut Rng) -> ([u8; PARAMS_LEN], u64) {
             p[16..18].copy_from_slice(&[0x20, 0x01]);
         }
     }
-    let fl = [0, 0, flags::SKIP_NEIGH, flags::DIRECT][rng.below(4) as usize];
+    let fl = [
+        0,
+        0,
+        flags::SKIP_NEIGH,
+        flags::DIRECT,
+        flags::TBID,
+        flags::DIRECT | flags::TBID,
+        flags::DIRECT | flags::TBID | flags::SKIP_NEIGH,
+    ][rng.below(7) as usize];
+    // Tables: unspec (main), main, local, one of neither.
+    let tbid = [0u32, 254, 255, 100][rng.below(4) as usize];
+    p[48..52].copy_from_slice(&tbid.to_ne_bytes());
     (p, fl)
 }
 
