@@ -287,7 +287,7 @@ impl<G: GatewayBytes> Records<G> {
     fn acquire_group(
         &mut self,
         nhid: u32,
-        keys: &[(i32, (u32, Option<G>))],
+        keys: &[(i32, Key<G>)],
         n: &NeighTable,
         i: &Ifaces,
     ) -> u32 {
@@ -385,9 +385,12 @@ fn nh_key<G: GatewayBytes>(nh: &crate::NextHop) -> Option<(u32, Option<G>)> {
     }
 }
 
+/// A record's key: (output interface, gateway).
+type Key<G> = (u32, Option<G>);
+
 /// What a route gets: `None` if it does not qualify (not unicast, a locked MTU, a next
 /// hop that no record stands for), else each next hop's bound and key.
-fn keys<G: GatewayBytes>(e: &RouteEntry) -> Option<Vec<(i32, (u32, Option<G>))>> {
+fn keys<G: GatewayBytes>(e: &RouteEntry) -> Option<Vec<(i32, Key<G>)>> {
     if e.kind != RouteType::Unicast || e.mtu != 0 || e.nexthops.is_empty() {
         return None;
     }

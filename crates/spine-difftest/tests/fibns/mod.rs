@@ -353,7 +353,7 @@ pub fn resync_routes(
             metric: None,
             kind: None,
         };
-        while live.w.apply(FibOp::Delete(sel.clone())).is_ok() {}
+        while live.w.apply(FibOp::Delete(sel)).is_ok() {}
     }
     for op in mirror_routes(ns, names) {
         if let FibOp::Add(r) = &op {
