@@ -12,8 +12,11 @@
 //! of a million routes over a few next hops has a few records, always in cache, and a
 //! neighbour or interface change rewrites a few records, never the routes.
 //!
-//! Routes that do not qualify (other types, ECMP, a lightweight tunnel, a gateway of
-//! the other family, a locked MTU) have no record and take the general path.
+//! A multipath route whose next hops all qualify names a shared [`Group`] instead:
+//! each member's bound in the hash space and record, and the nexthop object the route
+//! names, for `bpf_fib_lookup` to choose among with [`crate::ecmp`]'s selections, the
+//! general path's. Routes that do not qualify (other types, a lightweight tunnel, a
+//! gateway of the other family, a locked MTU) have no record and take the general path.
 
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
