@@ -163,9 +163,8 @@ impl FibEnv {
         let dst = Ipv4Addr::from(rd_be32(p, 32));
         // The fast path: with no OUTPUT or SRC, and the merged local and main tables
         // answering (DIRECT, TBID naming one of them, or only the default rules), a
-        // route with a
-        // forwarding record (`spine_fib::fwd`) is answered from the record alone.
-        // Anything else, and the LPM's answer for it, goes on below.
+        // route with a forwarding record or group (`spine_fib::fwd`) is answered from
+        // the records alone. Anything else, and the LPM's answer for it, goes on below.
         let mut walked = None;
         if self.fast
             && fl & (flags::OUTPUT | flags::SRC) == 0
@@ -414,9 +413,8 @@ impl FibEnv {
         let output = fl & flags::OUTPUT != 0;
         // The fast path, as IPv4's: with no OUTPUT or SRC, and local then main
         // answering (only the default rules) or main alone (DIRECT, TBID naming it), a
-        // route with a
-        // forwarding record is answered from the record; anything else, and the route
-        // found, goes on below.
+        // route with a forwarding record or group is answered from the records;
+        // anything else, and the route found, goes on below.
         let mut walked = None;
         if self.fast
             && fl & (flags::OUTPUT | flags::SRC) == 0
