@@ -23,6 +23,8 @@ pub struct WorkerHost {
     pub detaches: u64,
     /// What `bpf_fib_lookup` reads (shared with every worker; lookups take no lock).
     fib: Option<spine_runtime::fib_lookup::FibEnv>,
+    /// The FIB state held for the current burst ([`WorkerHost::pin_fib`]).
+    pinned: Option<spine_fib::FibSnapshot>,
     /// The log the control API follows.
     log_buf: Option<Arc<LogBuf>>,
 }
@@ -39,6 +41,7 @@ impl WorkerHost {
             faults: 0,
             detaches: 0,
             fib: None,
+            pinned: None,
             log_buf: None,
         }
     }
@@ -52,12 +55,34 @@ impl WorkerHost {
         self.fib = fib;
         self
     }
+
+    /// Loads the published FIB state once for a burst: the burst's `bpf_fib_lookup`s
+    /// read it (one `arc-swap` load per burst, not per lookup). Nothing without a FIB.
+    #[inline]
+    pub fn pin_fib(&mut self) {
+        if let Some(f) = &self.fib {
+            self.pinned = Some(f.fib.load());
+        }
+    }
+
+    /// Drops the state [`WorkerHost::pin_fib`] held, at the end of the burst: the
+    /// writer's next change waits for it (`spine_fib::publish`), and the next burst
+    /// sees what was published meanwhile.
+    #[inline]
+    pub fn unpin_fib(&mut self) {
+        self.pinned = None;
+    }
 }
 
 impl Host for WorkerHost {
     #[inline]
     fn fib(&self) -> Option<&spine_runtime::fib_lookup::FibEnv> {
         self.fib.as_ref()
+    }
+
+    #[inline]
+    fn fib_state(&self) -> Option<&spine_fib::FibState> {
+        self.pinned.as_deref().map(|s| &**s)
     }
 
     #[inline]
@@ -140,5 +165,36 @@ mod tests {
         assert!(a.now_ns() >= t);
         a.trace(0, b"hello\n");
         assert_eq!(a.trace_lines, 1);
+    }
+
+    /// A burst reads the state pinned at its start, whatever is published meanwhile;
+    /// unpinning lets the writer take that copy back (its next change would otherwise
+    /// wait) and the next burst sees the new state.
+    #[test]
+    fn a_burst_reads_the_fib_pinned_at_its_start() {
+        use spine_fib::{table_id, FibWriter, NextHop, Route};
+        let (mut w, r) = FibWriter::new();
+        let route = |p: &str| Route::unicast(p.parse().unwrap(), vec![NextHop::dev(2)]);
+        w.add(route("10.1.0.0/16")).unwrap();
+        w.publish();
+        let env = spine_runtime::fib_lookup::FibEnv::new(r, Vec::new());
+        let mut h = WorkerHost::new(0, 1, false).with_fib(Some(env));
+        assert!(h.fib_state().is_none(), "nothing pinned outside a burst");
+        let routes = |h: &WorkerHost| h.fib_state().unwrap().routes(table_id::MAIN).len();
+        h.pin_fib();
+        assert_eq!(routes(&h), 1);
+        w.add(route("10.2.0.0/16")).unwrap();
+        w.publish();
+        assert_eq!(routes(&h), 1, "the burst keeps its state");
+        h.unpin_fib();
+        assert!(h.fib_state().is_none());
+        // The writer's copy behind is free again: this change does not wait.
+        w.add(route("10.3.0.0/16")).unwrap();
+        h.pin_fib();
+        assert_eq!(routes(&h), 2, "the next burst sees what was published");
+        h.unpin_fib();
+        let mut none = WorkerHost::new(0, 1, false);
+        none.pin_fib();
+        assert!(none.fib_state().is_none(), "no FIB, nothing pinned");
     }
 }

@@ -606,6 +606,8 @@ impl Worker {
             let Some(runner) = self.progs[pi].runner.as_mut() else {
                 unreachable!("run_burst is called with a runner attached")
             };
+            // One FIB state for the burst's `bpf_fib_lookup`s (dropped below).
+            self.host.pin_fib();
             let mut burst = runner.burst(self.geometry, rxi, &mut self.host);
             let mut bufs = rx.drain_front(n);
             while let Some(mut buf) = bufs.next() {
@@ -665,6 +667,7 @@ impl Worker {
                 }
             }
         }
+        self.host.unpin_fib();
         self.packet_seq = self.packet_seq.wrapping_add(n as u32);
         self.drain_outbox(pi, e);
         let c = &mut self.counters.ports[pi];

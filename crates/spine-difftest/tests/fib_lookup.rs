@@ -181,24 +181,47 @@ fn fib_lookup_matches_the_kernel() {
         }
     }
 
-    // Then neighbours and an MTU change under routes already looked up: a gateway's
-    // entry goes (NO_NEIGH), one without an entry gets one, one changes its MAC, a
-    // device's MTU shrinks (FRAG_NEEDED). The FIB takes the changes as events (the
-    // same writer), and this time holds the interfaces itself.
+    // Then neighbours, MTUs and routes change under routes already looked up, both
+    // families: a gateway's entry goes (NO_NEIGH), one without an entry gets one, one
+    // changes its MAC, a directly connected destination's entry goes, devices' MTUs
+    // shrink (FRAG_NEEDED, IPv6 through the same devices), routes are replaced
+    // (another gateway and device), deleted and added. The FIB takes the changes as
+    // events (the same writer), and this time holds the interfaces itself.
     for cmd in [
         "neigh del 10.2.0.2 dev dn1",
         "neigh replace 10.1.0.3 lladdr 02:00:00:00:01:03 dev dn0 nud permanent",
         "neigh replace 10.1.1.2 lladdr 02:00:00:00:01:99 dev dn0 nud permanent",
         "neigh del 172.24.0.5 dev dn1",
         "-6 neigh del 2001:db8:2::2 dev dn1",
+        "-6 neigh replace 2001:db8:1::3 lladdr 02:00:00:00:61:03 dev dn0 nud permanent",
+        "-6 neigh replace 2001:db8:1::2 lladdr 02:00:00:00:61:99 dev dn0 nud permanent",
+        "-6 neigh del 2001:db8:18::5 dev dn1",
         "link set dn0 mtu 1400",
+        "link set dn1 mtu 1300",
+        "route replace 172.19.0.0/16 via 10.1.0.2",
+        "route del 172.28.0.0/16",
+        "route add 172.16.5.128/25 via 10.1.1.2",
+        "-6 route replace 2001:db8:13::/48 via 2001:db8:1::2",
+        "-6 route del 2001:db8:1b::/48",
+        "-6 route add 2001:db8:10:5:8000::/65 via 2001:db8:1::3",
     ] {
         ns.ip(cmd);
     }
+    let changed_routes = [
+        "172.19.0.0/16",
+        "172.28.0.0/16",
+        "172.16.5.128/25",
+        "2001:db8:13::/48",
+        "2001:db8:1b::/48",
+        "2001:db8:10:5:8000::/65",
+    ];
+    fibns::resync_routes(&ns, &mut live, &names, &changed_routes);
     let env = fibns::resync(&ns, &mut live, &names);
     let kernel2 = fibns::kernel_lookups(&ns, &obj, &pkts, in0);
     let changed = kernel.iter().zip(&kernel2).filter(|(a, b)| a != b).count();
     assert!(changed > 100, "the changes altered only {changed} of the kernel's answers");
+    let changed6 = kernel.iter().zip(&kernel2).filter(|(a, b)| a != b && a[14] == 10).count();
+    assert!(changed6 > 50, "the changes altered only {changed6} IPv6 answers");
     for engine in [EngineKind::Interpreter, EngineKind::Jit] {
         let codes = fibns::spine_lookups_match(&obj, engine, &env, &pkts, &kernel2, in0);
         for c in [0, 7, 8] {

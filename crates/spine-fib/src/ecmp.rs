@@ -24,6 +24,70 @@ pub fn select(bounds: impl Iterator<Item = i32>, hash: u32) -> usize {
     bounds.enumerate().find(|&(_, b)| h <= b).map_or(0, |(i, _)| i)
 }
 
+/// `nexthop_select_path`, a nexthop group's member for flow hash `hash`: for a
+/// resilient group (`buckets`, [`crate::FibState::res_buckets`]) the member the
+/// flow's bucket holds, whatever its neighbour's state (`nexthop_select_path_res`);
+/// otherwise (`nexthop_select_path_mp`) the first good member whose upper bound the
+/// hash does not pass, else the first good member, else the first. `good(i)`: member
+/// `i` has no neighbour entry in a state that is not valid (`ipv4_good_nh`,
+/// `ipv6_good_nh`). Shared by `bpf_fib_lookup`'s general path and its forwarding
+/// records.
+#[inline]
+pub fn select_group(
+    buckets: Option<&[u16]>,
+    bounds: impl Iterator<Item = i32>,
+    good: impl Fn(usize) -> bool,
+    hash: u32,
+) -> usize {
+    if let Some(b) = buckets.filter(|b| !b.is_empty()) {
+        return usize::from(b[hash as usize % b.len()]);
+    }
+    let mut first_good = None;
+    for (i, bound) in bounds.enumerate() {
+        if !good(i) {
+            continue;
+        }
+        first_good.get_or_insert(i);
+        if hash as i32 <= bound {
+            return i;
+        }
+    }
+    first_good.unwrap_or(0)
+}
+
+/// `fib_select_multipath` for an IPv4 multipath route: each next hop scores 2 when
+/// its own source address (`nh_saddr`) is the lookup's source (`owns_src(i)`, asked
+/// only when the lookup has a source, `has_saddr`) and 1 when the hash falls under
+/// its upper bound; the first with the best score wins. Shared by `bpf_fib_lookup`'s
+/// general path and its forwarding records.
+#[inline]
+pub fn select_preferring_src(
+    bounds: impl Iterator<Item = i32>,
+    owns_src: impl Fn(usize) -> bool,
+    hash: u32,
+    has_saddr: bool,
+) -> usize {
+    let mut chosen = 0;
+    let mut score = -1;
+    for (i, bound) in bounds.enumerate() {
+        let mut s = 0;
+        if has_saddr && owns_src(i) {
+            s += 2;
+        }
+        if hash as i32 <= bound {
+            s += 1;
+        }
+        if score < s {
+            chosen = i;
+            if s == 3 || (!has_saddr && s == 1) {
+                break;
+            }
+            score = s;
+        }
+    }
+    chosen
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

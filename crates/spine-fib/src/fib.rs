@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::ecmp;
-use crate::fwd::{Fwd4, FwdTable};
+use crate::fwd::{Fast, Fwd4, Fwd6, FwdTable};
 use crate::iface::{Iface, Ifaces};
 use crate::lpm::{Lpm, LpmError};
 use crate::neigh::{Neigh, NeighTable};
@@ -153,7 +153,7 @@ pub struct FibState {
     rules6: RuleSet,
     /// Resilient nexthop groups' buckets, by group id ([`FibOp::SetBuckets`]).
     buckets: HashMap<u32, Box<[u16]>>,
-    /// Forwarding records of the IPv4 routes with one plain next hop, by route index
+    /// Forwarding records of the routes with one plain next hop, by route index
     /// ([`crate::fwd`]): kept in step with the routes, neighbours and interfaces.
     fwd: FwdTable,
 }
@@ -384,13 +384,52 @@ impl FibState {
     /// neither of them the route entry.
     #[inline]
     pub fn fwd_v4(&self, idx: u32) -> Option<(&Fwd4, u32)> {
-        self.fwd.get(idx)
+        match self.fwd.get_v4(idx)? {
+            (Fast::One(f), m) => Some((f, m)),
+            (Fast::Group(_), _) => None,
+        }
     }
 
-    /// Number of forwarding records ([`FibState::fwd_v4`]) in use, and the bytes of
-    /// the records and their per-route array.
+    /// As [`FibState::fwd_v4`], and for a multipath route (every next hop one that a
+    /// record stands for) its group of records ([`Fast::Group`]).
+    #[inline]
+    pub fn fast_v4(&self, idx: u32) -> Option<(Fast<'_, [u8; 4]>, u32)> {
+        self.fwd.get_v4(idx)
+    }
+
+    /// The forwarding record and metric of route `idx`, if it is an IPv6 unicast
+    /// route with one next hop (no lightweight tunnel, no IPv4 gateway, no locked
+    /// MTU), as [`FibState::fwd_v4`] for IPv4.
+    #[inline]
+    pub fn fwd_v6(&self, idx: u32) -> Option<(&Fwd6, u32)> {
+        match self.fwd.get_v6(idx)? {
+            (Fast::One(f), m) => Some((f, m)),
+            (Fast::Group(_), _) => None,
+        }
+    }
+
+    /// As [`FibState::fwd_v6`], and for a multipath route its group of records.
+    #[inline]
+    pub fn fast_v6(&self, idx: u32) -> Option<(Fast<'_, [u8; 16]>, u32)> {
+        self.fwd.get_v6(idx)
+    }
+
+    /// The index ([`FibState::route`]) of table `table`'s route for IPv6 destination
+    /// `dst` (its bits, network order as a number): one LPM walk, nothing else touched.
+    #[inline]
+    pub fn lookup_v6_index(&self, table: u32, dst: u128) -> Option<u32> {
+        self.table(table)?.v6.lookup(dst)
+    }
+
+    /// Number of forwarding records ([`FibState::fwd_v4`], [`FibState::fwd_v6`]) in
+    /// use, and the bytes of the records, the groups and their per-route array.
     pub fn fwd_stats(&self) -> (usize, usize) {
         (self.fwd.records(), self.fwd.memory())
+    }
+
+    /// Number of multipath groups of records ([`FibState::fast_v4`]) in use.
+    pub fn fwd_groups(&self) -> usize {
+        self.fwd.groups()
     }
 
     /// Route indices ([`FibState::route`]) of [`FibState::lookup_v4_merged`] for a
@@ -632,6 +671,12 @@ impl Absorb<FibOp> for FibState {
 /// The read side of the FIB: `Clone + Send + Sync`; [`FibReader::load`] gives a
 /// consistent [`FibState`] for a burst of lookups.
 pub type FibReader = Reader<FibState>;
+
+/// A published [`FibState`] held by a reader ([`FibReader::load`]): a worker keeps one
+/// for a burst of lookups instead of loading for each. The writer's next change waits
+/// for the copy it holds to be dropped ([`crate::publish`]), so it is held for a burst,
+/// not across idle time.
+pub type FibSnapshot = arc_swap::Guard<std::sync::Arc<FibState>>;
 
 /// The write side of the FIB, owned by one control thread.
 #[derive(Debug)]

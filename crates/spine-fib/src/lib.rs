@@ -23,8 +23,8 @@ pub mod route;
 pub mod rule;
 mod table;
 
-pub use fib::{FibError, FibOp, FibReader, FibState, FibWriter, Resolved, RouteEntry};
-pub use fwd::{FastRoute, Fwd4};
+pub use fib::{FibError, FibOp, FibReader, FibSnapshot, FibState, FibWriter, Resolved, RouteEntry};
+pub use fwd::{Fast, FastRoute, Fwd, Fwd4, Fwd6, GatewayBytes, Group};
 pub use iface::Iface;
 pub use neigh::{Neigh, NeighTable, NudState};
 pub use route::{table_id, NextHop, Route, RouteSelector, RouteType};

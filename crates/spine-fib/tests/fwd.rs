@@ -1,9 +1,9 @@
 //! The forwarding records (`spine_fib::fwd`) say what the general resolution says —
 //! route entry, next hop, the gateway's neighbour entry, the output interface — after
 //! every change of a long random sequence of route, neighbour and interface
-//! operations, in the writer's copy and in the published one.
+//! operations, in the writer's copy and in the published one, for both families.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use spine_fib::{
     FibOp, FibState, FibWriter, Iface, Neigh, NextHop, NudState, Route, RouteSelector, RouteType,
@@ -24,7 +24,11 @@ impl Rng {
     }
 }
 
-const PREFIXES: [&str; 8] = [
+const PREFIXES: [&str; 12] = [
+    "2001:db8::/32",
+    "2001:db8:1::/48",
+    "2001:db8:1:2::/64",
+    "::/0",
     "10.0.0.0/8",
     "10.1.0.0/16",
     "10.1.2.0/24",
@@ -35,29 +39,38 @@ const PREFIXES: [&str; 8] = [
     "0.0.0.0/0",
 ];
 
-fn gateway(rng: &mut Rng) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1 + rng.below(4) as u8))
+fn gateway(rng: &mut Rng, v6: bool) -> IpAddr {
+    let i = 1 + rng.below(4) as u8;
+    if v6 {
+        IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, u16::from(i)))
+    } else {
+        IpAddr::V4(Ipv4Addr::new(192, 0, 2, i))
+    }
 }
 
-fn nexthop(rng: &mut Rng) -> NextHop {
+/// A next hop for a route of family `v6`: directly connected, through a gateway of
+/// the other family now and then, else through one of four gateways.
+fn nexthop(rng: &mut Rng, v6: bool) -> NextHop {
     let ifindex = 2 + rng.below(3) as u32;
     let mut nh = match rng.below(6) {
         0 => NextHop::dev(ifindex),
-        1 => NextHop::via("2001:db8::1".parse().unwrap(), ifindex),
-        _ => NextHop::via(gateway(rng), ifindex),
+        1 => NextHop::via(gateway(rng, !v6), ifindex),
+        _ => NextHop::via(gateway(rng, v6), ifindex),
     };
     nh.encap = rng.below(10) == 0;
     nh
 }
 
 fn op(rng: &mut Rng) -> FibOp {
-    let prefix = PREFIXES[rng.below(PREFIXES.len() as u64) as usize].parse().unwrap();
+    let prefix: spine_fib::IpPrefix =
+        PREFIXES[rng.below(PREFIXES.len() as u64) as usize].parse().unwrap();
+    let v6 = matches!(prefix, spine_fib::IpPrefix::V6(_));
     match rng.below(8) {
         0..=2 => {
-            let mut r = Route::unicast(prefix, vec![nexthop(rng)]);
+            let mut r = Route::unicast(prefix, vec![nexthop(rng, v6)]);
             r.metric = rng.below(2) as u32 * 100;
             match rng.below(8) {
-                0 => r.nexthops.push(nexthop(rng)),
+                0 => r.nexthops.push(nexthop(rng, v6)),
                 1 => r.mtu = 1400,
                 2 => (r.kind, r.nexthops) = (RouteType::Blackhole, vec![]),
                 _ => {}
@@ -75,10 +88,10 @@ fn op(rng: &mut Rng) -> FibOp {
                 [NudState::REACHABLE, NudState::STALE, NudState::FAILED, NudState::INCOMPLETE]
                     [rng.below(4) as usize];
             let neigh = Neigh { mac: [2, 0, 0, 0, rng.below(256) as u8, 1], state };
-            FibOp::SetNeigh { ifindex: 2 + rng.below(3) as u32, ip: gateway(rng), neigh }
+            FibOp::SetNeigh { ifindex: 2 + rng.below(3) as u32, ip: gateway(rng, v6), neigh }
         }
         6 if rng.below(2) == 0 => {
-            FibOp::DelNeigh { ifindex: 2 + rng.below(3) as u32, ip: gateway(rng) }
+            FibOp::DelNeigh { ifindex: 2 + rng.below(3) as u32, ip: gateway(rng, v6) }
         }
         6 => FibOp::DelIface(2 + rng.below(3) as u32),
         _ => FibOp::SetIface(Iface {
@@ -94,36 +107,53 @@ fn op(rng: &mut Rng) -> FibOp {
 
 /// Every prefix's route has a record exactly when it qualifies, and the record says
 /// what the route, the neighbour table and the interfaces say.
-fn check(st: &FibState, step: usize) -> usize {
-    let mut with_record = 0;
+fn check(st: &FibState, step: usize) -> [usize; 2] {
+    let mut with_record = [0; 2];
     for p in PREFIXES {
-        let dst = Ipv4Addr::from(p.parse::<spine_fib::Prefix4>().unwrap().addr());
-        let Some(idx) = st.lookup_v4_merged_index(dst) else { continue };
+        let (idx, v6) = match p.parse().unwrap() {
+            spine_fib::IpPrefix::V4(q) => {
+                (st.lookup_v4_merged_index(Ipv4Addr::from(q.addr())), false)
+            }
+            spine_fib::IpPrefix::V6(q) => {
+                (st.lookup_v6_index(spine_fib::table_id::MAIN, q.addr()), true)
+            }
+        };
+        let Some(idx) = idx else { continue };
         let route = st.route(idx).unwrap();
         let plain = route.kind == RouteType::Unicast
             && route.mtu == 0
             && route.nexthops.len() == 1
             && !route.nexthops[0].encap
-            && !matches!(route.nexthops[0].gateway, Some(IpAddr::V6(_)));
-        let fwd = st.fwd_v4(idx);
-        assert_eq!(fwd.is_some(), plain, "step {step}, {p}: {route:?}");
-        let Some((f, metric)) = fwd else { continue };
-        with_record += 1;
-        let nh = &route.nexthops[0];
-        assert_eq!((f.ifindex, metric), (nh.ifindex, route.metric), "step {step}, {p}");
-        let gw = match nh.gateway {
-            Some(IpAddr::V4(g)) => Some(g.octets()),
-            _ => None,
+            && route.nexthops[0].gateway.is_none_or(|g| g.is_ipv6() == v6);
+        let fwd = if v6 {
+            st.fwd_v6(idx).map(|(f, m)| {
+                (f.ifindex, f.gateway().map(|g| g.to_vec()), f.gateway_mac(), f.iface(), m)
+            })
+        } else {
+            st.fwd_v4(idx).map(|(f, m)| {
+                (f.ifindex, f.gateway().map(|g| g.to_vec()), f.gateway_mac(), f.iface(), m)
+            })
         };
-        assert_eq!(f.gateway(), gw, "step {step}, {p}");
+        assert!(if v6 { st.fwd_v4(idx).is_none() } else { st.fwd_v6(idx).is_none() });
+        assert_eq!(fwd.is_some(), plain, "step {step}, {p}: {route:?}");
+        let Some((ifindex, gateway, gateway_mac, iface, metric)) = fwd else { continue };
+        with_record[usize::from(v6)] += 1;
+        let nh = &route.nexthops[0];
+        assert_eq!((ifindex, metric), (nh.ifindex, route.metric), "step {step}, {p}");
+        let gw = match nh.gateway {
+            Some(IpAddr::V4(g)) => Some(g.octets().to_vec()),
+            Some(IpAddr::V6(g)) => Some(g.octets().to_vec()),
+            None => None,
+        };
+        assert_eq!(gateway, gw, "step {step}, {p}");
         let mac = nh
             .gateway
             .and_then(|g| st.neigh(nh.ifindex, g))
             .filter(|n| n.state.usable())
             .map(|n| n.mac);
-        assert_eq!(f.gateway_mac(), mac, "step {step}, {p}: neighbour");
+        assert_eq!(gateway_mac, mac, "step {step}, {p}: neighbour");
         let dev = st.iface(nh.ifindex).map(|i| (i.mtu, i.mac));
-        assert_eq!(f.iface(), dev, "step {step}, {p}: interface");
+        assert_eq!(iface, dev, "step {step}, {p}: interface");
     }
     with_record
 }
@@ -132,19 +162,23 @@ fn check(st: &FibState, step: usize) -> usize {
 fn records_follow_routes_neighbours_and_interfaces() {
     let (mut w, r) = FibWriter::new();
     let mut rng = Rng(0x5eed_f00d);
-    let mut seen = 0;
+    let mut seen = [0; 2];
     for step in 0..3_000 {
         for _ in 0..=rng.below(3) {
             // Refused operations (deleting what is not there) change nothing.
             let _ = w.apply(op(&mut rng));
         }
-        seen += check(w.view(), step);
+        for (i, n) in check(w.view(), step).into_iter().enumerate() {
+            seen[i] += n;
+        }
         w.publish();
-        seen += check(&r.load(), step);
+        for (i, n) in check(&r.load(), step).into_iter().enumerate() {
+            seen[i] += n;
+        }
     }
-    assert!(seen > 10_000, "few prefixes had a record: {seen}");
+    assert!(seen[0] > 5_000 && seen[1] > 5_000, "few prefixes had a record: {seen:?}");
     let (records, _) = w.view().fwd_stats();
-    assert!(records <= 3 * 5, "records are shared by (interface, gateway): {records}");
+    assert!(records <= 2 * 3 * 5, "records are shared by (interface, gateway): {records}");
 }
 
 #[test]

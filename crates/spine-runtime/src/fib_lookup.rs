@@ -36,7 +36,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use spine_fib::{table_id, FibReader, FibState, Flow, RouteType, RuleResult};
+use spine_fib::{ecmp, table_id, Fast, FibReader, FibState, Flow, RouteType, RuleResult};
 
 /// `struct bpf_fib_lookup`: 64 bytes.
 pub const PARAMS_LEN: usize = 64;
@@ -90,13 +90,23 @@ pub struct FibEnv {
     /// `net.ipv4.fib_multipath_hash_seed` (which IPv6 uses too): with the kernel's seed,
     /// ECMP picks the kernel's next hop for every flow.
     mp_seed: u32,
+    /// Whether routes with forwarding records are answered from them
+    /// ([`FibEnv::without_fast_path`]).
+    fast: bool,
 }
 
 impl FibEnv {
     pub fn new(fib: FibReader, mut ifaces: Vec<Iface>) -> FibEnv {
         ifaces.sort_by_key(|i| i.ifindex);
         ifaces.dedup_by_key(|i| i.ifindex);
-        FibEnv { fib, ifaces, mp_seed: 0 }
+        FibEnv { fib, ifaces, mp_seed: 0, fast: true }
+    }
+
+    /// Every lookup takes the general path, never the forwarding records
+    /// (`spine_fib::fwd`): the same answers, for tests and measurements that compare.
+    pub fn without_fast_path(mut self) -> FibEnv {
+        self.fast = false;
+        self
     }
 
     /// The multipath hash seed (`net.ipv4.fib_multipath_hash_seed`).
@@ -124,14 +134,19 @@ impl FibEnv {
     /// the caller writes `p` back. `plen` and `flags` are the raw registers: the kernel
     /// reads them as `int` and `u32`.
     pub fn lookup(&self, p: &mut [u8; PARAMS_LEN], plen: u64, fl: u64) -> i64 {
+        self.lookup_in(&self.fib.load(), p, plen, fl)
+    }
+
+    /// [`FibEnv::lookup`] in FIB state `st`: one this view's reader loaded
+    /// ([`spine_fib::FibSnapshot`]), held for a burst of lookups.
+    pub fn lookup_in(&self, st: &FibState, p: &mut [u8; PARAMS_LEN], plen: u64, fl: u64) -> i64 {
         if bad_args(plen, fl) {
             return -spine_abi::errno::EINVAL;
         }
         let fl = fl & u64::from(u32::MAX);
-        let state = self.fib.load();
         match p[0] {
-            AF_INET => self.lookup_v4(&state, p, fl),
-            AF_INET6 => self.lookup_v6(&state, p, fl),
+            AF_INET => self.lookup_v4(st, p, fl),
+            AF_INET6 => self.lookup_v6(st, p, fl),
             _ => -EAFNOSUPPORT,
         }
     }
@@ -146,17 +161,45 @@ impl FibEnv {
         let oif = if fl & flags::OUTPUT != 0 { dev.ifindex } else { 0 };
         let src: [u8; 4] = p[16..20].try_into().expect("4 bytes");
         let dst = Ipv4Addr::from(rd_be32(p, 32));
-        // The fast path: with no OUTPUT, SRC or TBID, and the merged local and main
-        // tables answering (DIRECT, or only the default rules), a route with a
-        // forwarding record (`spine_fib::fwd`) is answered from the record alone.
-        // Anything else, and the LPM's answer for it, goes on below.
+        // The fast path: with no OUTPUT or SRC, and the merged local and main tables
+        // answering (DIRECT, TBID naming one of them, or only the default rules), a
+        // route with a forwarding record or group (`spine_fib::fwd`) is answered from
+        // the records alone. Anything else, and the LPM's answer for it, goes on below.
         let mut walked = None;
-        if fl & (flags::OUTPUT | flags::SRC | flags::TBID) == 0
+        if self.fast
+            && fl & (flags::OUTPUT | flags::SRC) == 0
             && (fl & flags::DIRECT != 0 || st.rules(false).is_default())
+            && fast_tbid(p, fl, &[0, table_id::MAIN, table_id::LOCAL])
         {
             let idx = st.lookup_v4_merged_index(dst);
-            if let Some((f, metric)) = idx.and_then(|i| st.fwd_v4(i)) {
-                return self.forward_v4(st, p, fl, dst, f, metric);
+            if let Some((fast, metric)) = idx.and_then(|i| st.fast_v4(i)) {
+                let f = match fast {
+                    Fast::One(f) => f,
+                    // The general path's choices below, over the records.
+                    Fast::Group(g) => {
+                        let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
+                        let i = if g.nhid() != 0 {
+                            let good = |i| g.member(i).is_some_and(|m| m.good());
+                            ecmp::select_group(st.res_buckets(g.nhid()), g.bounds(), good, hash)
+                        } else {
+                            let saddr = u32::from_be_bytes(src);
+                            let owns_src = |i| {
+                                g.member(i).is_some_and(|m| {
+                                    let gw = m.gateway().map(Ipv4Addr::from);
+                                    self.iface(st, m.ifindex)
+                                        .is_some_and(|d| u32::from(select_src_v4(d, gw)) == saddr)
+                                })
+                            };
+                            ecmp::select_preferring_src(g.bounds(), owns_src, hash, saddr != 0)
+                        };
+                        match g.member(i) {
+                            Some(f) => f,
+                            None => return ret::NOT_FWDED,
+                        }
+                    }
+                };
+                let mtu = |m: u32| m.min(IP_MAX_MTU);
+                return self.forward(st, p, fl, IpAddr::V4(dst), f, metric, mtu);
             }
             walked = Some(idx);
         }
@@ -281,20 +324,23 @@ impl FibEnv {
         self.finish(st, p, fl, out, next, mtu)
     }
 
-    /// The rest of [`FibEnv::lookup_v4`] for a route with a forwarding record `f` (a
-    /// unicast route with one next hop, through neither a tunnel nor an IPv6 gateway,
-    /// its MTU the device's): the same checks in the same order, from the record, the
-    /// configured interfaces (which shadow the FIB's) and, for a directly connected
+    /// The rest of [`FibEnv::lookup_v4`] or [`FibEnv::lookup_v6`] for a route with a
+    /// forwarding record `f` (a unicast route with one next hop, through neither a
+    /// tunnel nor a gateway of the other family, its MTU the device's; `mtu_of` is the
+    /// family's device MTU bounds): the same checks in the same order, from the record,
+    /// the configured interfaces (which shadow the FIB's) and, for a directly connected
     /// route, the destination's neighbour entry.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn forward_v4(
+    fn forward<G: spine_fib::GatewayBytes>(
         &self,
         st: &FibState,
         p: &mut [u8; PARAMS_LEN],
         fl: u64,
-        dst: Ipv4Addr,
-        f: &spine_fib::Fwd4,
+        dst: IpAddr,
+        f: &spine_fib::Fwd<G>,
         metric: u32,
+        mtu_of: impl Fn(u32) -> u32,
     ) -> i64 {
         let configured = match self.ifaces.len() {
             0 => None,
@@ -307,23 +353,22 @@ impl FibEnv {
                 None => return ret::NOT_FWDED,
             },
         };
-        let mtu = mtu.min(IP_MAX_MTU);
+        let mtu = mtu_of(mtu);
         if u32::from(rd16(p, 6)) > mtu {
             wr16(p, 6, mtu as u16);
             return ret::FRAG_NEEDED;
         }
-        wr32(p, 12, metric);
-        wr32(p, 8, f.ifindex);
         let gw = f.gateway();
         if let Some(g) = gw {
-            p[32..36].copy_from_slice(&g);
+            let g = g.as_ref();
+            p[32..32 + g.len()].copy_from_slice(g);
         }
+        wr32(p, 12, metric);
+        wr32(p, 8, f.ifindex);
         if fl & flags::SKIP_NEIGH == 0 {
             let dmac = match gw {
                 Some(_) => f.gateway_mac(),
-                None => {
-                    st.neigh(f.ifindex, IpAddr::V4(dst)).filter(|n| n.state.usable()).map(|n| n.mac)
-                }
+                None => st.neigh(f.ifindex, dst).filter(|n| n.state.usable()).map(|n| n.mac),
             };
             let Some(dmac) = dmac else { return ret::NO_NEIGH };
             p[58..64].copy_from_slice(&dmac);
@@ -346,29 +391,12 @@ impl FibEnv {
         hash: u32,
         saddr: u32,
     ) -> usize {
-        let mut chosen = 0;
-        let mut score = -1;
-        for (i, (nh, &bound)) in route.nexthops.iter().zip(route.bounds()).enumerate() {
-            let mut s = 0;
-            if saddr != 0
-                && self
-                    .iface(st, nh.ifindex)
-                    .is_some_and(|d| u32::from(select_src_v4(d, gw4(nh))) == saddr)
-            {
-                s += 2;
-            }
-            if hash as i32 <= bound {
-                s += 1;
-            }
-            if score < s {
-                chosen = i;
-                if s == 3 || (saddr == 0 && s == 1) {
-                    break;
-                }
-                score = s;
-            }
-        }
-        chosen
+        let owns_src = |i: usize| {
+            let nh = &route.nexthops[i];
+            self.iface(st, nh.ifindex)
+                .is_some_and(|d| u32::from(select_src_v4(d, gw4(nh))) == saddr)
+        };
+        ecmp::select_preferring_src(route.bounds().iter().copied(), owns_src, hash, saddr != 0)
     }
 
     fn lookup_v6(&self, st: &FibState, p: &mut [u8; PARAMS_LEN], fl: u64) -> i64 {
@@ -383,7 +411,55 @@ impl FibEnv {
             return ret::FWD_DISABLED;
         }
         let output = fl & flags::OUTPUT != 0;
-        let res = if fl & flags::DIRECT != 0 {
+        // The fast path, as IPv4's: with no OUTPUT or SRC, and local then main
+        // answering (only the default rules) or main alone (DIRECT, TBID naming it), a
+        // route with a forwarding record or group is answered from the records;
+        // anything else, and the route found, goes on below.
+        let mut walked = None;
+        if self.fast
+            && fl & (flags::OUTPUT | flags::SRC) == 0
+            && (fl & flags::DIRECT != 0 || st.rules(true).is_default())
+            && fast_tbid(p, fl, &[0, table_id::MAIN])
+        {
+            let d = u128::from(dst);
+            let idx = if fl & flags::DIRECT != 0 {
+                st.lookup_v6_index(table_id::MAIN, d)
+            } else {
+                st.lookup_v6_index(table_id::LOCAL, d)
+                    .or_else(|| st.lookup_v6_index(table_id::MAIN, d))
+            };
+            if let Some((fast, metric)) = idx.and_then(|i| st.fast_v6(i)) {
+                let f = match fast {
+                    Fast::One(f) => f,
+                    Fast::Group(g) => {
+                        let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
+                        let hash = spine_fib::mphash::hash_v6(
+                            src.octets(),
+                            dst.octets(),
+                            flowinfo,
+                            p[1],
+                            self.mp_seed,
+                        );
+                        let i = if g.nhid() != 0 {
+                            let good = |i| g.member(i).is_some_and(|m| m.good());
+                            ecmp::select_group(st.res_buckets(g.nhid()), g.bounds(), good, hash)
+                        } else {
+                            ecmp::select(g.bounds(), hash)
+                        };
+                        match g.member(i) {
+                            Some(f) => f,
+                            None => return ret::NOT_FWDED,
+                        }
+                    }
+                };
+                let mtu = |m: u32| m.clamp(IPV6_MIN_MTU, IP6_MAX_MTU);
+                return self.forward(st, p, fl, IpAddr::V6(dst), f, metric, mtu);
+            }
+            walked = Some(idx);
+        }
+        let res = if let Some(idx) = walked {
+            idx.and_then(|i| st.resolve(i, 0))
+        } else if fl & flags::DIRECT != 0 {
             let mut tbid = spine_fib::table_id::MAIN;
             if fl & flags::TBID != 0 {
                 tbid = rd32(p, 48);
@@ -459,7 +535,7 @@ impl FibEnv {
                 p[1],
                 self.mp_seed,
             );
-            spine_fib::ecmp::select(route.bounds().iter().copied(), hash)
+            ecmp::select(route.bounds().iter().copied(), hash)
         };
         let Some(nh) = route.nexthops.get(pick) else { return ret::NOT_FWDED };
         let Some(out) = self.iface(st, nh.ifindex) else { return ret::NOT_FWDED };
@@ -552,30 +628,32 @@ impl FibEnv {
     }
 }
 
-/// `nexthop_select_path_mp`: a nexthop group's member for flow hash `hash`: the first
-/// good member whose upper bound the hash does not pass, else the first good member,
-/// else the first. A member is good unless its gateway has a neighbour entry in a state
-/// that is not valid (`ipv4_good_nh`, `ipv6_good_nh`: `INCOMPLETE`, `FAILED`).
+/// A nexthop group's member for flow hash `hash` (`spine_fib::ecmp::select_group`):
+/// by the group's buckets if it is resilient, else by the upper bounds among the
+/// members whose gateway has no neighbour entry in a state that is not valid.
 fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usize {
-    // `nexthop_select_path_res`: the flow's bucket names the member, whatever its
-    // neighbour's state.
-    if let Some(b) = st.res_buckets(route.nhid).filter(|b| !b.is_empty()) {
-        return usize::from(b[hash as usize % b.len()]);
-    }
-    let good = |nh: &spine_fib::NextHop| {
+    let good = |i: usize| {
+        let nh = &route.nexthops[i];
         nh.gateway.and_then(|g| st.neigh(nh.ifindex, g)).is_none_or(|n| n.state.usable())
     };
-    let mut first_good = None;
-    for (i, (nh, &bound)) in route.nexthops.iter().zip(route.bounds()).enumerate() {
-        if !good(nh) {
-            continue;
-        }
-        first_good.get_or_insert(i);
-        if hash as i32 <= bound {
-            return i;
-        }
+    ecmp::select_group(st.res_buckets(route.nhid), route.bounds().iter().copied(), good, hash)
+}
+
+/// Whether `TBID` leaves a lookup to the fast path: without `DIRECT` the flag is
+/// ignored; with it, the table must be one the fast path looks in (`tables`: those the
+/// kernel's `fib_get_table`/`fib6_get_table` make main, or local merged into it), and its
+/// id is then zeroed as the general path zeroes it before looking up (its answers
+/// other than SUCCESS leave it so). A table 0 the general path still reads as main.
+#[inline]
+fn fast_tbid(p: &mut [u8; PARAMS_LEN], fl: u64, tables: &[u32]) -> bool {
+    if fl & (flags::TBID | flags::DIRECT) != flags::TBID | flags::DIRECT {
+        return true;
     }
-    first_good.unwrap_or(0)
+    if !tables.contains(&rd32(p, 48)) {
+        return false;
+    }
+    wr32(p, 48, 0);
+    true
 }
 
 /// The helper's argument checks: `plen` is an `int` (a negative one passes the
@@ -669,9 +747,11 @@ fn rd_be128(p: &[u8; PARAMS_LEN], o: usize) -> u128 {
     u128::from_be_bytes(b)
 }
 
-/// The helper's entry from [`spine_vm::Env::call`]: `(ctx, params, plen, flags)`.
+/// The helper's entry from [`spine_vm::Env::call`]: `(ctx, params, plen, flags)`, in
+/// the FIB state the host holds for the burst (`pinned`), else the published one.
 pub(crate) fn call(
     env: Option<&FibEnv>,
+    pinned: Option<&FibState>,
     a: [u64; 5],
     mem: &mut spine_vm::Memory,
 ) -> Result<u64, spine_vm::CallAbort> {
@@ -680,7 +760,10 @@ pub(crate) fn call(
     let mut p = [0u8; PARAMS_LEN];
     p.copy_from_slice(slot);
     let r = match env {
-        Some(env) => env.lookup(&mut p, a[2], a[3]),
+        Some(env) => match pinned {
+            Some(st) => env.lookup_in(st, &mut p, a[2], a[3]),
+            None => env.lookup(&mut p, a[2], a[3]),
+        },
         None if bad_args(a[2], a[3]) => -spine_abi::errno::EINVAL,
         None if p[0] != AF_INET && p[0] != AF_INET6 => -EAFNOSUPPORT,
         None => -ENODEV,
@@ -983,6 +1066,105 @@ mod tests {
         w.publish();
         assert_eq!(run(&e, "192.0.2.9", 100).0, ret::NOT_FWDED, "no output interface");
         assert_eq!(run(&shadow, "192.0.2.9", 100).0, ret::SUCCESS);
+    }
+
+    /// The IPv6 fast path (`FibState::fwd_v6`) follows the same changes: a gateway's
+    /// neighbour entry (NO_NEIGH, back, failed), the FIB's interface MTU (FRAG_NEEDED at
+    /// the IPv6 minimum and the device's), a configured interface shadowing it, the
+    /// interface gone (NOT_FWDED), a route replaced by one that takes the general path
+    /// (a locked MTU) and back; a local route answers before main.
+    #[test]
+    fn the_ipv6_fast_path_follows_neighbour_interface_and_route_changes() {
+        let (mut w, r) = FibWriter::new();
+        let gw = ip("2001:db8:ff::1");
+        let via = |pfx: &str, mtu| Route {
+            mtu,
+            ..Route::unicast(pfx.parse().unwrap(), vec![NextHop::via(gw, 5)])
+        };
+        w.add(via("2001:db8:10::/48", 0)).unwrap();
+        w.add(Route::unicast("2001:db8:ff::/64".parse().unwrap(), vec![NextHop::dev(5)])).unwrap();
+        let dev5 = |mtu| Iface {
+            ifindex: 5,
+            mtu,
+            mac: MAC_OUT,
+            forward_v4: true,
+            forward_v6: true,
+            addrs: vec![],
+        };
+        w.apply(FibOp::SetIface(dev5(1500))).unwrap();
+        w.publish();
+        let e = FibEnv::new(r.clone(), vec![Iface { ifindex: 1, ..dev5(1500) }]);
+        let run = |e: &FibEnv, dst: &str, len: u16| {
+            let mut p = [0u8; PARAMS_LEN];
+            p[0] = AF_INET6;
+            wr16(&mut p, 6, len);
+            wr32(&mut p, 8, 1);
+            p[16..32].copy_from_slice(&"2001:db8:aa::1".parse::<Ipv6Addr>().unwrap().octets());
+            p[32..48].copy_from_slice(&dst.parse::<Ipv6Addr>().unwrap().octets());
+            let rc = e.lookup(&mut p, 64, 0);
+            (rc, p)
+        };
+        let w2 = &mut w;
+        assert_eq!(run(&e, "2001:db8:10::9", 100).0, ret::NO_NEIGH, "no entry for the gateway");
+        let set = |w: &mut FibWriter, a: &str, state| {
+            let neigh = Neigh { mac: MAC_GW, state };
+            w.apply(FibOp::SetNeigh { ifindex: 5, ip: ip(a), neigh }).unwrap();
+            w.publish();
+        };
+        set(w2, "2001:db8:ff::1", NudState::STALE);
+        let (rc, p) = run(&e, "2001:db8:10::9", 100);
+        assert_eq!(rc, ret::SUCCESS);
+        assert_eq!(
+            (rd32(&p, 8), &p[32..48], &p[52..58], &p[58..64], rd16(&p, 6)),
+            (5, &gw_octets(gw)[..], &MAC_OUT[..], &MAC_GW[..], 1500)
+        );
+        set(w2, "2001:db8:ff::1", NudState::FAILED);
+        assert_eq!(run(&e, "2001:db8:10::9", 100).0, ret::NO_NEIGH, "a failed entry");
+        set(w2, "2001:db8:ff::1", NudState::PERMANENT);
+        assert_eq!(run(&e, "2001:db8:10::9", 100).0, ret::SUCCESS);
+        // Directly connected: the destination's own entry.
+        assert_eq!(run(&e, "2001:db8:ff::9", 100).0, ret::NO_NEIGH);
+        set(w2, "2001:db8:ff::9", NudState::REACHABLE);
+        assert_eq!(run(&e, "2001:db8:ff::9", 100).0, ret::SUCCESS);
+        // The FIB's interface MTU, bounded below by IPv6's minimum.
+        w2.apply(FibOp::SetIface(dev5(1000))).unwrap();
+        w2.publish();
+        let (rc, p) = run(&e, "2001:db8:10::9", 1281);
+        assert_eq!((rc, rd16(&p, 6)), (ret::FRAG_NEEDED, 1280));
+        assert_eq!(run(&e, "2001:db8:10::9", 1280).0, ret::SUCCESS);
+        // A locked route MTU takes the general path, with the same answers.
+        w2.replace(via("2001:db8:10::/48", 1300)).unwrap();
+        w2.publish();
+        let (rc, p) = run(&e, "2001:db8:10::9", 1301);
+        assert_eq!((rc, rd16(&p, 6)), (ret::FRAG_NEEDED, 1300));
+        w2.replace(via("2001:db8:10::/48", 0)).unwrap();
+        w2.publish();
+        let (rc, p) = run(&e, "2001:db8:10::9", 1281);
+        assert_eq!((rc, rd16(&p, 6)), (ret::FRAG_NEEDED, 1280));
+        // A configured interface 5 shadows the FIB's.
+        let shadow = FibEnv::new(r.clone(), vec![Iface { ifindex: 1, ..dev5(1500) }, dev5(9000)]);
+        let (rc, p) = run(&shadow, "2001:db8:10::9", 1300);
+        assert_eq!((rc, rd16(&p, 6)), (ret::SUCCESS, 9000));
+        // The local table answers first: a blackhole there wins over main's route.
+        w2.add(Route {
+            table: table_id::LOCAL,
+            kind: RouteType::Blackhole,
+            nexthops: vec![],
+            ..Route::unicast("2001:db8:10:1::/64".parse().unwrap(), vec![])
+        })
+        .unwrap();
+        w2.apply(FibOp::DelIface(5)).unwrap();
+        w2.publish();
+        assert_eq!(run(&e, "2001:db8:10:1::9", 100).0, ret::BLACKHOLE);
+        assert_eq!(run(&e, "2001:db8:10::9", 100).0, ret::NOT_FWDED, "no output interface");
+        assert_eq!(run(&shadow, "2001:db8:10::9", 100).0, ret::SUCCESS);
+    }
+
+    fn gw_octets(a: IpAddr) -> [u8; 16] {
+        match a {
+            IpAddr::V6(a) => a.octets(),
+            IpAddr::V4(_) => unreachable!(),
+        }
     }
 
     #[test]

@@ -830,7 +830,10 @@ impl Env for XdpEnv<'_> {
             }
             helper::GET_PRANDOM_U32 => u64::from(self.host().prandom_u32()),
             helper::GET_SMP_PROCESSOR_ID => self.cpu as u64,
-            helper::FIB_LOOKUP => crate::fib_lookup::call(self.host().fib(), a, mem)?,
+            helper::FIB_LOOKUP => {
+                let host = self.host();
+                crate::fib_lookup::call(host.fib(), host.fib_state(), a, mem)?
+            }
             helper::TRACE_PRINTK => {
                 let fmt = mem.slice(a[0], a[1] as u32 as usize).ok_or_else(bad_ptr)?;
                 match printk::format(fmt, [a[2], a[3], a[4]], mem) {

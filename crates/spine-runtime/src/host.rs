@@ -27,6 +27,12 @@ pub trait Host {
     fn fib(&self) -> Option<&crate::fib_lookup::FibEnv> {
         None
     }
+    /// The FIB state the host holds for the current burst (`spine_fib::FibSnapshot`),
+    /// which `bpf_fib_lookup` then reads instead of loading the published one per
+    /// lookup; `None` (the default): each lookup loads it.
+    fn fib_state(&self) -> Option<&spine_fib::FibState> {
+        None
+    }
     /// The length of the bulk data of the active message being handled
     /// (`spine_msg_bulk_len`); 0 when it has none (the default).
     fn bulk_len(&self) -> u64 {

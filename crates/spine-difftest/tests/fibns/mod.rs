@@ -335,6 +335,35 @@ pub fn resync(ns: &NetNs, live: &mut Live, names: &BTreeMap<String, u32>) -> Fib
     FibEnv::new(live.w.reader(), Vec::new()).with_multipath_seed(SEED)
 }
 
+/// After `ip route` changes to `prefixes` in table main, brings them into the FIB of
+/// `live` (published by the next [`resync`]): every route the FIB holds for them is
+/// deleted and the namespace's current ones are added, read back with `ip -j` as at
+/// the start.
+pub fn resync_routes(
+    ns: &NetNs,
+    live: &mut Live,
+    names: &BTreeMap<String, u32>,
+    prefixes: &[&str],
+) {
+    let ps: Vec<IpPrefix> = prefixes.iter().map(|p| p.parse().expect("a prefix")).collect();
+    for &prefix in &ps {
+        let sel = spine_fib::RouteSelector {
+            table: spine_fib::table_id::MAIN,
+            prefix,
+            metric: None,
+            kind: None,
+        };
+        while live.w.apply(FibOp::Delete(sel)).is_ok() {}
+    }
+    for op in mirror_routes(ns, names) {
+        if let FibOp::Add(r) = &op {
+            if r.table == spine_fib::table_id::MAIN && ps.contains(&r.prefix) {
+                live.w.apply(op.clone()).expect("add a changed route");
+            }
+        }
+    }
+}
+
 /// A deterministic generator (splitmix64).
 pub struct Rng(pub u64);
 impl Rng {
