@@ -263,19 +263,27 @@ impl PostQueue {
     }
 }
 
-/// The host the handlers of an endpoint's message run with: the worker's, plus that
-/// endpoint's buffer area and, for a bulk message, its bulk data (`len` bytes at
-/// offset `off` of the area). Every read checks the range against `len` and, through
-/// [`AdapterEnd::read_area`], against the area; every write
-/// (`spine_msg_bulk_write`) against the area ([`AdapterEnd::write_area`]).
-pub(crate) struct EndpointHost<'a> {
-    pub inner: &'a mut dyn Host,
-    pub end: &'a AdapterEnd,
-    /// The message's bulk data (offset, length), `None` for a small message.
-    pub bulk: Option<(u64, u32)>,
+/// Where the data of the message being handled lies, for `spine_msg_bulk_len/read/write`.
+pub(crate) enum MsgData<'a> {
+    /// An endpoint's message: that endpoint's buffer area and, for a bulk message, its
+    /// bulk data (`len` bytes at offset `off` of the area; `None` for a small message).
+    /// Every read checks the range against `len` and, through [`AdapterEnd::read_area`],
+    /// against the area; every write (`spine_msg_bulk_write`) against the area
+    /// ([`AdapterEnd::write_area`]).
+    Area { end: &'a AdapterEnd, bulk: Option<(u64, u32)> },
+    /// A bulk message reassembled from a tunnel port: its bytes (in the port's
+    /// reassembly slot, owned by the worker). Reads are checked against their length;
+    /// `spine_msg_bulk_write` answers -EINVAL (there is no endpoint area to write into).
+    Slice(&'a [u8]),
 }
 
-impl Host for EndpointHost<'_> {
+/// The host the handlers of a message run with: the worker's, plus the message's data.
+pub(crate) struct MsgHost<'a> {
+    pub inner: &'a mut dyn Host,
+    pub data: MsgData<'a>,
+}
+
+impl Host for MsgHost<'_> {
     fn now_ns(&mut self) -> u64 {
         self.inner.now_ns()
     }
@@ -298,71 +306,38 @@ impl Host for EndpointHost<'_> {
         self.inner.fib()
     }
     fn bulk_len(&self) -> u64 {
-        self.bulk.map_or(0, |(_, len)| u64::from(len))
-    }
-    fn bulk_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), i64> {
-        let Some((off, len)) = self.bulk else { return Err(spine_abi::errno::EINVAL) };
-        let inside = offset.checked_add(out.len() as u64).is_some_and(|e| e <= u64::from(len));
-        let at = off.checked_add(offset);
-        match at {
-            Some(at) if inside && self.end.read_area(at, out) => Ok(()),
-            _ => Err(spine_abi::errno::EFAULT),
+        match self.data {
+            MsgData::Area { bulk, .. } => bulk.map_or(0, |(_, len)| u64::from(len)),
+            MsgData::Slice(data) => data.len() as u64,
         }
     }
-    fn bulk_write(&mut self, offset: u64, data: &[u8]) -> Result<(), i64> {
-        if self.end.write_area(offset, data) {
-            Ok(())
-        } else {
-            Err(spine_abi::errno::EFAULT)
-        }
-    }
-}
-
-/// The host the handlers of a bulk message reassembled from a tunnel port run with:
-/// the worker's, plus the message's bytes (in the port's reassembly slot, owned by the
-/// worker). Reads are checked against the data's length; `spine_msg_bulk_write`
-/// answers -EINVAL (there is no endpoint area to write into).
-pub(crate) struct SliceBulkHost<'a> {
-    pub inner: &'a mut dyn Host,
-    pub data: &'a [u8],
-}
-
-impl Host for SliceBulkHost<'_> {
-    fn now_ns(&mut self) -> u64 {
-        self.inner.now_ns()
-    }
-    fn tai_ns(&mut self) -> u64 {
-        self.inner.tai_ns()
-    }
-    fn thread_cpu_ns(&mut self) -> Option<u64> {
-        self.inner.thread_cpu_ns()
-    }
-    fn prandom_u32(&mut self) -> u32 {
-        self.inner.prandom_u32()
-    }
-    fn trace(&mut self, cpu: usize, line: &[u8]) {
-        self.inner.trace(cpu, line);
-    }
-    fn event(&mut self, ev: &Event<'_>) {
-        self.inner.event(ev);
-    }
-    fn fib(&self) -> Option<&FibEnv> {
-        self.inner.fib()
-    }
-    fn bulk_len(&self) -> u64 {
-        self.data.len() as u64
-    }
     fn bulk_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), i64> {
-        let range = usize::try_from(offset)
-            .ok()
-            .and_then(|o| Some(o..o.checked_add(out.len())?))
-            .and_then(|r| self.data.get(r));
-        match range {
-            Some(src) => {
+        use spine_abi::errno::{EFAULT, EINVAL};
+        match self.data {
+            MsgData::Area { end, bulk } => {
+                let Some((off, len)) = bulk else { return Err(EINVAL) };
+                let inside =
+                    offset.checked_add(out.len() as u64).is_some_and(|e| e <= u64::from(len));
+                match off.checked_add(offset) {
+                    Some(at) if inside && end.read_area(at, out) => Ok(()),
+                    _ => Err(EFAULT),
+                }
+            }
+            MsgData::Slice(data) => {
+                let src = usize::try_from(offset)
+                    .ok()
+                    .and_then(|o| data.get(o..o.checked_add(out.len())?))
+                    .ok_or(EFAULT)?;
                 out.copy_from_slice(src);
                 Ok(())
             }
-            None => Err(spine_abi::errno::EFAULT),
+        }
+    }
+    fn bulk_write(&mut self, offset: u64, data: &[u8]) -> Result<(), i64> {
+        match self.data {
+            MsgData::Area { end, .. } if end.write_area(offset, data) => Ok(()),
+            MsgData::Area { .. } => Err(spine_abi::errno::EFAULT),
+            MsgData::Slice(_) => Err(spine_abi::errno::EINVAL),
         }
     }
 }

@@ -1092,7 +1092,8 @@ impl Worker {
             let Ok(frame) = self.pool.frame_mut(buf) else { break };
             let mut bounds = Bounds { meta: head, data: head, end: head + len };
             let end = &self.eps.owned[k].end;
-            let mut host = crate::handlers::EndpointHost { inner: &mut self.host, end, bulk };
+            let data = crate::handlers::MsgData::Area { end, bulk };
+            let mut host = crate::handlers::MsgHost { inner: &mut self.host, data };
             let result =
                 h.runner.run_message_raw(frame, self.geometry, &mut bounds, source, &mut host);
             if result.is_err() {
@@ -1811,7 +1812,7 @@ impl Worker {
     /// whole bulk message in reassembly slot `at` of the port, as for a small message
     /// from the port (the same source), with no payload (`ctx->len` 0) and the data
     /// read with `spine_msg_bulk_len`/`spine_msg_bulk_read`
-    /// ([`crate::handlers::SliceBulkHost`]); the runs use `buf` (the last piece's pool
+    /// ([`crate::handlers::MsgData::Slice`]); the runs use `buf` (the last piece's pool
     /// buffer) as their frame. A bulk message for an endpoint is not delivered (no
     /// adapter-owned room in the endpoint's area to put it): `msg_remote_unhandled`,
     /// as is one no handler takes.
@@ -1838,7 +1839,8 @@ impl Worker {
                 let Ok(frame) = self.pool.frame_mut(buf) else { break };
                 let data = self.reasm.get(pi).and_then(Option::as_ref).and_then(|r| r.message(at));
                 let Some(data) = data.map(|w| w.data) else { break };
-                let mut host = crate::handlers::SliceBulkHost { inner: &mut self.host, data };
+                let data = crate::handlers::MsgData::Slice(data);
+                let mut host = crate::handlers::MsgHost { inner: &mut self.host, data };
                 let mut bounds = Bounds { meta: head, data: head, end: head };
                 self.counters.worker.msg_remote_runs += 1;
                 let h = &mut self.handlers.runners[r];
