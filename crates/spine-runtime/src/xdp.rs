@@ -76,7 +76,6 @@ pub struct XdpRunner {
     jit: spine_jit::RunSlot<XdpEnv<'static>>,
     /// The context, owned here; `env.ctx` and the registered region point into it.
     _ctx: Box<XdpCtx>,
-    budget: Budget,
     /// Where the last `XDP_REDIRECT` verdict sends its packet.
     redirect: Option<Redirect>,
     /// Where `bpf_for_each_map_elem` lends its callbacks their keys (registered as a
@@ -96,7 +95,7 @@ impl std::fmt::Debug for XdpRunner {
         f.debug_struct("XdpRunner")
             .field("ext", &self.ext.name())
             .field("cpu", &self.cpu)
-            .field("budget", &self.budget)
+            .field("budget", &self.env.budget)
             .finish_non_exhaustive()
     }
 }
@@ -218,7 +217,6 @@ impl XdpRunner {
             stack,
             jit: spine_jit::RunSlot::new(),
             _ctx: ctx,
-            budget,
             redirect: None,
             cb_keys,
         })
@@ -226,7 +224,6 @@ impl XdpRunner {
 
     /// Replaces the domain's budget for this runner (benchmarks, fidelity runs).
     pub fn with_budget(mut self, budget: Budget) -> Self {
-        self.budget = budget;
         self.env.budget = budget;
         self
     }
