@@ -1154,25 +1154,9 @@ impl Worker {
             Dest::Endpoint(id) => id,
             Dest::Handlers => return self.post(domain, ext, msg),
         };
-        let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
-        let delivered = match target {
-            Some(o) => {
-                let ok = o.end.deliver_message(msg.handler, ext, msg.payload());
-                o.woke |= ok;
-                ok
-            }
-            None => {
-                if self.hand_message(id, domain, ext, msg) {
-                    return;
-                }
-                false
-            }
-        };
-        if delivered {
-            self.counters.worker.msg_delivered += 1;
-        } else {
-            self.counters.worker.msg_undelivered += 1;
-        }
+        self.deliver_local(id, domain, ext, msg, |end| {
+            end.deliver_message(msg.handler, ext, msg.payload())
+        });
     }
 
     /// A bulk message extension `ext` of domain `domain` sent (`spine_msg_send_bulk`):
@@ -1197,10 +1181,27 @@ impl Worker {
             self.counters.worker.msg_bulk_remote_refused += 1;
             return;
         }
+        self.deliver_local(id, domain, ext, msg, |end| {
+            end.deliver_bulk_message(msg.handler, ext, off, len)
+        });
+    }
+
+    /// Delivers `msg` (with `deliver`) to endpoint `id` when this worker serves it in
+    /// `domain`, else hands it to the worker that does ([`Worker::hand_message`]);
+    /// counted `msg_delivered` or `msg_undelivered` (a handed-over message is counted
+    /// where it lands).
+    fn deliver_local(
+        &mut self,
+        id: u32,
+        domain: u16,
+        ext: u16,
+        msg: &spine_runtime::OutMsg,
+        deliver: impl FnOnce(&mut spine_endpoint::AdapterEnd) -> bool,
+    ) {
         let target = self.eps.owned.iter_mut().find(|o| o.id() == id && o.domain_ix() == domain);
         let delivered = match target {
             Some(o) => {
-                let ok = o.end.deliver_bulk_message(msg.handler, ext, off, len);
+                let ok = deliver(&mut o.end);
                 o.woke |= ok;
                 ok
             }
