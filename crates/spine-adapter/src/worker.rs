@@ -378,6 +378,9 @@ impl Worker {
             work += self.run_posted();
         }
         work += self.fire_timers();
+        if self.reasm.iter().flatten().any(crate::reasm::Reassembly::pending) {
+            work += self.expire_reassemblies();
+        }
         self.counters.worker.rounds += 1;
         if work == 0 {
             self.counters.worker.idle_rounds += 1;
@@ -420,6 +423,21 @@ impl Worker {
             work += self.fire_applet_timers(now);
         }
         work
+    }
+
+    /// Discards the incomplete bulk messages of this worker's tunnel ports whose
+    /// expiry has passed (`msg_bulk_expired`), so an abandoned message frees its slot
+    /// without another piece arriving. Called only while some message is in
+    /// reassembly: the clock is read once.
+    #[cold]
+    fn expire_reassemblies(&mut self) -> usize {
+        let now = crate::sys::monotonic_ns();
+        let mut expired = 0;
+        for r in self.reasm.iter_mut().flatten() {
+            expired += r.expire(now);
+        }
+        self.counters.worker.msg_bulk_expired += u64::from(expired);
+        expired as usize
     }
 
     /// One timer callback of extension `e` ran (`fault`: it faulted).
@@ -1776,7 +1794,9 @@ impl Worker {
     /// A piece of a bulk message from another adapter, in `buf` received on tunnel
     /// port `p`: checked (`spine_endpoint::remote::parse_piece`) and stored into the
     /// port's reassembly slots (`crate::reasm`); anything refused is counted
-    /// `msg_bulk_piece_refused`, incomplete messages given up `msg_bulk_discarded`. The
+    /// `msg_bulk_piece_refused`, incomplete messages evicted `msg_bulk_discarded`,
+    /// expired ones `msg_bulk_expired` (also swept every round,
+    /// [`Worker::expire_reassemblies`]). The
     /// piece that completes a message (`msg_bulk_remote_in`) runs its handlers
     /// ([`Worker::run_remote_bulk`]); the buffer always goes back to the pool.
     #[cold]
@@ -1787,6 +1807,7 @@ impl Worker {
         let now = crate::sys::monotonic_ns();
         let offered = match (self.pool.data(&buf), self.reasm.get_mut(pi)) {
             (Ok(f), Some(Some(r))) => {
+                self.counters.worker.msg_bulk_expired += u64::from(r.expire(now));
                 spine_endpoint::remote::parse_piece(f).ok().map(|pc| r.offer(&pc, now))
             }
             _ => None,

@@ -721,7 +721,17 @@ fn the_c_and_python_clients_send_active_messages_to_another_adapter() {
 /// An adapter whose one port, `tun`, is a UDP tunnel from `local` to `peer`, with a
 /// domain `msgs` granting the active-message helpers and the bulk reads.
 fn tunnel_end_bulk(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
-    let mut b = AdapterBuilder::new(options()).unwrap();
+    tunnel_end_bulk_with(local, peer, tag, options())
+}
+
+/// As [`tunnel_end_bulk`], with `opts`.
+fn tunnel_end_bulk_with(
+    local: SocketAddr,
+    peer: SocketAddr,
+    tag: &str,
+    opts: AdapterOptions,
+) -> Running1 {
+    let mut b = AdapterBuilder::new(opts).unwrap();
     let port = UdpPort::open("tun", local, peer, 0).unwrap();
     b.add_port("tun", Device::Udp(port), None).unwrap();
     let names: Vec<String> = [
@@ -823,6 +833,7 @@ fn bulk_messages_cross_a_tunnel_in_pieces_and_the_handler_reads_all_of_them() {
         (pieces as u64, sizes.len() as u64, sizes.len() as u64, sizes.len() as u64)
     );
     assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded, wb.msg_remote_bad), (0, 0, 0));
+    assert_eq!(wb.msg_bulk_expired, 0);
     assert_eq!(ta.workers[0].msg_delivered, sizes.len() as u64);
 }
 
@@ -833,8 +844,8 @@ fn bulk_messages_cross_a_tunnel_in_pieces_and_the_handler_reads_all_of_them() {
 /// message's first piece — each refused and counted on B, and the message they were
 /// mixed into still arrives exactly (one run, the right checksums); two messages with
 /// interleaved pieces both arrive exactly; five incomplete messages (one more than the
-/// port's reassembly slots) are each discarded exactly once, by eviction or, after more
-/// than the one-second timeout, when the next piece arrives. Nothing runs for a refused
+/// port's reassembly slots) are each discarded exactly once: one by eviction, the four
+/// others expiring after the default second with no further piece (the sweep). Nothing runs for a refused
 /// or incomplete message; a whole one addressed to an endpoint is counted unhandled
 /// (delivery to endpoints is not built); both pools are whole at the end.
 #[test]
@@ -901,14 +912,14 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     // delivered (not built), counted unhandled.
     send_all(&mut ea, &remote::bulk_frames(12, 1, me, 300, b"for an endpoint").unwrap());
     until("B counts it unhandled", || b.live.totals().workers[0].msg_remote_unhandled == 1);
-    // Five incomplete messages: the fifth evicts the oldest. After the timeout, a whole
-    // one-piece message discards the four others as it arrives, and runs.
+    // Five incomplete messages: the fifth evicts the oldest; the four others expire
+    // (the default second) with no piece arriving; then a whole one-piece message runs.
     let firsts: Vec<Vec<u8>> = (100..105).map(|id| msg(id, 3000).1.remove(0)).collect();
     send_all(&mut ea, &firsts);
     until("B takes the five first pieces", || {
         b.live.totals().workers[0].msg_bulk_pieces_in == 3 + refused + 9 + 1 + 5
     });
-    std::thread::sleep(Duration::from_millis(1100));
+    until("B expires the four left", || b.live.totals().workers[0].msg_bulk_expired == 4);
     let (w, fw) = msg(200, 10);
     send_all(&mut ea, &fw);
     let got = replies_n(&mut ea, 1);
@@ -918,9 +929,62 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     drop(ea);
     let (_ta, tb) = (a.finish(), b.finish());
     let wb = &tb.workers[0];
-    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded), (refused, 5));
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded), (refused, 1));
+    assert_eq!(wb.msg_bulk_expired, 4);
     assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_remote_unhandled), (5, 4, 1));
     assert_eq!(wb.msg_bulk_pieces_in, 3 + refused + 9 + 1 + 5 + 1);
+}
+
+/// Partial bulk messages that never complete do not hold their reassembly slots: B's
+/// expiry is set to 200 ms (`bulk_expiry_ms`); A's application sends the first piece
+/// of four 3,000-byte messages (every slot of B's tunnel port busy) and nothing more.
+/// With no further piece arriving, B's worker expires all four (`msg_bulk_expired` 4,
+/// waited for with a generous bound, not timed); nothing runs for them and nothing is
+/// evicted. A whole message then arrives and runs (the right checksums), and four new
+/// partial messages take the four slots again without evicting anything
+/// (`msg_bulk_discarded` stays 0: every slot had been freed), and expire in turn.
+#[test]
+fn partial_bulk_messages_expire_and_free_their_reassembly_slots() {
+    use spine_client::remote;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rx-a");
+    let b =
+        tunnel_end_bulk_with(lb, la, "rx-b", AdapterOptions { bulk_expiry_ms: 200, ..options() });
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    let me = ea.id().unwrap() as u32;
+    let msg = |id: u32, n: usize| -> (Vec<u8>, Vec<Vec<u8>>) {
+        let data: Vec<u8> = (0..n).map(|i| (i * 11 + id as usize) as u8).collect();
+        let f = remote::bulk_frames(12, remote::TO_HANDLERS, me, id, &data).unwrap();
+        (data, f)
+    };
+    let worker = |r: &Running1| r.live.totals().workers[0];
+    let firsts: Vec<Vec<u8>> = (100..104).map(|id| msg(id, 3000).1.remove(0)).collect();
+    send_all(&mut ea, &firsts);
+    until("B expires the four partial messages", || worker(&b).msg_bulk_expired == 4);
+    let wb = worker(&b);
+    assert_eq!((wb.msg_bulk_pieces_in, wb.msg_bulk_remote_in, wb.msg_bulk_discarded), (4, 0, 0));
+    assert_eq!(ea.recv(64, |_| {}), 0, "nothing ran for a partial message");
+    // A whole message: delivered and run.
+    let (w, fw) = msg(200, 700);
+    send_all(&mut ea, &fw);
+    let got = replies_n(&mut ea, 1);
+    assert_eq!(bulk_answer(&got[0].0), bulk_sum(&w), "the whole message after the expiry");
+    // Four new partial messages take the four slots: nothing evicted.
+    let again: Vec<Vec<u8>> = (300..304).map(|id| msg(id, 5000).1.remove(0)).collect();
+    send_all(&mut ea, &again);
+    until("B takes them", || worker(&b).msg_bulk_pieces_in == 4 + 1 + 4);
+    assert_eq!(worker(&b).msg_bulk_discarded, 0, "every slot had been freed");
+    until("B expires them in turn", || worker(&b).msg_bulk_expired == 8);
+    let runs = b.live.map_lookup("sum", "runs", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64_at(&runs, 0), 1, "one run: the whole message");
+    drop(ea);
+    let (_ta, tb) = (a.finish(), b.finish());
+    let wb = &tb.workers[0];
+    assert_eq!((wb.msg_bulk_expired, wb.msg_bulk_discarded, wb.msg_bulk_piece_refused), (8, 0, 0));
+    assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs), (1, 1));
 }
 
 /// Bulk messages sent by the adapter itself: on adapter A, handler 13
