@@ -1835,9 +1835,13 @@ impl Worker {
     /// from the port (the same source), with no payload (`ctx->len` 0) and the data
     /// read with `spine_msg_bulk_len`/`spine_msg_bulk_read`
     /// ([`crate::handlers::MsgData::Slice`]); the runs use `buf` (the last piece's pool
-    /// buffer) as their frame. A bulk message for an endpoint is not delivered (no
-    /// adapter-owned room in the endpoint's area to put it): `msg_remote_unhandled`,
-    /// as is one no handler takes.
+    /// buffer) as their frame. A bulk message for an endpoint (`to` its id) bound to
+    /// port `p` and served here is written into the oldest region its client granted
+    /// that holds it (`Desc::GRANT`, `AdapterEnd::deliver_bulk_granted`) and posted on
+    /// its receive ring as a bulk message marked with the handler and the peer's claimed
+    /// sender (16 bits), as a small message from the tunnel is (`msg_delivered`). One
+    /// for an endpoint that is not here or has no such grant (or a full receive ring),
+    /// or that no handler takes: `msg_remote_unhandled`.
     fn run_remote_bulk(&mut self, buf: &mut Buf, p: u16, at: usize) {
         let pi = usize::from(p);
         let Some(w) = self.reasm.get(pi).and_then(Option::as_ref).and_then(|r| r.message(at))
@@ -1846,7 +1850,16 @@ impl Worker {
         };
         let (handler, to, from) = (w.handler, w.to, w.from);
         let mut taken = false;
-        if to == spine_endpoint::remote::TO_HANDLERS {
+        if to != spine_endpoint::remote::TO_HANDLERS {
+            let target = self.eps.owned.iter_mut().find(|o| o.id() == to && o.port() == p);
+            if let Some(o) = target {
+                taken = o.end.deliver_bulk_granted(handler, from as u16, w.data);
+                o.woke |= taken;
+            }
+            if taken {
+                self.counters.worker.msg_delivered += 1;
+            }
+        } else {
             let head = self.pool.headroom() as usize;
             let source = remote_source(p, from);
             for r in 0..self.handlers.runners.len() {

@@ -846,8 +846,8 @@ fn bulk_messages_cross_a_tunnel_in_pieces_and_the_handler_reads_all_of_them() {
 /// interleaved pieces both arrive exactly; five incomplete messages (one more than the
 /// port's reassembly slots) are each discarded exactly once: one by eviction, the four
 /// others expiring after the default second with no further piece (the sweep). Nothing runs for a refused
-/// or incomplete message; a whole one addressed to an endpoint is counted unhandled
-/// (delivery to endpoints is not built); both pools are whole at the end.
+/// or incomplete message; a whole one addressed to an endpoint B does not have is
+/// counted unhandled; both pools are whole at the end.
 #[test]
 fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     use spine_client::remote;
@@ -908,8 +908,8 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     until("B counts the refused pieces", || {
         b.live.totals().workers[0].msg_bulk_piece_refused == refused
     });
-    // A whole bulk message for an endpoint (not the handlers): reassembled, not
-    // delivered (not built), counted unhandled.
+    // A whole bulk message for an endpoint B does not have: reassembled, not
+    // delivered, counted unhandled.
     send_all(&mut ea, &remote::bulk_frames(12, 1, me, 300, b"for an endpoint").unwrap());
     until("B counts it unhandled", || b.live.totals().workers[0].msg_remote_unhandled == 1);
     // Five incomplete messages: the fifth evicts the oldest; the four others expire
@@ -933,6 +933,85 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     assert_eq!(wb.msg_bulk_expired, 4);
     assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_remote_unhandled), (5, 4, 1));
     assert_eq!(wb.msg_bulk_pieces_in, 3 + refused + 9 + 1 + 5 + 1);
+}
+
+/// Bulk messages over a tunnel to an endpoint: B's application reserves 16 KiB of its
+/// endpoint's area and grants it (`Endpoint::grant_area`) for one bulk message; A's
+/// application sends bulk messages in pieces addressed to that endpoint's id. B
+/// reassembles each and, once whole, writes it into the granted region and posts it on
+/// the endpoint's receive ring as a bulk message marked with handler 12 and A's
+/// endpoint id; B's application reads exactly the bytes sent (1, 1,025, 8,000 and
+/// 16,384 bytes), granting the region again after each. A message with no grant
+/// outstanding, and one longer than the only grant, are counted unhandled and not
+/// delivered (the grant is kept and the next message that fits uses it); a message to
+/// an endpoint id B does not have is unhandled too. Nothing runs on B (no handler is
+/// loaded), no piece is refused, both pools are whole.
+#[test]
+fn bulk_messages_over_a_tunnel_reach_an_endpoint_in_the_region_it_granted() {
+    use spine_client::remote;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "re-a");
+    let b = tunnel_end_bulk(lb, la, "re-b");
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    b.served(1);
+    let me = ea.id().unwrap() as u32;
+    let to = eb.id().unwrap() as u32;
+    let frames_of = eb.layout().frame_size;
+    let region = eb.reserve_area(remote::BULK_MAX as u32 / frames_of).expect("16 KiB of area");
+    let data_of = |id: u32, n: usize| -> Vec<u8> {
+        (0..n).map(|i| (i * 29 + i / 509 + id as usize) as u8).collect()
+    };
+    let worker = |r: &Running1| r.live.totals().workers[0];
+    let recv_bulk = |ep: &mut Endpoint| -> (Vec<u8>, Option<(u8, u16)>) {
+        let mut got = Vec::new();
+        until("the bulk message on B's endpoint", || {
+            ep.recv_marked(8, |d, m| got.push((d.to_vec(), m)));
+            !got.is_empty()
+        });
+        assert_eq!(got.len(), 1, "exactly one message");
+        got.remove(0)
+    };
+    let mut delivered = 0;
+    for (id, size) in [(1u32, 1usize), (2, 1025), (3, 8000), (4, remote::BULK_MAX)] {
+        assert!(eb.grant_area(region, remote::BULK_MAX as u32));
+        let data = data_of(id, size);
+        send_all(&mut ea, &remote::bulk_frames(12, to, me, id, &data).unwrap());
+        let (got, mark) = recv_bulk(&mut eb);
+        delivered += 1;
+        assert_eq!(mark, Some((12, me as u16)), "marked with the handler and the sender");
+        assert_eq!(got.len(), size);
+        assert!(got == data, "exactly the {size} bytes sent");
+    }
+    // No grant outstanding: reassembled, not delivered.
+    send_all(&mut ea, &remote::bulk_frames(12, to, me, 10, &data_of(10, 3000)).unwrap());
+    until("B counts it unhandled", || worker(&b).msg_remote_unhandled == 1);
+    // A grant of 2,000 bytes: 3,000 do not fit (kept), 2,000 then do.
+    assert!(eb.grant_area(region, 2000));
+    send_all(&mut ea, &remote::bulk_frames(12, to, me, 11, &data_of(11, 3000)).unwrap());
+    until("B counts it unhandled", || worker(&b).msg_remote_unhandled == 2);
+    let fits = data_of(12, 2000);
+    send_all(&mut ea, &remote::bulk_frames(12, to, me, 12, &fits).unwrap());
+    let (got, _) = recv_bulk(&mut eb);
+    delivered += 1;
+    assert!(got == fits, "the message that fits the kept grant");
+    // An endpoint id B does not have.
+    assert!(eb.grant_area(region, remote::BULK_MAX as u32));
+    send_all(&mut ea, &remote::bulk_frames(12, to + 100, me, 13, b"nobody").unwrap());
+    until("B counts it unhandled", || worker(&b).msg_remote_unhandled == 3);
+    assert_eq!(eb.recv(8, |_| {}), 0, "nothing else arrived");
+    eb.release_area(region, remote::BULK_MAX as u32 / frames_of);
+    let eps = b.live.endpoints();
+    assert_eq!(eps[0].counters.msg_delivered, delivered);
+    drop((ea, eb));
+    let (_ta, tb) = (a.finish(), b.finish());
+    let wb = &tb.workers[0];
+    assert_eq!(
+        (wb.msg_bulk_remote_in, wb.msg_delivered, wb.msg_remote_unhandled),
+        (8, delivered, 3)
+    );
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded, wb.msg_remote_runs), (0, 0, 0));
 }
 
 /// Partial bulk messages that never complete do not hold their reassembly slots: B's

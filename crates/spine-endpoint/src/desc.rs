@@ -40,6 +40,13 @@ impl Desc {
     /// extension sent, `len` bytes at offset `addr` of the area that it wrote there
     /// (`spine_msg_bulk_write`); no fill frame is used and none comes back.
     pub const BULK: u32 = 16;
+    /// Option bit (transmit ring only, alone: options exactly this): a grant. The
+    /// client lends `len` bytes (at least 1) at offset `addr` of its buffer area to the
+    /// adapter for one bulk message arriving from another adapter over a tunnel; the
+    /// adapter writes such a message at the start of the first grant it fits and
+    /// posts a [`Desc::BULK`] receive descriptor for it, after which the region is the
+    /// client's again. Nothing goes back on the completion ring.
+    pub const GRANT: u32 = 32;
     /// The egress port of a [`Desc::HEADER`] return that drops the buffer.
     pub const EGRESS_DROP: u16 = 0xffff;
     /// Largest active-message payload (a small message: 256 bytes with its header).
