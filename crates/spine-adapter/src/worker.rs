@@ -1038,6 +1038,14 @@ impl Worker {
                             n += 1;
                             continue;
                         }
+                        Some(Taken::RemoteBulk { handler, off, len, dest }) => {
+                            let _ = self.cache.free(buf);
+                            let from = self.eps.owned[k].id();
+                            let id = u32::from(p) << 16 | u32::from(dest);
+                            self.send_remote_bulk(k, from, None, id, handler, (off, len));
+                            n += 1;
+                            continue;
+                        }
                         Some(Taken::Frame(len)) => Some(len),
                         None => None,
                     };
@@ -1310,7 +1318,8 @@ impl Worker {
         let domain = self.eps.owned[k].domain_ix();
         if let (Some(bulk), Dest::Endpoint(id)) = (msg.bulk(), msg.to) {
             if is_remote(id) {
-                return self.send_remote_bulk(k, (domain, ext), id, msg.handler, bulk);
+                let from = spine_runtime::SOURCE_EXTENSION | u32::from(ext);
+                return self.send_remote_bulk(k, from, Some(domain), id, msg.handler, bulk);
             }
         }
         if msg.bulk().is_some() {
@@ -1898,9 +1907,13 @@ impl Worker {
         }
     }
 
-    /// A bulk message extension `ext` of domain `domain` sent to remote source `id`
-    /// from a handler run on owned endpoint `k`'s message: the reference `(off, len)`
-    /// is into endpoint `k`'s area (where the handler may also write). Split into
+    /// A bulk message to remote source `id` (the tunnel port in bits 16..30, the
+    /// endpoint over there or [`REMOTE_HANDLERS`] in bits 0..16) whose reference
+    /// `(off, len)` is into owned endpoint `k`'s area: sent by a handler of an extension
+    /// of `domain` run on endpoint `k`'s message (`from`: `SOURCE_EXTENSION` | its id;
+    /// the domain must be allowed the port), or by endpoint `k`'s client itself with a
+    /// `Desc::REMOTE` descriptor (`domain` `None`, `from` the endpoint's id; the port
+    /// is the one its channel binds it to). Split into
     /// pieces (`spine_endpoint::remote::encode_piece_header`), each read out of the
     /// area straight into its own pool buffer behind the headers, queued out of the
     /// tunnel port named in `id` under a message id of this worker's
@@ -1913,7 +1926,8 @@ impl Worker {
     fn send_remote_bulk(
         &mut self,
         k: usize,
-        (domain, ext): (u16, u16),
+        from: u32,
+        domain: Option<u16>,
         id: u32,
         handler: u8,
         (off, len): (u64, u32),
@@ -1925,7 +1939,8 @@ impl Worker {
         let fits = total > 0
             && total <= spine_endpoint::remote::BULK_MAX
             && self.eps.owned[k].end.layout().in_area(off, total);
-        if !tunnel || !fits || !self.handlers.domain_may_use(domain, q) {
+        let allowed = domain.is_none_or(|d| self.handlers.domain_may_use(d, q));
+        if !tunnel || !fits || !allowed {
             self.counters.worker.msg_bulk_remote_refused += 1;
             return;
         }
@@ -1933,7 +1948,6 @@ impl Worker {
             REMOTE_HANDLERS => spine_endpoint::remote::TO_HANDLERS,
             endpoint => endpoint,
         };
-        let from = spine_runtime::SOURCE_EXTENSION | u32::from(ext);
         self.bulk_seq = self.bulk_seq.wrapping_add(1);
         let fields = (handler, to, from, self.bulk_seq);
         let head = self.pool.headroom() as usize;

@@ -1014,6 +1014,83 @@ fn bulk_messages_over_a_tunnel_reach_an_endpoint_in_the_region_it_granted() {
     assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded, wb.msg_remote_runs), (0, 0, 0));
 }
 
+/// A host's bulk message over a tunnel: A's application writes data into a region of
+/// its endpoint's area and sends one `Desc::REMOTE` descriptor
+/// (`Endpoint::send_bulk_remote`); A's adapter reads the region out in pieces and sends
+/// them from the endpoint's id. To B's handlers: handler 12 (`bulk_sum.c`) runs once
+/// per message with the whole data and its answer comes back to A's endpoint (3,000
+/// and 8,000 bytes, the right checksums). To B's endpoint: the 16,384 bytes land in
+/// the region B's application granted, marked with handler 9 and A's endpoint id. An
+/// empty reference and one past the area are refused by A's endpoint (`bad_desc`),
+/// one over 16 KiB inside the area by A's worker (`msg_bulk_remote_refused`); nothing
+/// of them is sent. Both pools whole.
+#[test]
+fn a_hosts_bulk_descriptor_crosses_a_tunnel_in_pieces_to_handlers_and_to_an_endpoint() {
+    use spine_client::remote;
+    use spine_endpoint::Desc;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rd-a");
+    let b = tunnel_end_bulk(lb, la, "rd-b");
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    b.served(1);
+    let me = ea.id().unwrap() as u16;
+    let to = eb.id().unwrap() as u16;
+    let frame = ea.layout().frame_size;
+    let frames = 2 * remote::BULK_MAX as u32 / frame;
+    let src = ea.reserve_area(frames).expect("32 KiB of A's area");
+    let dst = eb.reserve_area(remote::BULK_MAX as u32 / frame).expect("16 KiB of B's area");
+    let data_of = |seed: usize, n: usize| -> Vec<u8> {
+        (0..n).map(|i| (i * 37 + i / 311 + seed) as u8).collect()
+    };
+    // (bulk_sum.c reads at most 8 KiB.)
+    for (seed, size) in [(1usize, 3000usize), (2, 8000)] {
+        let data = data_of(seed, size);
+        assert!(ea.write_area(src, &data));
+        until("room on A's ring", || {
+            ea.send_bulk_remote(Desc::REMOTE_HANDLERS, 12, src, size as u32)
+        });
+        let got = replies_n(&mut ea, 1);
+        assert_eq!(got[0].1.map(|m| m.0), Some(12));
+        assert_eq!(bulk_answer(&got[0].0), bulk_sum(&data), "the {size}-byte message");
+    }
+    let data = data_of(3, remote::BULK_MAX);
+    assert!(ea.write_area(src + 100, &data));
+    assert!(eb.grant_area(dst, remote::BULK_MAX as u32));
+    until("room on A's ring", || ea.send_bulk_remote(to, 9, src + 100, data.len() as u32));
+    let mut got = Vec::new();
+    until("the message on B's endpoint", || {
+        eb.recv_marked(8, |d, m| got.push((d.to_vec(), m)));
+        !got.is_empty()
+    });
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Some((9, me)), "marked with the handler and A's endpoint");
+    assert!(got[0].0 == data, "exactly the 16,384 bytes");
+    // Refused on A: empty, past the area, over 16 KiB.
+    let area = ea.layout().area_bytes() as u64;
+    for (off, len) in [(src, 0u32), (area - 10, 11), (src, remote::BULK_MAX as u32 + 1)] {
+        until("room on A's ring", || ea.send_bulk_remote(Desc::REMOTE_HANDLERS, 12, off, len));
+    }
+    until("A refuses the three", || {
+        let w = a.live.totals().workers[0];
+        let e = a.live.endpoints()[0].counters;
+        w.msg_bulk_remote_refused == 1 && e.bad_desc == 2
+    });
+    assert_eq!(ea.recv(64, |_| {}), 0, "no answer to a refused message");
+    drop((ea, eb));
+    let (ta, tb) = (a.finish(), b.finish());
+    let (wa, wb) = (&ta.workers[0], &tb.workers[0]);
+    assert_eq!((wa.msg_bulk_remote_out, wa.msg_bulk_remote_refused), (3, 1));
+    let pieces: usize =
+        [3000, 8000, remote::BULK_MAX].iter().map(|s| s.div_ceil(remote::PIECE_MAX)).sum();
+    let pieces = pieces as u64;
+    assert_eq!((wb.msg_bulk_pieces_in, wb.msg_bulk_remote_in, wb.msg_remote_runs), (pieces, 3, 2));
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_remote_unhandled, wb.msg_delivered), (0, 0, 1));
+}
+
 /// Partial bulk messages that never complete do not hold their reassembly slots: B's
 /// expiry is set to 200 ms (`bulk_expiry_ms`); A's application sends the first piece
 /// of four 3,000-byte messages (every slot of B's tunnel port busy) and nothing more.

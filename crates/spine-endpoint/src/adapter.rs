@@ -52,6 +52,10 @@ pub enum Taken {
     /// area (checked when taken; read them with [`AdapterEnd::read_area`], which checks
     /// again); `to` as for [`Taken::Message`].
     Bulk { handler: u8, off: u64, len: u32, to: Option<u16> },
+    /// A bulk message for another adapter ([`Desc::REMOTE`]): `len` bytes at offset
+    /// `off` of the area (checked as for [`Taken::Bulk`]) for `handler` of endpoint
+    /// `dest` over there ([`Desc::REMOTE_HANDLERS`]: its handlers).
+    RemoteBulk { handler: u8, off: u64, len: u32, dest: u16 },
 }
 
 /// The adapter's handle on one endpoint.
@@ -209,7 +213,9 @@ impl AdapterEnd {
         loop {
             match self.take_entry(out)? {
                 Taken::Frame(len) => return Some(len),
-                Taken::Message { .. } | Taken::Bulk { .. } => self.stats.msg_dropped += 1,
+                Taken::Message { .. } | Taken::Bulk { .. } | Taken::RemoteBulk { .. } => {
+                    self.stats.msg_dropped += 1
+                }
             }
         }
     }
@@ -233,6 +239,22 @@ impl AdapterEnd {
                 self.tx.advance(&self.shm, 1);
                 self.keep_grant(d);
                 continue;
+            }
+            if d.options & !0xffff_ff00 == Desc::MESSAGE | Desc::BULK | Desc::REMOTE {
+                // As a bulk reference below, for another adapter.
+                self.tx.advance(&self.shm, 1);
+                let local = Desc { options: d.options & !Desc::REMOTE & 0xffff, ..d };
+                match self.layout.check_bulk(local) {
+                    Some(handler) => {
+                        self.count_taken(true);
+                        let dest = (d.options >> 16) as u16;
+                        return Some(Taken::RemoteBulk { handler, off: d.addr, len: d.len, dest });
+                    }
+                    None => {
+                        self.stats.bad_desc += 1;
+                        continue;
+                    }
+                }
             }
             if d.options & Desc::BULK != 0 {
                 // A reference, not a payload: nothing to copy, nothing to complete.

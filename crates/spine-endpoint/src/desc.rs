@@ -47,6 +47,15 @@ impl Desc {
     /// posts a [`Desc::BULK`] receive descriptor for it, after which the region is the
     /// client's again. Nothing goes back on the completion ring.
     pub const GRANT: u32 = 32;
+    /// Option bit (transmit ring only, with [`Desc::MESSAGE`] | [`Desc::BULK`], the
+    /// handler in bits 8..16 and a destination in bits 16..32): a bulk message for
+    /// another adapter, sent by the adapter out of the endpoint's port (a tunnel) in
+    /// pieces read from the area reference, to the endpoint over there whose id is in
+    /// bits 16..32, or to its handlers with [`Desc::REMOTE_HANDLERS`].
+    pub const REMOTE: u32 = 64;
+    /// The destination of a [`Desc::REMOTE`] bulk message that names the other
+    /// adapter's handlers rather than one of its endpoints.
+    pub const REMOTE_HANDLERS: u16 = 0xffff;
     /// The egress port of a [`Desc::HEADER`] return that drops the buffer.
     pub const EGRESS_DROP: u16 = 0xffff;
     /// Largest active-message payload (a small message: 256 bytes with its header).

@@ -519,3 +519,40 @@ fn a_grant_posted_before_a_message_is_used_even_before_the_ring_is_served() {
     c.recv_marked(8, |d, m| got.push((d.to_vec(), m)));
     assert_eq!(got, vec![(b"first".to_vec(), Some((3, 4))), (b"second".to_vec(), Some((3, 4)))]);
 }
+
+/// A bulk message for another adapter ([`Desc::REMOTE`]) is taken with its
+/// destination; its reference is checked as any bulk message's, and the bit with
+/// anything but `MESSAGE | BULK` is refused.
+#[test]
+fn remote_bulk_descriptors_carry_their_destination_and_are_checked() {
+    let layout = Layout::new(16, 2048, 4).unwrap();
+    let area = layout.area_bytes() as u64;
+    let (mut a, mut c) = pair(layout);
+    let mut buf = [0u8; 2048];
+    assert!(c.send_bulk_remote(7, 12, 100, 3000));
+    assert!(c.send_bulk_remote(Desc::REMOTE_HANDLERS, 3, 0, area as u32));
+    assert!(c.send_bulk_remote(7, 12, area - 10, 11), "past the area");
+    assert!(c.send_bulk_remote(7, 12, 0, 0), "empty");
+    assert!(c.send_bulk_remote(7, 12, u64::MAX - 4, 10), "wraps");
+    assert_eq!(
+        a.take_entry(&mut buf),
+        Some(Taken::RemoteBulk { handler: 12, off: 100, len: 3000, dest: 7 })
+    );
+    assert_eq!(
+        a.take_entry(&mut buf),
+        Some(Taken::RemoteBulk { handler: 3, off: 0, len: area as u32, dest: 0xffff })
+    );
+    assert_eq!(a.take_entry(&mut buf), None);
+    assert_eq!((a.stats().msg_taken, a.stats().bad_desc), (2, 3));
+    // The bit with INLINE, or without BULK: refused.
+    let e = RING_BASE + 128 + (5 % 16) * 16;
+    let bad = Desc::MESSAGE | Desc::BULK | Desc::REMOTE | Desc::INLINE | 12 << 8;
+    c.poke_u64(e, 0);
+    c.poke_u64(e + 8, 8 | u64::from(bad) << 32);
+    let e = RING_BASE + 128 + (6 % 16) * 16;
+    c.poke_u64(e, 0);
+    c.poke_u64(e + 8, 8 | u64::from(Desc::MESSAGE | Desc::REMOTE | 12 << 8) << 32);
+    c.poke_u32(RING_BASE, 7);
+    assert_eq!(a.take_entry(&mut buf), None);
+    assert_eq!((a.stats().msg_taken, a.stats().bad_desc), (2, 5));
+}
