@@ -1091,6 +1091,96 @@ fn a_hosts_bulk_descriptor_crosses_a_tunnel_in_pieces_to_handlers_and_to_an_endp
     assert_eq!((wb.msg_bulk_piece_refused, wb.msg_remote_unhandled, wb.msg_delivered), (0, 0, 1));
 }
 
+/// The C and Python clients send and receive bulk messages over a tunnel
+/// (`clients/c/remote_bulk.c`, `clients/python/remote_bulk.py`): in `send` mode each,
+/// on adapter A, writes a 3,000- and an 8,000-byte message into its area and sends it
+/// with one descriptor (`spine_ep_send_bulk_remote`, `send_bulk_remote`) to B's handler
+/// 12 (`bulk_sum.c`), and prints the answers, which match the test's checksums of the
+/// same bytes; in `recv` mode each, on B, grants 16 KiB (`spine_ep_grant_area`,
+/// `grant_area`) and prints its endpoint id, and the 10,000 bytes A's Rust application
+/// then sends to that id arrive exactly, marked with handler 9 and A's endpoint id.
+#[test]
+fn the_c_and_python_clients_send_and_receive_bulk_messages_over_a_tunnel() {
+    use std::io::BufRead;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rcb-a");
+    let b = tunnel_end_bulk(lb, la, "rcb-b");
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let dir = TempDir::new("remote-bulk");
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/remote_bulk.py");
+    let c_exe = c_client(&dir, "remote_bulk");
+    let app = |who: &str| {
+        if who == "C" {
+            std::process::Command::new(&c_exe)
+        } else {
+            let mut p = std::process::Command::new("python3");
+            p.arg(&py);
+            p
+        }
+    };
+    let data_of =
+        |i: usize, n: usize| -> Vec<u8> { (0..n).map(|b| (b * 31 + b / 251 + i) as u8).collect() };
+    for (k, who) in ["C", "Python"].into_iter().enumerate() {
+        // Each run its own tag (the previous endpoint may still be being reclaimed).
+        let dport = (7100 + k).to_string();
+        let out = app(who)
+            .args(["send", a.sock.to_str().unwrap(), "tun", &dport])
+            .output()
+            .unwrap_or_else(|e| panic!("the {who} client: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{who}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+        let answers: Vec<(u64, u64, u32, i32)> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("answer "))
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (
+                    f[0].parse().unwrap(),
+                    f[1].parse().unwrap(),
+                    f[2].parse().unwrap(),
+                    f[3].parse().unwrap(),
+                )
+            })
+            .collect();
+        let want: Vec<_> =
+            [3000, 8000].iter().enumerate().map(|(i, &n)| bulk_sum(&data_of(i, n))).collect();
+        assert_eq!(answers, want, "{who}: the answers to its two messages");
+    }
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    let me = ea.id().unwrap() as u16;
+    let src = ea.reserve_area(5).expect("10 KiB of A's area");
+    for (k, who) in ["C", "Python"].into_iter().enumerate() {
+        let dport = (7200 + k).to_string();
+        let mut child = app(who)
+            .args(["recv", b.sock.to_str().unwrap(), "tun", &dport])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the {who} client: {e}"));
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let id: u16 = first
+            .strip_prefix("granted ")
+            .unwrap_or_else(|| panic!("{who}: {first}"))
+            .parse()
+            .unwrap();
+        let data = data_of(40 + k, 10_000);
+        assert!(ea.write_area(src, &data));
+        until("room on A's ring", || ea.send_bulk_remote(id, 9, src, data.len() as u32));
+        let rest: Vec<String> = lines.map(Result::unwrap).collect();
+        assert!(child.wait().unwrap().success(), "{who}: {rest:?}");
+        let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(rest, vec![format!("bulk 9 {me} {hex}")], "{who}: the message it received");
+    }
+    drop(ea);
+    let (ta, tb) = (a.finish(), b.finish());
+    assert_eq!(ta.workers[0].msg_bulk_remote_out, 2 * 2 + 2);
+    let wb = &tb.workers[0];
+    assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_delivered), (6, 4, 2));
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_remote_unhandled), (0, 0));
+}
+
 /// Partial bulk messages that never complete do not hold their reassembly slots: B's
 /// expiry is set to 200 ms (`bulk_expiry_ms`); A's application sends the first piece
 /// of four 3,000-byte messages (every slot of B's tunnel port busy) and nothing more.
