@@ -545,11 +545,11 @@ fn remote_bulk_descriptors_carry_their_destination_and_are_checked() {
     assert_eq!(a.take_entry(&mut buf), None);
     assert_eq!((a.stats().msg_taken, a.stats().bad_desc), (2, 3));
     // The bit with INLINE, or without BULK: refused.
-    let e = RING_BASE + 128 + (5 % 16) * 16;
+    let e = RING_BASE + 128 + 5 * 16; // entry 5 (the client wrote 0..5)
     let bad = Desc::MESSAGE | Desc::BULK | Desc::REMOTE | Desc::INLINE | 12 << 8;
     c.poke_u64(e, 0);
     c.poke_u64(e + 8, 8 | u64::from(bad) << 32);
-    let e = RING_BASE + 128 + (6 % 16) * 16;
+    let e = RING_BASE + 128 + 6 * 16;
     c.poke_u64(e, 0);
     c.poke_u64(e + 8, 8 | u64::from(Desc::MESSAGE | Desc::REMOTE | 12 << 8) << 32);
     c.poke_u32(RING_BASE, 7);
