@@ -941,7 +941,8 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
 /// reassembles each and, once whole, writes it into the granted region and posts it on
 /// the endpoint's receive ring as a bulk message marked with handler 12 and A's
 /// endpoint id; B's application reads exactly the bytes sent (1, 1,025, 8,000 and
-/// 16,384 bytes), granting the region again after each. A message with no grant
+/// 16,384 bytes), granting the region again after each. Grants past the area,
+/// wrapping or empty are refused (`bad_desc`). A message with no grant
 /// outstanding, and one longer than the only grant, are counted unhandled and not
 /// delivered (the grant is kept and the next message that fits uses it); a message to
 /// an endpoint id B does not have is unhandled too. Nothing runs on B (no handler is
@@ -984,9 +985,15 @@ fn bulk_messages_over_a_tunnel_reach_an_endpoint_in_the_region_it_granted() {
         assert_eq!(got.len(), size);
         assert!(got == data, "exactly the {size} bytes sent");
     }
-    // No grant outstanding: reassembled, not delivered.
+    // Hostile grants (past the area, wrapping, empty) are refused; with no grant
+    // outstanding a message is reassembled, not delivered.
+    let area = eb.layout().area_bytes() as u64;
+    for (off, len) in [(area - 10, 100), (u64::MAX - 4, 10), (region, 0)] {
+        assert!(eb.grant_area(off, len));
+    }
     send_all(&mut ea, &remote::bulk_frames(12, to, me, 10, &data_of(10, 3000)).unwrap());
     until("B counts it unhandled", || worker(&b).msg_remote_unhandled == 1);
+    assert_eq!(b.live.endpoints()[0].counters.bad_desc, 3, "the hostile grants");
     // A grant of 2,000 bytes: 3,000 do not fit (kept), 2,000 then do.
     assert!(eb.grant_area(region, 2000));
     send_all(&mut ea, &remote::bulk_frames(12, to, me, 11, &data_of(11, 3000)).unwrap());
