@@ -266,6 +266,34 @@ int spine_ep_send_bulk_message(struct spine_ep *ep, uint8_t handler, uint64_t of
 	return 1;
 }
 
+/* Posts one descriptor on the transmit ring. 1: posted; 0: no slot free now. */
+static int post_tx(struct spine_ep *ep, uint64_t addr, uint32_t len, uint32_t options)
+{
+	uint64_t word = len | (uint64_t)options << 32;
+	uint8_t *slot;
+
+	if (ring_ready(&ep->tx) <= 0)
+		return 0;
+	slot = ring_slot(&ep->tx);
+	memcpy(slot, &addr, 8);
+	memcpy(slot + 8, &word, 8); /* len, then options */
+	ring_advance(&ep->tx);
+	return 1;
+}
+
+int spine_ep_send_bulk_remote(struct spine_ep *ep, uint16_t dest, uint8_t handler,
+			      uint64_t off, uint32_t len)
+{
+	return post_tx(ep, off, len,
+		       SPINE_EP_DESC_MESSAGE | SPINE_EP_DESC_BULK | SPINE_EP_DESC_REMOTE |
+			       (uint32_t)handler << 8 | (uint32_t)dest << 16);
+}
+
+int spine_ep_grant_area(struct spine_ep *ep, uint64_t off, uint32_t len)
+{
+	return post_tx(ep, off, len, SPINE_EP_DESC_GRANT);
+}
+
 int spine_ep_send_message_to(struct spine_ep *ep, uint16_t ext, uint8_t handler,
 			     const void *data, uint32_t len)
 {

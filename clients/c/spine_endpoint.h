@@ -42,6 +42,22 @@ extern "C" {
  * with spine_ep_reserve_area first, so that the adapter never receives into it. */
 #define SPINE_EP_DESC_BULK 16u
 
+/* A grant (transmit ring, options exactly this): lends `len` bytes at offset `addr` of the
+ * area to the adapter for one bulk message from another adapter over a tunnel, which
+ * arrives through spine_ep_recv_marked as a bulk message in that region (then the
+ * application's again). At most SPINE_EP_GRANTS outstanding. See spine_ep_grant_area. */
+#define SPINE_EP_DESC_GRANT 32u
+#define SPINE_EP_GRANTS 8u
+
+/* With SPINE_EP_DESC_MESSAGE | SPINE_EP_DESC_BULK on the transmit ring: the referenced
+ * bytes go to another adapter over the endpoint's tunnel port, in pieces the adapter reads
+ * out, for the endpoint whose id is in bits 16..32 over there, or its handlers with
+ * SPINE_EP_REMOTE_HANDLERS. See spine_ep_send_bulk_remote. */
+#define SPINE_EP_DESC_REMOTE 64u
+#define SPINE_EP_REMOTE_HANDLERS 0xFFFFu
+/* The largest bulk message a tunnel carries. */
+#define SPINE_REMOTE_BULK_MAX 16384u
+
 /* Active messages between adapters (crates/spine-endpoint/src/remote.rs): one message per
  * Ethernet frame of ethertype SPINE_REMOTE_ETHERTYPE, sent with spine_ep_send through an
  * endpoint on a tunnel port; the adapter at the other end runs its handlers (to =
@@ -112,6 +128,21 @@ int spine_ep_write_area(struct spine_ep *ep, uint64_t off, const void *data, uin
  * free now. */
 int spine_ep_send_bulk_message(struct spine_ep *ep, uint8_t handler, uint64_t off,
 			       uint32_t len);
+
+/* Sends a bulk active message to another adapter over the tunnel port the endpoint is
+ * bound to: `len` bytes (1..=SPINE_REMOTE_BULK_MAX) at offset `off` of the buffer area,
+ * which the adapter reads out and sends in pieces, for `handler` of endpoint `dest` over
+ * there (SPINE_EP_REMOTE_HANDLERS: its handlers), from this endpoint's id (keep the bytes
+ * unchanged until the descriptor is taken). The adapter checks it (bad_desc;
+ * msg_bulk_remote_refused over 16 KiB or on a port that is no tunnel). 1: sent; 0: no
+ * transmit slot free now. */
+int spine_ep_send_bulk_remote(struct spine_ep *ep, uint16_t dest, uint8_t handler,
+			      uint64_t off, uint32_t len);
+
+/* Lends `len` bytes at offset `off` of the buffer area (reserve them with
+ * spine_ep_reserve_area first) to the adapter for one bulk message from another adapter
+ * (SPINE_EP_DESC_GRANT). 1: sent; 0: no transmit slot free now. */
+int spine_ep_grant_area(struct spine_ep *ep, uint64_t off, uint32_t len);
 
 /* As spine_ep_send_message, for the one extension `ext` (its id, from
  * spine_ep_extension_id) rather than every extension of the domain that registered

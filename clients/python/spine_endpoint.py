@@ -38,6 +38,20 @@ MSG_MAX = 240
 # the reference against the area. The area stays the application's: reserve the region
 # with ``Endpoint.reserve_area`` first, so that the adapter never receives into it.
 DESC_BULK = 16
+# A grant (transmit ring, options exactly this): lends ``len`` bytes at offset ``addr`` of
+# the area to the adapter for one bulk message from another adapter over a tunnel, which
+# arrives through ``recv_marked`` as a bulk message in that region (then the
+# application's again). At most GRANTS outstanding. See ``Endpoint.grant_area``.
+DESC_GRANT = 32
+GRANTS = 8
+# With DESC_MESSAGE | DESC_BULK on the transmit ring: the referenced bytes go to another
+# adapter over the endpoint's tunnel port, in pieces the adapter reads out, for the
+# endpoint whose id is in bits 16..32 over there, or its handlers with
+# REMOTE_HANDLERS. See ``Endpoint.send_bulk_remote``.
+DESC_REMOTE = 64
+REMOTE_HANDLERS = 0xFFFF
+# The largest bulk message a tunnel carries.
+REMOTE_BULK_MAX = 16384
 # Active messages between adapters (crates/spine-endpoint/src/remote.rs): one message per
 # Ethernet frame of this ethertype, sent through an endpoint on a tunnel port; the
 # adapter at the other end runs its handlers (to = REMOTE_TO_HANDLERS) or delivers the
@@ -250,6 +264,32 @@ class Endpoint:
             return False
         options = DESC_MESSAGE | DESC_BULK | handler << 8 | target
         struct.pack_into("<QII", self.mem, self.tx.slot(), off, length, options)
+        self.tx.advance()
+        return True
+
+    def send_bulk_remote(self, dest, handler, off, length):
+        """Sends a bulk active message to another adapter over the tunnel port this
+        endpoint is bound to: ``length`` bytes (1..REMOTE_BULK_MAX) at offset ``off`` of
+        the buffer area, which the adapter reads out and sends in pieces, for ``handler``
+        of endpoint ``dest`` over there (REMOTE_HANDLERS: its handlers), from this
+        endpoint's id (keep the bytes unchanged until the descriptor is taken). The
+        adapter checks it. True: sent; False: no transmit slot free now."""
+        if not 0 <= handler <= 255 or not 0 <= dest <= 0xFFFF:
+            raise ValueError("handler outside 0..255 or dest outside 0..65535")
+        options = DESC_MESSAGE | DESC_BULK | DESC_REMOTE | handler << 8 | dest << 16
+        return self._post_tx(off, length, options)
+
+    def grant_area(self, off, length):
+        """Lends ``length`` bytes at offset ``off`` of the buffer area (reserve them with
+        ``reserve_area`` first) to the adapter for one bulk message from another adapter
+        (DESC_GRANT); it arrives through ``recv_marked``. True: sent; False: no transmit
+        slot free now."""
+        return self._post_tx(off, length, DESC_GRANT)
+
+    def _post_tx(self, addr, length, options):
+        if not self.tx.ready():
+            return False
+        struct.pack_into("<QII", self.mem, self.tx.slot(), addr, length, options)
         self.tx.advance()
         return True
 

@@ -57,6 +57,10 @@ pub struct AdapterOptions {
     /// The thread keeping `fib` equal to the host's tables (`[fib] mirror = true`); it
     /// stops when the adapter is gone.
     pub fib_mirror: Option<Arc<spine_rtnl::Mirror>>,
+    /// How long a bulk message arriving over a tunnel port in pieces may take to be
+    /// whole (from its first piece) before it is discarded and its reassembly slot
+    /// freed (`msg_bulk_expired`), in ms.
+    pub bulk_expiry_ms: u64,
 }
 
 impl Default for AdapterOptions {
@@ -83,6 +87,7 @@ impl AdapterOptions {
             seed: 0x5eed,
             fib: None,
             fib_mirror: None,
+            bulk_expiry_ms: a.bulk_expiry_ms,
         }
     }
 }
@@ -555,10 +560,11 @@ impl AdapterBuilder {
             let handlers = shared.handlers.worker(index);
             let rx_ports = (0..nports as u16).filter(|&p| devs[p as usize].is_some()).collect();
             // Reassembly room for bulk messages on each tunnel port this worker owns.
+            let expiry_ns = opts.bulk_expiry_ms.saturating_mul(1_000_000);
             let reasm = (0..nports)
                 .map(|p| {
                     (devs[p].is_some() && wiring.ports[p].tunnel)
-                        .then(crate::reasm::Reassembly::new)
+                        .then(|| crate::reasm::Reassembly::new(expiry_ns))
                 })
                 .collect();
             workers.push(Worker {

@@ -63,6 +63,9 @@ pub struct AdapterConfig {
     /// Slots of each worker-to-worker ring.
     pub peer_ring: usize,
     pub pool: PoolConfig,
+    /// Milliseconds a bulk message arriving over a tunnel in pieces may take to be
+    /// whole before it is discarded (`msg_bulk_expired`).
+    pub bulk_expiry_ms: u64,
 }
 
 impl Default for AdapterConfig {
@@ -78,6 +81,7 @@ impl Default for AdapterConfig {
             trace_events: 1 << 16,
             peer_ring: 1024,
             pool: PoolConfig::new(4096),
+            bulk_expiry_ms: crate::reasm::DEFAULT_EXPIRY_NS / 1_000_000,
         }
     }
 }
@@ -610,6 +614,9 @@ fn parse_adapter(top: &mut Table<'_>) -> Result<AdapterConfig, ConfigError> {
         }
         if let Some(n) = t.opt_int("peer_ring", 16, 1 << 20)? {
             a.peer_ring = n as usize;
+        }
+        if let Some(n) = t.opt_int("bulk_expiry_ms", 1, 3_600_000)? {
+            a.bulk_expiry_ms = n as u64;
         }
         t.finish()?;
     }

@@ -220,10 +220,13 @@ pub struct WorkerCounters {
     #[serde(default)]
     pub msg_bulk_piece_refused: u64,
     /// Incomplete bulk messages discarded: evicted by a newer message when every
-    /// reassembly slot of the port was busy, or not whole one second after their
-    /// first piece.
+    /// reassembly slot of the port was busy.
     #[serde(default)]
     pub msg_bulk_discarded: u64,
+    /// Incomplete bulk messages expired: not whole `[adapter] bulk_expiry_ms` after
+    /// their first piece (their slot freed whether or not another piece arrives).
+    #[serde(default)]
+    pub msg_bulk_expired: u64,
     /// Bulk messages reassembled whole from a tunnel port (their handlers then run, or
     /// `msg_remote_unhandled`).
     #[serde(default)]

@@ -6,8 +6,12 @@
 //! A piece is stored into the slot of its message (the peer's claimed sender `from`
 //! and its message id); the first piece of a new message takes a free slot or, when
 //! all are busy, the one started longest ago, whose incomplete message is discarded
-//! (counted). A message not complete [`TIMEOUT_NS`] after its first piece is
-//! discarded (counted) when the next piece arrives. A piece whose handler, `to` or
+//! (counted). A message not complete within the port's expiry (the adapter's
+//! monotonic clock, [`DEFAULT_EXPIRY_NS`] unless configured: `[adapter]
+//! bulk_expiry_ms`) after its first piece expires (counted apart): the worker sweeps
+//! the slots once a round while any is busy ([`Reassembly::expire`]), and before every
+//! piece is offered, so an abandoned message frees its slot without waiting for another
+//! piece. A piece whose handler, `to` or
 //! total differ from its message's first piece, or one already received, is refused
 //! and stores nothing. [`parse_piece`](spine_endpoint::remote::parse_piece) has already
 //! checked the piece's own fields (its offset is a whole piece index inside the total,
@@ -16,8 +20,9 @@ use spine_endpoint::remote::{Piece, BULK_MAX, PIECE_MAX};
 
 /// Messages in reassembly per tunnel port.
 pub(crate) const SLOTS: usize = 4;
-/// How long a message may take to arrive whole (from its first piece), in ns.
-pub(crate) const TIMEOUT_NS: u64 = 1_000_000_000;
+/// How long a message may take to arrive whole (from its first piece), in ns, unless
+/// configured otherwise.
+pub(crate) const DEFAULT_EXPIRY_NS: u64 = 1_000_000_000;
 
 #[derive(Debug)]
 struct Slot {
@@ -60,6 +65,10 @@ pub(crate) struct Whole<'a> {
 #[derive(Debug)]
 pub(crate) struct Reassembly {
     slots: Box<[Slot]>,
+    /// How long a message may take to arrive whole, in ns.
+    expiry_ns: u64,
+    /// The earliest time a busy slot expires (`u64::MAX`: none busy).
+    next_expiry: u64,
 }
 
 /// The bits of every piece of a `total`-byte message.
@@ -73,8 +82,9 @@ fn all_pieces(total: u32) -> u32 {
 }
 
 impl Reassembly {
-    /// [`SLOTS`] empty slots of [`BULK_MAX`] bytes each (the only allocation).
-    pub fn new() -> Self {
+    /// [`SLOTS`] empty slots of [`BULK_MAX`] bytes each (the only allocation), whose
+    /// messages expire `expiry_ns` after their first piece.
+    pub fn new(expiry_ns: u64) -> Self {
         let slot = || Slot {
             busy: false,
             from: 0,
@@ -86,7 +96,43 @@ impl Reassembly {
             started_ns: 0,
             data: vec![0; BULK_MAX].into_boxed_slice(),
         };
-        Reassembly { slots: (0..SLOTS).map(|_| slot()).collect() }
+        Reassembly { slots: (0..SLOTS).map(|_| slot()).collect(), expiry_ns, next_expiry: u64::MAX }
+    }
+
+    /// Whether some message is in reassembly (then the worker reads its clock and
+    /// calls [`Reassembly::expire`]).
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.next_expiry != u64::MAX
+    }
+
+    /// Discards every incomplete message not whole `expiry_ns` after its first piece
+    /// at `now` (ns); returns how many. Cheap when none is due (one comparison).
+    pub fn expire(&mut self, now: u64) -> u32 {
+        if now < self.next_expiry {
+            return 0;
+        }
+        let mut expired = 0;
+        for s in self.slots.iter_mut() {
+            if s.busy && now.saturating_sub(s.started_ns) >= self.expiry_ns {
+                s.busy = false;
+                expired += 1;
+            }
+        }
+        self.recompute();
+        expired
+    }
+
+    /// Recomputes `next_expiry` from the busy slots.
+    fn recompute(&mut self) {
+        let e = self.expiry_ns;
+        self.next_expiry = self
+            .slots
+            .iter()
+            .filter(|s| s.busy)
+            .map(|s| s.started_ns.saturating_add(e))
+            .min()
+            .unwrap_or(u64::MAX);
     }
 
     /// Messages in reassembly.
@@ -96,16 +142,11 @@ impl Reassembly {
     }
 
     /// Takes piece `p` (already checked by `parse_piece`) arriving at `now` (ns);
-    /// returns what became of it and how many incomplete messages were discarded to
-    /// make room or for being late.
+    /// returns what became of it and how many incomplete messages were evicted to
+    /// make room. (Call [`Reassembly::expire`] first: an expired message's piece then
+    /// starts a new message instead of completing a stale one.)
     pub fn offer(&mut self, p: &Piece<'_>, now: u64) -> (Offer, u32) {
         let mut discarded = 0;
-        for s in self.slots.iter_mut() {
-            if s.busy && now.saturating_sub(s.started_ns) > TIMEOUT_NS {
-                s.busy = false;
-                discarded += 1;
-            }
-        }
         let at = match self.slots.iter().position(|s| s.busy && s.from == p.from && s.id == p.id) {
             Some(i) => {
                 let s = &self.slots[i];
@@ -129,6 +170,10 @@ impl Reassembly {
                 (s.from, s.id, s.handler, s.to, s.total) = (p.from, p.id, p.handler, p.to, p.total);
                 s.have = 0;
                 s.started_ns = now;
+                self.next_expiry = self.next_expiry.min(now.saturating_add(self.expiry_ns));
+                if discarded > 0 {
+                    self.recompute();
+                }
                 i
             }
         };
@@ -168,6 +213,7 @@ impl Reassembly {
         if let Some(s) = self.slots.get_mut(i) {
             s.busy = false;
         }
+        self.recompute();
     }
 }
 
@@ -182,7 +228,7 @@ mod tests {
 
     #[test]
     fn pieces_in_any_order_make_the_message_once() {
-        let mut r = Reassembly::new();
+        let mut r = Reassembly::new(DEFAULT_EXPIRY_NS);
         let msg: Vec<u8> = (0..8000u32).map(|i| (i ^ (i >> 8)) as u8).collect();
         let fs = frames(1, 5, &msg);
         let order = [3, 0, 7, 1, 6, 2, 5, 4];
@@ -208,7 +254,7 @@ mod tests {
 
     #[test]
     fn interleaved_messages_and_mismatches_and_eviction_and_timeout() {
-        let mut r = Reassembly::new();
+        let mut r = Reassembly::new(DEFAULT_EXPIRY_NS);
         let a: Vec<u8> = vec![1; 3000];
         let b: Vec<u8> = vec![2; 3000];
         let (fa, fb) = (frames(1, 5, &a), frames(2, 5, &b));
@@ -247,8 +293,58 @@ mod tests {
         assert_eq!(r.busy(), SLOTS);
         // Id 3's last pieces now start a new message, which never completes.
         assert_eq!(r.offer(&parse_piece(&c[1]).unwrap(), 5), (Offer::Stored, 1));
-        // Past the timeout every one of them is discarded when the next piece comes.
-        let late = TIMEOUT_NS + 10;
-        assert_eq!(r.offer(&parse_piece(&frames(20, 5, b"x")[0]).unwrap(), late).1, SLOTS as u32);
+        // Past the expiry every one of them expires at once, with no piece arriving.
+        let late = DEFAULT_EXPIRY_NS + 10;
+        assert_eq!(r.expire(late), SLOTS as u32);
+        assert_eq!(r.busy(), 0);
+        assert!(!r.pending());
+        assert_eq!(r.offer(&parse_piece(&frames(20, 5, b"x")[0]).unwrap(), late).1, 0);
+    }
+
+    /// The expiry on a driven clock: a partial message holds its slot until exactly
+    /// `expiry` after its first piece, whatever arrives or not; then it is gone, its
+    /// late pieces start a new message (not completing the stale one), and every slot
+    /// can take a whole message again without evicting anything.
+    #[test]
+    fn partial_messages_expire_on_the_clock_and_free_their_slots() {
+        const E: u64 = 5_000;
+        let mut r = Reassembly::new(E);
+        assert!(!r.pending());
+        assert_eq!(r.expire(u64::MAX), 0, "nothing to expire");
+        let a: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let fa = frames(1, 5, &a);
+        assert_eq!(r.offer(&parse_piece(&fa[0]).unwrap(), 100), (Offer::Stored, 0));
+        // Three more partial messages, later: every slot busy.
+        for (id, t) in [(2, 200), (3, 300), (4, 400)] {
+            assert_eq!(r.offer(&parse_piece(&frames(id, 5, &a)[0]).unwrap(), t).0, Offer::Stored);
+        }
+        assert!(r.pending());
+        assert_eq!(r.expire(100 + E - 1), 0, "not yet");
+        assert_eq!(r.busy(), SLOTS);
+        assert_eq!(r.expire(100 + E), 1, "the first, exactly at its expiry");
+        assert_eq!(r.busy(), SLOTS - 1);
+        assert_eq!(r.expire(100 + E), 0, "counted once");
+        // Its late pieces start a new message, which does not complete.
+        assert_eq!(r.offer(&parse_piece(&fa[1]).unwrap(), 100 + E), (Offer::Stored, 0));
+        assert_eq!(r.offer(&parse_piece(&fa[2]).unwrap(), 100 + E), (Offer::Stored, 0));
+        assert_eq!(r.busy(), SLOTS);
+        // Much later all expire; whole messages then take every slot, evicting nothing.
+        assert_eq!(r.expire(1 << 40), SLOTS as u32);
+        assert!(!r.pending());
+        for id in 10..10 + SLOTS as u32 {
+            let f = frames(id, 5, &a);
+            let t = 1 << 40;
+            assert_eq!(r.offer(&parse_piece(&f[0]).unwrap(), t), (Offer::Stored, 0));
+            assert_eq!(r.offer(&parse_piece(&f[1]).unwrap(), t), (Offer::Stored, 0));
+        }
+        let last = frames(10, 5, &a);
+        let (Offer::Complete(at), 0) = r.offer(&parse_piece(&last[2]).unwrap(), 1 << 40) else {
+            panic!("message 10 completes")
+        };
+        assert_eq!(r.message(at).unwrap().data, &a[..]);
+        r.release(at);
+        assert!(r.pending(), "three still in reassembly");
+        assert_eq!(r.expire((1 << 40) + E), 3);
+        assert!(!r.pending());
     }
 }

@@ -378,6 +378,9 @@ impl Worker {
             work += self.run_posted();
         }
         work += self.fire_timers();
+        if self.reasm.iter().flatten().any(crate::reasm::Reassembly::pending) {
+            work += self.expire_reassemblies();
+        }
         self.counters.worker.rounds += 1;
         if work == 0 {
             self.counters.worker.idle_rounds += 1;
@@ -420,6 +423,21 @@ impl Worker {
             work += self.fire_applet_timers(now);
         }
         work
+    }
+
+    /// Discards the incomplete bulk messages of this worker's tunnel ports whose
+    /// expiry has passed (`msg_bulk_expired`), so an abandoned message frees its slot
+    /// without another piece arriving. Called only while some message is in
+    /// reassembly: the clock is read once.
+    #[cold]
+    fn expire_reassemblies(&mut self) -> usize {
+        let now = crate::sys::monotonic_ns();
+        let mut expired = 0;
+        for r in self.reasm.iter_mut().flatten() {
+            expired += r.expire(now);
+        }
+        self.counters.worker.msg_bulk_expired += u64::from(expired);
+        expired as usize
     }
 
     /// One timer callback of extension `e` ran (`fault`: it faulted).
@@ -1020,6 +1038,14 @@ impl Worker {
                             n += 1;
                             continue;
                         }
+                        Some(Taken::RemoteBulk { handler, off, len, dest }) => {
+                            let _ = self.cache.free(buf);
+                            let from = self.eps.owned[k].id();
+                            let id = u32::from(p) << 16 | u32::from(dest);
+                            self.send_remote_bulk(k, from, None, id, handler, (off, len));
+                            n += 1;
+                            continue;
+                        }
                         Some(Taken::Frame(len)) => Some(len),
                         None => None,
                     };
@@ -1292,7 +1318,8 @@ impl Worker {
         let domain = self.eps.owned[k].domain_ix();
         if let (Some(bulk), Dest::Endpoint(id)) = (msg.bulk(), msg.to) {
             if is_remote(id) {
-                return self.send_remote_bulk(k, (domain, ext), id, msg.handler, bulk);
+                let from = spine_runtime::SOURCE_EXTENSION | u32::from(ext);
+                return self.send_remote_bulk(k, from, Some(domain), id, msg.handler, bulk);
             }
         }
         if msg.bulk().is_some() {
@@ -1776,7 +1803,9 @@ impl Worker {
     /// A piece of a bulk message from another adapter, in `buf` received on tunnel
     /// port `p`: checked (`spine_endpoint::remote::parse_piece`) and stored into the
     /// port's reassembly slots (`crate::reasm`); anything refused is counted
-    /// `msg_bulk_piece_refused`, incomplete messages given up `msg_bulk_discarded`. The
+    /// `msg_bulk_piece_refused`, incomplete messages evicted `msg_bulk_discarded`,
+    /// expired ones `msg_bulk_expired` (also swept every round,
+    /// [`Worker::expire_reassemblies`]). The
     /// piece that completes a message (`msg_bulk_remote_in`) runs its handlers
     /// ([`Worker::run_remote_bulk`]); the buffer always goes back to the pool.
     #[cold]
@@ -1787,6 +1816,7 @@ impl Worker {
         let now = crate::sys::monotonic_ns();
         let offered = match (self.pool.data(&buf), self.reasm.get_mut(pi)) {
             (Ok(f), Some(Some(r))) => {
+                self.counters.worker.msg_bulk_expired += u64::from(r.expire(now));
                 spine_endpoint::remote::parse_piece(f).ok().map(|pc| r.offer(&pc, now))
             }
             _ => None,
@@ -1814,9 +1844,13 @@ impl Worker {
     /// from the port (the same source), with no payload (`ctx->len` 0) and the data
     /// read with `spine_msg_bulk_len`/`spine_msg_bulk_read`
     /// ([`crate::handlers::MsgData::Slice`]); the runs use `buf` (the last piece's pool
-    /// buffer) as their frame. A bulk message for an endpoint is not delivered (no
-    /// adapter-owned room in the endpoint's area to put it): `msg_remote_unhandled`,
-    /// as is one no handler takes.
+    /// buffer) as their frame. A bulk message for an endpoint (`to` its id) bound to
+    /// port `p` and served here is written into the oldest region its client granted
+    /// that holds it (`Desc::GRANT`, `AdapterEnd::deliver_bulk_granted`) and posted on
+    /// its receive ring as a bulk message marked with the handler and the peer's claimed
+    /// sender (16 bits), as a small message from the tunnel is (`msg_delivered`). One
+    /// for an endpoint that is not here or has no such grant (or a full receive ring),
+    /// or that no handler takes: `msg_remote_unhandled`.
     fn run_remote_bulk(&mut self, buf: &mut Buf, p: u16, at: usize) {
         let pi = usize::from(p);
         let Some(w) = self.reasm.get(pi).and_then(Option::as_ref).and_then(|r| r.message(at))
@@ -1825,7 +1859,16 @@ impl Worker {
         };
         let (handler, to, from) = (w.handler, w.to, w.from);
         let mut taken = false;
-        if to == spine_endpoint::remote::TO_HANDLERS {
+        if to != spine_endpoint::remote::TO_HANDLERS {
+            let target = self.eps.owned.iter_mut().find(|o| o.id() == to && o.port() == p);
+            if let Some(o) = target {
+                taken = o.end.deliver_bulk_granted(handler, from as u16, w.data);
+                o.woke |= taken;
+            }
+            if taken {
+                self.counters.worker.msg_delivered += 1;
+            }
+        } else {
             let head = self.pool.headroom() as usize;
             let source = remote_source(p, from);
             for r in 0..self.handlers.runners.len() {
@@ -1864,9 +1907,13 @@ impl Worker {
         }
     }
 
-    /// A bulk message extension `ext` of domain `domain` sent to remote source `id`
-    /// from a handler run on owned endpoint `k`'s message: the reference `(off, len)`
-    /// is into endpoint `k`'s area (where the handler may also write). Split into
+    /// A bulk message to remote source `id` (the tunnel port in bits 16..30, the
+    /// endpoint over there or [`REMOTE_HANDLERS`] in bits 0..16) whose reference
+    /// `(off, len)` is into owned endpoint `k`'s area: sent by a handler of an extension
+    /// of `domain` run on endpoint `k`'s message (`from`: `SOURCE_EXTENSION` | its id;
+    /// the domain must be allowed the port), or by endpoint `k`'s client itself with a
+    /// `Desc::REMOTE` descriptor (`domain` `None`, `from` the endpoint's id; the port
+    /// is the one its channel binds it to). Split into
     /// pieces (`spine_endpoint::remote::encode_piece_header`), each read out of the
     /// area straight into its own pool buffer behind the headers, queued out of the
     /// tunnel port named in `id` under a message id of this worker's
@@ -1879,7 +1926,8 @@ impl Worker {
     fn send_remote_bulk(
         &mut self,
         k: usize,
-        (domain, ext): (u16, u16),
+        from: u32,
+        domain: Option<u16>,
         id: u32,
         handler: u8,
         (off, len): (u64, u32),
@@ -1891,7 +1939,8 @@ impl Worker {
         let fits = total > 0
             && total <= spine_endpoint::remote::BULK_MAX
             && self.eps.owned[k].end.layout().in_area(off, total);
-        if !tunnel || !fits || !self.handlers.domain_may_use(domain, q) {
+        let allowed = domain.is_none_or(|d| self.handlers.domain_may_use(d, q));
+        if !tunnel || !fits || !allowed {
             self.counters.worker.msg_bulk_remote_refused += 1;
             return;
         }
@@ -1899,7 +1948,6 @@ impl Worker {
             REMOTE_HANDLERS => spine_endpoint::remote::TO_HANDLERS,
             endpoint => endpoint,
         };
-        let from = spine_runtime::SOURCE_EXTENSION | u32::from(ext);
         self.bulk_seq = self.bulk_seq.wrapping_add(1);
         let fields = (handler, to, from, self.bulk_seq);
         let head = self.pool.headroom() as usize;

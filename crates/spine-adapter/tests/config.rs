@@ -157,3 +157,21 @@ fn the_shipped_router_example_parses_with_its_twins_as_host_paths() {
     assert_eq!(cfg.ports[1].host_path.as_deref(), Some("eth2-host"));
     assert!(cfg.fib.as_ref().is_some_and(|f| f.mirror));
 }
+
+/// `[adapter] bulk_expiry_ms`: the default is one second, a value is taken, and 0 or a
+/// non-integer is refused naming the key.
+#[test]
+fn the_bulk_expiry_is_configurable_and_checked() {
+    let dir = Path::new("/etc/spine");
+    let cfg = Config::parse("[adapter]\nworkers = 1\n", dir).unwrap();
+    assert_eq!(cfg.adapter.bulk_expiry_ms, 1000);
+    assert_eq!(AdapterOptions::from_config(&cfg.adapter).bulk_expiry_ms, 1000);
+    let cfg = Config::parse("[adapter]\nbulk_expiry_ms = 250\n", dir).unwrap();
+    assert_eq!(AdapterOptions::from_config(&cfg.adapter).bulk_expiry_ms, 250);
+    for bad in ["0", "\"1s\""] {
+        let err = Config::parse(&format!("[adapter]\nbulk_expiry_ms = {bad}\n"), dir)
+            .expect_err(bad)
+            .to_string();
+        assert!(err.contains("adapter.bulk_expiry_ms"), "{bad}: {err}");
+    }
+}

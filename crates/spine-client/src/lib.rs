@@ -511,6 +511,28 @@ impl Endpoint {
         self.end.release_area(addr, frames)
     }
 
+    /// Sends a bulk active message to another adapter over the tunnel port this
+    /// endpoint is bound to: `len` bytes (1..=16 KiB) at offset `off` of the buffer area,
+    /// which the adapter reads out and sends in pieces, for `handler` of endpoint `dest`
+    /// over there (`spine_endpoint::Desc::REMOTE_HANDLERS`: its handlers), from this
+    /// endpoint's id. A reference outside the area is counted `bad_desc`; a port that is
+    /// no tunnel or a length over 16 KiB `msg_bulk_remote_refused`. False when the ring
+    /// is full.
+    pub fn send_bulk_remote(&mut self, dest: u16, handler: u8, off: u64, len: u32) -> bool {
+        self.end.send_bulk_remote(dest, handler, off, len)
+    }
+
+    /// Lends `len` bytes at offset `off` of the buffer area (a region reserved with
+    /// [`reserve_area`](Self::reserve_area)) to the adapter for one bulk message
+    /// arriving over a tunnel for this endpoint: the adapter writes the message at the
+    /// region's start and hands it to [`recv_marked`](Self::recv_marked) in place, after
+    /// which the region is the application's again (grant it anew for the next). At
+    /// most `spine_endpoint::GRANTS` grants are outstanding; a bad grant is counted
+    /// `bad_desc`. False when the transmit ring is full.
+    pub fn grant_area(&mut self, off: u64, len: u32) -> bool {
+        self.end.grant_area(off, len)
+    }
+
     /// Writes `data` at offset `off` of the buffer area; false when it does not fit.
     pub fn write_area(&mut self, off: u64, data: &[u8]) -> bool {
         self.end.write_area(off, data)

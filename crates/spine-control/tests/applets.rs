@@ -721,7 +721,17 @@ fn the_c_and_python_clients_send_active_messages_to_another_adapter() {
 /// An adapter whose one port, `tun`, is a UDP tunnel from `local` to `peer`, with a
 /// domain `msgs` granting the active-message helpers and the bulk reads.
 fn tunnel_end_bulk(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
-    let mut b = AdapterBuilder::new(options()).unwrap();
+    tunnel_end_bulk_with(local, peer, tag, options())
+}
+
+/// As [`tunnel_end_bulk`], with `opts`.
+fn tunnel_end_bulk_with(
+    local: SocketAddr,
+    peer: SocketAddr,
+    tag: &str,
+    opts: AdapterOptions,
+) -> Running1 {
+    let mut b = AdapterBuilder::new(opts).unwrap();
     let port = UdpPort::open("tun", local, peer, 0).unwrap();
     b.add_port("tun", Device::Udp(port), None).unwrap();
     let names: Vec<String> = [
@@ -823,6 +833,7 @@ fn bulk_messages_cross_a_tunnel_in_pieces_and_the_handler_reads_all_of_them() {
         (pieces as u64, sizes.len() as u64, sizes.len() as u64, sizes.len() as u64)
     );
     assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded, wb.msg_remote_bad), (0, 0, 0));
+    assert_eq!(wb.msg_bulk_expired, 0);
     assert_eq!(ta.workers[0].msg_delivered, sizes.len() as u64);
 }
 
@@ -833,10 +844,10 @@ fn bulk_messages_cross_a_tunnel_in_pieces_and_the_handler_reads_all_of_them() {
 /// message's first piece — each refused and counted on B, and the message they were
 /// mixed into still arrives exactly (one run, the right checksums); two messages with
 /// interleaved pieces both arrive exactly; five incomplete messages (one more than the
-/// port's reassembly slots) are each discarded exactly once, by eviction or, after more
-/// than the one-second timeout, when the next piece arrives. Nothing runs for a refused
-/// or incomplete message; a whole one addressed to an endpoint is counted unhandled
-/// (delivery to endpoints is not built); both pools are whole at the end.
+/// port's reassembly slots) are each discarded exactly once: one by eviction, the four
+/// others expiring after the default second with no further piece (the sweep). Nothing runs for a refused
+/// or incomplete message; a whole one addressed to an endpoint B does not have is
+/// counted unhandled; both pools are whole at the end.
 #[test]
 fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     use spine_client::remote;
@@ -897,18 +908,18 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     until("B counts the refused pieces", || {
         b.live.totals().workers[0].msg_bulk_piece_refused == refused
     });
-    // A whole bulk message for an endpoint (not the handlers): reassembled, not
-    // delivered (not built), counted unhandled.
+    // A whole bulk message for an endpoint B does not have: reassembled, not
+    // delivered, counted unhandled.
     send_all(&mut ea, &remote::bulk_frames(12, 1, me, 300, b"for an endpoint").unwrap());
     until("B counts it unhandled", || b.live.totals().workers[0].msg_remote_unhandled == 1);
-    // Five incomplete messages: the fifth evicts the oldest. After the timeout, a whole
-    // one-piece message discards the four others as it arrives, and runs.
+    // Five incomplete messages: the fifth evicts the oldest; the four others expire
+    // (the default second) with no piece arriving; then a whole one-piece message runs.
     let firsts: Vec<Vec<u8>> = (100..105).map(|id| msg(id, 3000).1.remove(0)).collect();
     send_all(&mut ea, &firsts);
     until("B takes the five first pieces", || {
         b.live.totals().workers[0].msg_bulk_pieces_in == 3 + refused + 9 + 1 + 5
     });
-    std::thread::sleep(Duration::from_millis(1100));
+    until("B expires the four left", || b.live.totals().workers[0].msg_bulk_expired == 4);
     let (w, fw) = msg(200, 10);
     send_all(&mut ea, &fw);
     let got = replies_n(&mut ea, 1);
@@ -918,9 +929,315 @@ fn hostile_bulk_pieces_are_refused_and_counted_and_the_pools_stay_whole() {
     drop(ea);
     let (_ta, tb) = (a.finish(), b.finish());
     let wb = &tb.workers[0];
-    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded), (refused, 5));
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded), (refused, 1));
+    assert_eq!(wb.msg_bulk_expired, 4);
     assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_remote_unhandled), (5, 4, 1));
     assert_eq!(wb.msg_bulk_pieces_in, 3 + refused + 9 + 1 + 5 + 1);
+}
+
+/// Bulk messages over a tunnel to an endpoint: B's application reserves 16 KiB of its
+/// endpoint's area and grants it (`Endpoint::grant_area`) for one bulk message; A's
+/// application sends bulk messages in pieces addressed to that endpoint's id. B
+/// reassembles each and, once whole, writes it into the granted region and posts it on
+/// the endpoint's receive ring as a bulk message marked with handler 12 and A's
+/// endpoint id; B's application reads exactly the bytes sent (1, 1,025, 8,000 and
+/// 16,384 bytes), granting the region again after each. Grants past the area,
+/// wrapping or empty are refused (`bad_desc`). A message with no grant
+/// outstanding, and one longer than the only grant, are counted unhandled and not
+/// delivered (the grant is kept and the next message that fits uses it); a message to
+/// an endpoint id B does not have is unhandled too. Nothing runs on B (no handler is
+/// loaded), no piece is refused, both pools are whole.
+#[test]
+fn bulk_messages_over_a_tunnel_reach_an_endpoint_in_the_region_it_granted() {
+    use spine_client::remote;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "re-a");
+    let b = tunnel_end_bulk(lb, la, "re-b");
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    b.served(1);
+    let me = ea.id().unwrap() as u32;
+    let to = eb.id().unwrap() as u32;
+    let frames_of = eb.layout().frame_size;
+    let region = eb.reserve_area(remote::BULK_MAX as u32 / frames_of).expect("16 KiB of area");
+    let data_of = |id: u32, n: usize| -> Vec<u8> {
+        (0..n).map(|i| (i * 29 + i / 509 + id as usize) as u8).collect()
+    };
+    let worker = |r: &Running1| r.live.totals().workers[0];
+    let recv_bulk = |ep: &mut Endpoint| -> (Vec<u8>, Option<(u8, u16)>) {
+        let mut got = Vec::new();
+        until("the bulk message on B's endpoint", || {
+            ep.recv_marked(8, |d, m| got.push((d.to_vec(), m)));
+            !got.is_empty()
+        });
+        assert_eq!(got.len(), 1, "exactly one message");
+        got.remove(0)
+    };
+    let mut delivered = 0;
+    for (id, size) in [(1u32, 1usize), (2, 1025), (3, 8000), (4, remote::BULK_MAX)] {
+        assert!(eb.grant_area(region, remote::BULK_MAX as u32));
+        let data = data_of(id, size);
+        send_all(&mut ea, &remote::bulk_frames(12, to, me, id, &data).unwrap());
+        let (got, mark) = recv_bulk(&mut eb);
+        delivered += 1;
+        assert_eq!(mark, Some((12, me as u16)), "marked with the handler and the sender");
+        assert_eq!(got.len(), size);
+        assert!(got == data, "exactly the {size} bytes sent");
+    }
+    // Hostile grants (past the area, wrapping, empty) are refused; with no grant
+    // outstanding a message is reassembled, not delivered.
+    let area = eb.layout().area_bytes() as u64;
+    for (off, len) in [(area - 10, 100), (u64::MAX - 4, 10), (region, 0)] {
+        assert!(eb.grant_area(off, len));
+    }
+    send_all(&mut ea, &remote::bulk_frames(12, to, me, 10, &data_of(10, 3000)).unwrap());
+    until("B counts it unhandled", || worker(&b).msg_remote_unhandled == 1);
+    assert_eq!(b.live.endpoints()[0].counters.bad_desc, 3, "the hostile grants");
+    // A grant of 2,000 bytes: 3,000 do not fit (kept), 2,000 then do.
+    assert!(eb.grant_area(region, 2000));
+    send_all(&mut ea, &remote::bulk_frames(12, to, me, 11, &data_of(11, 3000)).unwrap());
+    until("B counts it unhandled", || worker(&b).msg_remote_unhandled == 2);
+    let fits = data_of(12, 2000);
+    send_all(&mut ea, &remote::bulk_frames(12, to, me, 12, &fits).unwrap());
+    let (got, _) = recv_bulk(&mut eb);
+    delivered += 1;
+    assert!(got == fits, "the message that fits the kept grant");
+    // An endpoint id B does not have.
+    assert!(eb.grant_area(region, remote::BULK_MAX as u32));
+    send_all(&mut ea, &remote::bulk_frames(12, to + 100, me, 13, b"nobody").unwrap());
+    until("B counts it unhandled", || worker(&b).msg_remote_unhandled == 3);
+    assert_eq!(eb.recv(8, |_| {}), 0, "nothing else arrived");
+    eb.release_area(region, remote::BULK_MAX as u32 / frames_of);
+    let eps = b.live.endpoints();
+    assert_eq!(eps[0].counters.msg_delivered, delivered);
+    drop((ea, eb));
+    let (_ta, tb) = (a.finish(), b.finish());
+    let wb = &tb.workers[0];
+    assert_eq!(
+        (wb.msg_bulk_remote_in, wb.msg_delivered, wb.msg_remote_unhandled),
+        (8, delivered, 3)
+    );
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_bulk_discarded, wb.msg_remote_runs), (0, 0, 0));
+}
+
+/// A host's bulk message over a tunnel: A's application writes data into a region of
+/// its endpoint's area and sends one `Desc::REMOTE` descriptor
+/// (`Endpoint::send_bulk_remote`); A's adapter reads the region out in pieces and sends
+/// them from the endpoint's id. To B's handlers: handler 12 (`bulk_sum.c`) runs once
+/// per message with the whole data and its answer comes back to A's endpoint (3,000
+/// and 8,000 bytes, the right checksums). To B's endpoint: the 16,384 bytes land in
+/// the region B's application granted, marked with handler 9 and A's endpoint id. An
+/// empty reference and one past the area are refused by A's endpoint (`bad_desc`),
+/// one over 16 KiB inside the area by A's worker (`msg_bulk_remote_refused`); nothing
+/// of them is sent. Both pools whole.
+#[test]
+fn a_hosts_bulk_descriptor_crosses_a_tunnel_in_pieces_to_handlers_and_to_an_endpoint() {
+    use spine_client::remote;
+    use spine_endpoint::Desc;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rd-a");
+    let b = tunnel_end_bulk(lb, la, "rd-b");
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    b.served(1);
+    let me = ea.id().unwrap() as u16;
+    let to = eb.id().unwrap() as u16;
+    let frame = ea.layout().frame_size;
+    let frames = 2 * remote::BULK_MAX as u32 / frame;
+    let src = ea.reserve_area(frames).expect("32 KiB of A's area");
+    let dst = eb.reserve_area(remote::BULK_MAX as u32 / frame).expect("16 KiB of B's area");
+    let data_of = |seed: usize, n: usize| -> Vec<u8> {
+        (0..n).map(|i| (i * 37 + i / 311 + seed) as u8).collect()
+    };
+    // (bulk_sum.c reads at most 8 KiB.)
+    for (seed, size) in [(1usize, 3000usize), (2, 8000)] {
+        let data = data_of(seed, size);
+        assert!(ea.write_area(src, &data));
+        until("room on A's ring", || {
+            ea.send_bulk_remote(Desc::REMOTE_HANDLERS, 12, src, size as u32)
+        });
+        let got = replies_n(&mut ea, 1);
+        assert_eq!(got[0].1.map(|m| m.0), Some(12));
+        assert_eq!(bulk_answer(&got[0].0), bulk_sum(&data), "the {size}-byte message");
+    }
+    let data = data_of(3, remote::BULK_MAX);
+    assert!(ea.write_area(src + 100, &data));
+    assert!(eb.grant_area(dst, remote::BULK_MAX as u32));
+    until("room on A's ring", || ea.send_bulk_remote(to, 9, src + 100, data.len() as u32));
+    let mut got = Vec::new();
+    until("the message on B's endpoint", || {
+        eb.recv_marked(8, |d, m| got.push((d.to_vec(), m)));
+        !got.is_empty()
+    });
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, Some((9, me)), "marked with the handler and A's endpoint");
+    assert!(got[0].0 == data, "exactly the 16,384 bytes");
+    // Refused on A: empty, past the area, over 16 KiB.
+    let area = ea.layout().area_bytes() as u64;
+    for (off, len) in [(src, 0u32), (area - 10, 11), (src, remote::BULK_MAX as u32 + 1)] {
+        until("room on A's ring", || ea.send_bulk_remote(Desc::REMOTE_HANDLERS, 12, off, len));
+    }
+    until("A refuses the three", || {
+        let w = a.live.totals().workers[0];
+        let e = a.live.endpoints()[0].counters;
+        w.msg_bulk_remote_refused == 1 && e.bad_desc == 2
+    });
+    assert_eq!(ea.recv(64, |_| {}), 0, "no answer to a refused message");
+    drop((ea, eb));
+    let (ta, tb) = (a.finish(), b.finish());
+    let (wa, wb) = (&ta.workers[0], &tb.workers[0]);
+    assert_eq!((wa.msg_bulk_remote_out, wa.msg_bulk_remote_refused), (3, 1));
+    let pieces: usize =
+        [3000, 8000, remote::BULK_MAX].iter().map(|s| s.div_ceil(remote::PIECE_MAX)).sum();
+    let pieces = pieces as u64;
+    assert_eq!((wb.msg_bulk_pieces_in, wb.msg_bulk_remote_in, wb.msg_remote_runs), (pieces, 3, 2));
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_remote_unhandled, wb.msg_delivered), (0, 0, 1));
+}
+
+/// The C and Python clients send and receive bulk messages over a tunnel
+/// (`clients/c/remote_bulk.c`, `clients/python/remote_bulk.py`): in `send` mode each,
+/// on adapter A, writes a 3,000- and an 8,000-byte message into its area and sends it
+/// with one descriptor (`spine_ep_send_bulk_remote`, `send_bulk_remote`) to B's handler
+/// 12 (`bulk_sum.c`), and prints the answers, which match the test's checksums of the
+/// same bytes; in `recv` mode each, on B, grants 16 KiB (`spine_ep_grant_area`,
+/// `grant_area`) and prints its endpoint id, and the 10,000 bytes A's Rust application
+/// then sends to that id arrive exactly, marked with handler 9 and A's endpoint id.
+#[test]
+fn the_c_and_python_clients_send_and_receive_bulk_messages_over_a_tunnel() {
+    use std::io::BufRead;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rcb-a");
+    let b = tunnel_end_bulk(lb, la, "rcb-b");
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let dir = TempDir::new("remote-bulk");
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/remote_bulk.py");
+    let c_exe = c_client(&dir, "remote_bulk");
+    let app = |who: &str| {
+        if who == "C" {
+            std::process::Command::new(&c_exe)
+        } else {
+            let mut p = std::process::Command::new("python3");
+            p.arg(&py);
+            p
+        }
+    };
+    let data_of =
+        |i: usize, n: usize| -> Vec<u8> { (0..n).map(|b| (b * 31 + b / 251 + i) as u8).collect() };
+    for (k, who) in ["C", "Python"].into_iter().enumerate() {
+        // Each run its own tag (the previous endpoint may still be being reclaimed).
+        let dport = (7100 + k).to_string();
+        let out = app(who)
+            .args(["send", a.sock.to_str().unwrap(), "tun", &dport])
+            .output()
+            .unwrap_or_else(|e| panic!("the {who} client: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{who}: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+        let answers: Vec<(u64, u64, u32, i32)> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("answer "))
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (
+                    f[0].parse().unwrap(),
+                    f[1].parse().unwrap(),
+                    f[2].parse().unwrap(),
+                    f[3].parse().unwrap(),
+                )
+            })
+            .collect();
+        let want: Vec<_> =
+            [3000, 8000].iter().enumerate().map(|(i, &n)| bulk_sum(&data_of(i, n))).collect();
+        assert_eq!(answers, want, "{who}: the answers to its two messages");
+    }
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    let me = ea.id().unwrap() as u16;
+    let src = ea.reserve_area(5).expect("10 KiB of A's area");
+    for (k, who) in ["C", "Python"].into_iter().enumerate() {
+        let dport = (7200 + k).to_string();
+        let mut child = app(who)
+            .args(["recv", b.sock.to_str().unwrap(), "tun", &dport])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the {who} client: {e}"));
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let id: u16 = first
+            .strip_prefix("granted ")
+            .unwrap_or_else(|| panic!("{who}: {first}"))
+            .parse()
+            .unwrap();
+        let data = data_of(40 + k, 10_000);
+        assert!(ea.write_area(src, &data));
+        until("room on A's ring", || ea.send_bulk_remote(id, 9, src, data.len() as u32));
+        let rest: Vec<String> = lines.map(Result::unwrap).collect();
+        assert!(child.wait().unwrap().success(), "{who}: {rest:?}");
+        let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(rest, vec![format!("bulk 9 {me} {hex}")], "{who}: the message it received");
+    }
+    drop(ea);
+    let (ta, tb) = (a.finish(), b.finish());
+    assert_eq!(ta.workers[0].msg_bulk_remote_out, 2 * 2 + 2);
+    let wb = &tb.workers[0];
+    assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_delivered), (6, 4, 2));
+    assert_eq!((wb.msg_bulk_piece_refused, wb.msg_remote_unhandled), (0, 0));
+}
+
+/// Partial bulk messages that never complete do not hold their reassembly slots: B's
+/// expiry is set to 200 ms (`bulk_expiry_ms`); A's application sends the first piece
+/// of four 3,000-byte messages (every slot of B's tunnel port busy) and nothing more.
+/// With no further piece arriving, B's worker expires all four (`msg_bulk_expired` 4,
+/// waited for with a generous bound, not timed); nothing runs for them and nothing is
+/// evicted. A whole message then arrives and runs (the right checksums), and four new
+/// partial messages take the four slots again without evicting anything
+/// (`msg_bulk_discarded` stays 0: every slot had been freed), and expire in turn.
+#[test]
+fn partial_bulk_messages_expire_and_free_their_reassembly_slots() {
+    use spine_client::remote;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "rx-a");
+    let b =
+        tunnel_end_bulk_with(lb, la, "rx-b", AdapterOptions { bulk_expiry_ms: 200, ..options() });
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("B's workers run the handler table", || b.live.handlers_settled());
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    a.served(1);
+    let me = ea.id().unwrap() as u32;
+    let msg = |id: u32, n: usize| -> (Vec<u8>, Vec<Vec<u8>>) {
+        let data: Vec<u8> = (0..n).map(|i| (i * 11 + id as usize) as u8).collect();
+        let f = remote::bulk_frames(12, remote::TO_HANDLERS, me, id, &data).unwrap();
+        (data, f)
+    };
+    let worker = |r: &Running1| r.live.totals().workers[0];
+    let firsts: Vec<Vec<u8>> = (100..104).map(|id| msg(id, 3000).1.remove(0)).collect();
+    send_all(&mut ea, &firsts);
+    until("B expires the four partial messages", || worker(&b).msg_bulk_expired == 4);
+    let wb = worker(&b);
+    assert_eq!((wb.msg_bulk_pieces_in, wb.msg_bulk_remote_in, wb.msg_bulk_discarded), (4, 0, 0));
+    assert_eq!(ea.recv(64, |_| {}), 0, "nothing ran for a partial message");
+    // A whole message: delivered and run.
+    let (w, fw) = msg(200, 700);
+    send_all(&mut ea, &fw);
+    let got = replies_n(&mut ea, 1);
+    assert_eq!(bulk_answer(&got[0].0), bulk_sum(&w), "the whole message after the expiry");
+    // Four new partial messages take the four slots: nothing evicted.
+    let again: Vec<Vec<u8>> = (300..304).map(|id| msg(id, 5000).1.remove(0)).collect();
+    send_all(&mut ea, &again);
+    until("B takes them", || worker(&b).msg_bulk_pieces_in == 4 + 1 + 4);
+    assert_eq!(worker(&b).msg_bulk_discarded, 0, "every slot had been freed");
+    until("B expires them in turn", || worker(&b).msg_bulk_expired == 8);
+    let runs = b.live.map_lookup("sum", "runs", &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(u64_at(&runs, 0), 1, "one run: the whole message");
+    drop(ea);
+    let (_ta, tb) = (a.finish(), b.finish());
+    let wb = &tb.workers[0];
+    assert_eq!((wb.msg_bulk_expired, wb.msg_bulk_discarded, wb.msg_bulk_piece_refused), (8, 0, 0));
+    assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs), (1, 1));
 }
 
 /// Bulk messages sent by the adapter itself: on adapter A, handler 13

@@ -52,6 +52,10 @@ pub enum Taken {
     /// area (checked when taken; read them with [`AdapterEnd::read_area`], which checks
     /// again); `to` as for [`Taken::Message`].
     Bulk { handler: u8, off: u64, len: u32, to: Option<u16> },
+    /// A bulk message for another adapter ([`Desc::REMOTE`]): `len` bytes at offset
+    /// `off` of the area (checked as for [`Taken::Bulk`]) for `handler` of endpoint
+    /// `dest` over there ([`Desc::REMOTE_HANDLERS`]: its handlers).
+    RemoteBulk { handler: u8, off: u64, len: u32, dest: u16 },
 }
 
 /// The adapter's handle on one endpoint.
@@ -64,7 +68,15 @@ pub struct AdapterEnd {
     fill: Ring,
     comp: Ring,
     stats: AdapterStats,
+    /// Regions of the area the client granted for bulk messages from tunnels
+    /// ([`Desc::GRANT`]), oldest first: `(off, len)`, the first `grants` in use.
+    granted: [(u64, u32); GRANTS],
+    grants: usize,
 }
+
+/// Grants ([`Desc::GRANT`]) an endpoint may have outstanding; one past them is refused
+/// (`bad_desc`).
+pub const GRANTS: usize = 8;
 
 impl AdapterEnd {
     /// Creates an endpoint region for `layout`. Hand [`AdapterEnd::shm`]'s fd to the client.
@@ -79,6 +91,8 @@ impl AdapterEnd {
             shm,
             layout,
             stats: AdapterStats::default(),
+            granted: [(0, 0); GRANTS],
+            grants: 0,
         })
     }
 
@@ -199,7 +213,9 @@ impl AdapterEnd {
         loop {
             match self.take_entry(out)? {
                 Taken::Frame(len) => return Some(len),
-                Taken::Message { .. } | Taken::Bulk { .. } => self.stats.msg_dropped += 1,
+                Taken::Message { .. } | Taken::Bulk { .. } | Taken::RemoteBulk { .. } => {
+                    self.stats.msg_dropped += 1
+                }
             }
         }
     }
@@ -219,6 +235,27 @@ impl AdapterEnd {
                 self.shm.u64_at(slot + 8).load(Ordering::Relaxed),
             );
             let len = d.len as usize;
+            if d.options == Desc::GRANT {
+                self.tx.advance(&self.shm, 1);
+                self.keep_grant(d);
+                continue;
+            }
+            if d.options & !0xffff_ff00 == Desc::MESSAGE | Desc::BULK | Desc::REMOTE {
+                // As a bulk reference below, for another adapter.
+                self.tx.advance(&self.shm, 1);
+                let local = Desc { options: d.options & !Desc::REMOTE & 0xffff, ..d };
+                match self.layout.check_bulk(local) {
+                    Some(handler) => {
+                        self.count_taken(true);
+                        let dest = (d.options >> 16) as u16;
+                        return Some(Taken::RemoteBulk { handler, off: d.addr, len: d.len, dest });
+                    }
+                    None => {
+                        self.stats.bad_desc += 1;
+                        continue;
+                    }
+                }
+            }
             if d.options & Desc::BULK != 0 {
                 // A reference, not a payload: nothing to copy, nothing to complete.
                 self.tx.advance(&self.shm, 1);
@@ -316,6 +353,76 @@ impl AdapterEnd {
         self.post_rx(Desc { addr: off, len, options });
         self.stats.msg_delivered += 1;
         true
+    }
+
+    /// Delivers a bulk message for `handler` from `source` (a tunnel's claimed sender)
+    /// whose bytes are `data`, into the oldest region the client granted
+    /// ([`Desc::GRANT`], including grants at the head of the transmit ring not taken
+    /// yet) that holds it: written at its start and posted on the receive
+    /// ring marked [`Desc::BULK`] (`msg_delivered`); the grant is used up. `false`,
+    /// nothing written and the grants kept, when no grant holds `data` or the receive
+    /// ring is full (`rx_no_room`), or `data` is empty (`rx_too_big`).
+    pub fn deliver_bulk_granted(&mut self, handler: u8, source: u16, data: &[u8]) -> bool {
+        if data.is_empty() || data.len() > u32::MAX as usize {
+            self.stats.rx_too_big += 1;
+            return false;
+        }
+        self.take_leading_grants();
+        let fit = self.granted[..self.grants].iter().position(|&(_, n)| data.len() <= n as usize);
+        let Some(i) = fit.filter(|_| self.ready(RingId::Rx) > 0) else {
+            self.stats.rx_no_room += 1;
+            return false;
+        };
+        let (off, _) = self.granted[i];
+        // Checked when granted; the area's size never changes, so this holds still.
+        if !self.write_area(off, data) {
+            self.stats.bad_desc += 1;
+            return false;
+        }
+        self.granted.copy_within(i + 1..self.grants, i);
+        self.grants -= 1;
+        let options = Desc::message_options(false, handler, source) | Desc::BULK;
+        self.post_rx(Desc { addr: off, len: data.len() as u32, options });
+        self.stats.msg_delivered += 1;
+        true
+    }
+
+    /// Room for a bulk message from a tunnel ([`Desc::GRANT`], taken off the transmit
+    /// ring): kept when inside the area, not empty and a grant is free, else refused
+    /// (`bad_desc`). Nothing goes back on the completion ring.
+    fn keep_grant(&mut self, d: Desc) {
+        let fits = d.len > 0 && self.layout.in_area(d.addr, d.len as usize);
+        if fits && self.grants < GRANTS {
+            self.granted[self.grants] = (d.addr, d.len);
+            self.grants += 1;
+        } else {
+            self.stats.bad_desc += 1;
+        }
+    }
+
+    /// Takes the grants at the head of the transmit ring (up to the first entry that is
+    /// not one, which stays for [`AdapterEnd::take_entry`]), so a grant the client
+    /// posted before a message arrived is seen even when the worker has not served the
+    /// transmit ring since. At most a ring's worth.
+    fn take_leading_grants(&mut self) {
+        let avail = self.ready(RingId::Tx);
+        for _ in 0..avail {
+            let slot = self.tx.slot(0);
+            let d = Desc::from_words(
+                self.shm.u64_at(slot).load(Ordering::Relaxed),
+                self.shm.u64_at(slot + 8).load(Ordering::Relaxed),
+            );
+            if d.options != Desc::GRANT {
+                return;
+            }
+            self.tx.advance(&self.shm, 1);
+            self.keep_grant(d);
+        }
+    }
+
+    /// Grants outstanding ([`Desc::GRANT`]).
+    pub fn grants(&self) -> usize {
+        self.grants
     }
 
     /// Copies `out.len()` bytes at offset `off` of the buffer area into `out`; `false`

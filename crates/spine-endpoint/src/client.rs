@@ -190,6 +190,44 @@ impl ClientEnd {
         true
     }
 
+    /// Sends a bulk active message for `handler` of endpoint `dest` on another adapter
+    /// ([`Desc::REMOTE_HANDLERS`]: its handlers) over the tunnel port this endpoint is
+    /// bound to: a reference to `len` bytes (1..=16 KiB) at offset `addr` of the buffer
+    /// area, which the adapter reads out in pieces ([`Desc::REMOTE`]); keep them
+    /// unchanged until the adapter has taken the descriptor. Not checked here (the
+    /// adapter checks it). Returns false when the transmit ring is full.
+    pub fn send_bulk_remote(&mut self, dest: u16, handler: u8, addr: u64, len: u32) -> bool {
+        if self.tx.ready(&self.shm).unwrap_or(0) == 0 {
+            return false;
+        }
+        let options = Desc::message_options(false, handler, dest) | Desc::BULK | Desc::REMOTE;
+        let d = Desc { addr, len, options };
+        let slot = self.tx.slot(0);
+        self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
+        self.shm.u64_at(slot + 8).store(d.word(), Ordering::Relaxed);
+        self.tx.advance(&self.shm, 1);
+        true
+    }
+
+    /// Lends `len` bytes at offset `addr` of the buffer area (a region reserved with
+    /// [`ClientEnd::reserve_area`]) to the adapter for one bulk message from another
+    /// adapter ([`Desc::GRANT`]): it arrives through [`recv_marked`](Self::recv_marked)
+    /// as a bulk message in that region, which is then the client's again. At most
+    /// [`crate::GRANTS`] grants are outstanding (the adapter refuses more, `bad_desc`).
+    /// Not checked here (the adapter checks it). Returns false when the transmit ring
+    /// is full.
+    pub fn grant_area(&mut self, addr: u64, len: u32) -> bool {
+        if self.tx.ready(&self.shm).unwrap_or(0) == 0 {
+            return false;
+        }
+        let d = Desc { addr, len, options: Desc::GRANT };
+        let slot = self.tx.slot(0);
+        self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
+        self.shm.u64_at(slot + 8).store(d.word(), Ordering::Relaxed);
+        self.tx.advance(&self.shm, 1);
+        true
+    }
+
     /// Sends a copy of `data`.
     pub fn send(&mut self, data: &[u8]) -> bool {
         self.send_with(data.len(), |b| b.copy_from_slice(data))

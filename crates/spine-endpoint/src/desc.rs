@@ -40,6 +40,22 @@ impl Desc {
     /// extension sent, `len` bytes at offset `addr` of the area that it wrote there
     /// (`spine_msg_bulk_write`); no fill frame is used and none comes back.
     pub const BULK: u32 = 16;
+    /// Option bit (transmit ring only, alone: options exactly this): a grant. The
+    /// client lends `len` bytes (at least 1) at offset `addr` of its buffer area to the
+    /// adapter for one bulk message arriving from another adapter over a tunnel; the
+    /// adapter writes such a message at the start of the first grant it fits and
+    /// posts a [`Desc::BULK`] receive descriptor for it, after which the region is the
+    /// client's again. Nothing goes back on the completion ring.
+    pub const GRANT: u32 = 32;
+    /// Option bit (transmit ring only, with [`Desc::MESSAGE`] | [`Desc::BULK`], the
+    /// handler in bits 8..16 and a destination in bits 16..32): a bulk message for
+    /// another adapter, sent by the adapter out of the endpoint's port (a tunnel) in
+    /// pieces read from the area reference, to the endpoint over there whose id is in
+    /// bits 16..32, or to its handlers with [`Desc::REMOTE_HANDLERS`].
+    pub const REMOTE: u32 = 64;
+    /// The destination of a [`Desc::REMOTE`] bulk message that names the other
+    /// adapter's handlers rather than one of its endpoints.
+    pub const REMOTE_HANDLERS: u16 = 0xffff;
     /// The egress port of a [`Desc::HEADER`] return that drops the buffer.
     pub const EGRESS_DROP: u16 = 0xffff;
     /// Largest active-message payload (a small message: 256 bytes with its header).

@@ -425,3 +425,134 @@ fn a_message_for_one_extension_carries_its_id_to_the_adapter() {
     assert_eq!(a.take_entry(&mut buf), None, "nothing was written for them");
     assert_eq!((a.stats().bad_desc, a.stats().msg_taken), (0, 4));
 }
+
+/// Grants ([`Desc::GRANT`]): the client lends regions of its area for bulk messages
+/// from tunnels; the adapter takes them off the transmit ring (nothing completed, no
+/// entry handed on), writes a message at the start of the oldest grant that holds it
+/// and posts a bulk receive descriptor the client reads in place. A message longer
+/// than every grant, or with the receive ring full, is refused and keeps the grants;
+/// grants outside the area, empty, with other bits, or past [`spine_endpoint::GRANTS`]
+/// are refused and counted.
+#[test]
+fn granted_regions_receive_bulk_messages_and_bad_grants_are_refused() {
+    let layout = Layout::new(16, 2048, 8).unwrap();
+    let area = layout.area_bytes() as u64;
+    let (mut a, mut c) = pair(layout);
+    let mut buf = [0u8; 2048];
+    let big = c.reserve_area(2).expect("two frames");
+    let small = c.reserve_area(1).expect("one frame");
+    assert!(c.grant_area(small, 100));
+    assert!(c.grant_area(big, 4096));
+    assert_eq!(a.take_entry(&mut buf), None, "grants are no entries");
+    assert_eq!(a.grants(), 2);
+    assert_eq!(a.stats().tx_taken + a.stats().msg_taken, 0);
+    // 3,000 bytes fit only the second grant; 50 then fit the first.
+    let m1: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    assert!(!a.deliver_bulk_granted(4, 9, &vec![1; 4097]), "longer than every grant");
+    assert!(a.deliver_bulk_granted(4, 9, &m1));
+    assert!(a.deliver_bulk_granted(5, 10, &[0x5a; 50]));
+    assert!(!a.deliver_bulk_granted(5, 10, b"x"), "no grant left");
+    assert!(!a.deliver_bulk_granted(5, 10, b""), "empty");
+    let mut got = Vec::new();
+    assert_eq!(c.recv_marked(8, |d, m| got.push((d.to_vec(), m))), 2);
+    assert_eq!(got, vec![(m1, Some((4, 9))), (vec![0x5a; 50], Some((5, 10)))]);
+    let s = a.stats();
+    assert_eq!((s.msg_delivered, s.rx_no_room, s.rx_too_big, s.bad_desc), (2, 2, 1, 0));
+    // More than GRANTS grants: the extra ones refused.
+    for i in 0..spine_endpoint::GRANTS as u64 + 2 {
+        assert!(c.grant_area(i * 8, 8));
+    }
+    assert_eq!(a.take_entry(&mut buf), None);
+    assert_eq!((a.grants(), a.stats().bad_desc), (spine_endpoint::GRANTS, 2));
+    // The receive ring full: refused, the grant kept.
+    let mut delivered = 0;
+    while a.deliver_bulk_granted(1, 1, b"12345678") {
+        delivered += 1;
+    }
+    assert_eq!(delivered, spine_endpoint::GRANTS);
+    assert_eq!(a.stats().rx_no_room, 3, "the loop's last try found no grant");
+    assert!(c.grant_area(0, 8));
+    assert_eq!(a.take_entry(&mut buf), None);
+    for _ in 0..8 {
+        assert!(a.deliver(b"f"));
+    }
+    assert!(!a.deliver_bulk_granted(1, 1, b"y"), "the receive ring is full");
+    assert_eq!((a.grants(), a.stats().rx_no_room), (1, 4), "the grant is kept");
+    // Hostile grants: past the area, wrapping, empty, with another bit.
+    let head = 2 + spine_endpoint::GRANTS + 2 + 1; // transmit entries written so far
+    let hostile: [(u64, u32, u32); 4] = [
+        (area - 10, 11, Desc::GRANT),
+        (u64::MAX - 4, 10, Desc::GRANT),
+        (0, 0, Desc::GRANT),
+        (0, 10, Desc::GRANT | Desc::MESSAGE),
+    ];
+    for (i, (addr, len, options)) in hostile.iter().enumerate() {
+        let e = RING_BASE + 128 + ((head + i) % 16) * 16;
+        c.poke_u64(e, *addr);
+        c.poke_u64(e + 8, u64::from(*len) | u64::from(*options) << 32);
+    }
+    c.poke_u32(RING_BASE, (head + hostile.len()) as u32);
+    assert_eq!(a.take_entry(&mut buf), None);
+    assert_eq!((a.grants(), a.stats().bad_desc), (1, 2 + 4));
+}
+
+/// A grant the adapter has not taken off the transmit ring yet is still used when a
+/// message arrives first (grants at the ring's head are taken then); a grant behind a
+/// frame stays in order behind it until the frame is taken.
+#[test]
+fn a_grant_posted_before_a_message_is_used_even_before_the_ring_is_served() {
+    let layout = Layout::new(16, 2048, 8).unwrap();
+    let (mut a, mut c) = pair(layout);
+    let region = c.reserve_area(1).expect("a frame");
+    assert!(c.grant_area(region, 2048));
+    assert!(a.deliver_bulk_granted(3, 4, b"first"), "the grant at the head is seen");
+    assert!(c.send(&[9; 100]));
+    let other = c.reserve_area(1).expect("another frame");
+    assert!(c.grant_area(other, 2048));
+    assert!(!a.deliver_bulk_granted(3, 4, b"second"), "the grant is behind a frame");
+    let mut buf = [0u8; 2048];
+    assert_eq!(a.take_entry(&mut buf), Some(Taken::Frame(100)));
+    assert_eq!(a.grants(), 0, "the grant is now at the head, not taken yet");
+    assert!(a.deliver_bulk_granted(3, 4, b"second"));
+    assert_eq!(a.grants(), 0);
+    let mut got = Vec::new();
+    c.recv_marked(8, |d, m| got.push((d.to_vec(), m)));
+    assert_eq!(got, vec![(b"first".to_vec(), Some((3, 4))), (b"second".to_vec(), Some((3, 4)))]);
+}
+
+/// A bulk message for another adapter ([`Desc::REMOTE`]) is taken with its
+/// destination; its reference is checked as any bulk message's, and the bit with
+/// anything but `MESSAGE | BULK` is refused.
+#[test]
+fn remote_bulk_descriptors_carry_their_destination_and_are_checked() {
+    let layout = Layout::new(16, 2048, 4).unwrap();
+    let area = layout.area_bytes() as u64;
+    let (mut a, mut c) = pair(layout);
+    let mut buf = [0u8; 2048];
+    assert!(c.send_bulk_remote(7, 12, 100, 3000));
+    assert!(c.send_bulk_remote(Desc::REMOTE_HANDLERS, 3, 0, area as u32));
+    assert!(c.send_bulk_remote(7, 12, area - 10, 11), "past the area");
+    assert!(c.send_bulk_remote(7, 12, 0, 0), "empty");
+    assert!(c.send_bulk_remote(7, 12, u64::MAX - 4, 10), "wraps");
+    assert_eq!(
+        a.take_entry(&mut buf),
+        Some(Taken::RemoteBulk { handler: 12, off: 100, len: 3000, dest: 7 })
+    );
+    assert_eq!(
+        a.take_entry(&mut buf),
+        Some(Taken::RemoteBulk { handler: 3, off: 0, len: area as u32, dest: 0xffff })
+    );
+    assert_eq!(a.take_entry(&mut buf), None);
+    assert_eq!((a.stats().msg_taken, a.stats().bad_desc), (2, 3));
+    // The bit with INLINE, or without BULK: refused.
+    let e = RING_BASE + 128 + 5 * 16; // entry 5 (the client wrote 0..5)
+    let bad = Desc::MESSAGE | Desc::BULK | Desc::REMOTE | Desc::INLINE | 12 << 8;
+    c.poke_u64(e, 0);
+    c.poke_u64(e + 8, 8 | u64::from(bad) << 32);
+    let e = RING_BASE + 128 + 6 * 16;
+    c.poke_u64(e, 0);
+    c.poke_u64(e + 8, 8 | u64::from(Desc::MESSAGE | Desc::REMOTE | 12 << 8) << 32);
+    c.poke_u32(RING_BASE, 7);
+    assert_eq!(a.take_entry(&mut buf), None);
+    assert_eq!((a.stats().msg_taken, a.stats().bad_desc), (2, 5));
+}
