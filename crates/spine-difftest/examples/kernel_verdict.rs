@@ -2,7 +2,8 @@
 //! loads it (spine's own loader conventions, legacy `maps` sections included): the
 //! check for "does the kernel accept it" when spine refuses the program first.
 //!
-//! `cargo run -p spine-difftest --example kernel_verdict -- OBJ SECTION` (root, bpf(2)).
+//! `cargo run -p spine-difftest --example kernel_verdict -- OBJ SECTION [MAP=N]...` (root,
+//! bpf(2)); `MAP=N` sizes a map as `--max-entries` does.
 //! Prints `kernel: loaded` or `kernel: refused: <reason>`; exits 1 when refused.
 
 use std::process::ExitCode;
@@ -25,7 +26,13 @@ fn main() -> ExitCode {
     let opts = ParseOptions {
         section_types: vec![(section.clone(), ProgType::Xdp)],
         target_btf: spine_sys::kernel_btf(),
-        max_entries: Vec::new(),
+        max_entries: args[2..]
+            .iter()
+            .filter_map(|a| {
+                let (name, n) = a.split_once('=')?;
+                Some((name.to_string(), n.parse().ok()?))
+            })
+            .collect(),
     };
     let obj = match spine_obj::parse_with(&bytes, &opts) {
         Ok(o) => o,
