@@ -424,6 +424,7 @@ fn relevance(
                                 ArgType::ConstSize
                                     | ArgType::ConstSizeOrZero
                                     | ArgType::ConstAllocSizeOrZero
+                                    | ArgType::ConstSizeKnown
                             );
                             m | if sized { 1 << (k + 1) } else { 0 }
                         })
