@@ -221,6 +221,29 @@ fn a_dynptr_overwritten_then_made_again_works_as_in_the_kernel() {
     assert_eq!(report.verdicts[3], pkts.len(), "every frame rewritten: {report}");
 }
 
+/// One `bpf_dynptr_slice` call reached on two paths with different constant sizes
+/// (Linux's selftest `test_xdp_dynptr.c` compiles so): spine refused it, having dropped
+/// the size as an irrelevant number where the paths meet.
+#[test]
+fn a_slice_size_chosen_on_two_paths_stays_known_as_in_the_kernel() {
+    if !kernel_available() {
+        return;
+    }
+    let mut pkts = Vec::new();
+    for len in [14usize, 15, 19, 20, 33, 34, 53, 54, 55, 60, 100] {
+        for seed in 0u8..4 {
+            pkts.push((0..len).map(|b| (b as u8).wrapping_mul(5).wrapping_add(seed)).collect());
+        }
+    }
+    let (report, _) = common::check(&object("sized", &[]), "dynptr_sized", &pkts, |_| {});
+    // Both sizes answered: a slice too long for the short frames (drop), and the
+    // three verdicts read through the slices.
+    assert!(
+        report.verdicts[1] > 0 && report.verdicts[2] > 0 && report.verdicts[3] > 0,
+        "drop, pass and TX: {report}"
+    );
+}
+
 /// A slice kept after a store over its dynptr destroyed it (`-DBAD=8`) or after the
 /// dynptr was made again (`-DBAD=9`): the kernel keeps XDP slices then (its
 /// invalidation of a dynptr's slices matches plain `PTR_TO_MEM` only, not a slice of an

@@ -362,11 +362,17 @@ pub fn verify_program(
 fn ctx_layout(prog: &spine_obj::Program) -> CtxLayout {
     if is_handler(prog) {
         spine_verifier::spine_msg_ctx()
-    } else if prog.section.starts_with("xdp/devmap") {
+    } else if is_devmap(prog) {
         spine_verifier::xdp_devmap_ctx()
     } else {
         spine_verifier::xdp_ctx()
     }
+}
+
+/// A program libbpf loads with `BPF_XDP_DEVMAP` (run from a devmap entry, which may read
+/// `egress_ifindex`): sections `xdp/devmap` and, multi-buffer, `xdp.frags/devmap`.
+fn is_devmap(prog: &spine_obj::Program) -> bool {
+    prog.section.starts_with("xdp/devmap") || prog.section.starts_with("xdp.frags/devmap")
 }
 
 fn verify_with(
@@ -692,4 +698,29 @@ fn link(program: &str, insns: &mut [Insn], maps: &MapTable) -> Result<(), LoadEr
         pc += 2;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod devmap_tests {
+    use super::*;
+
+    fn prog(section: &str) -> spine_obj::Program {
+        spine_obj::Program {
+            name: "p".into(),
+            section: section.into(),
+            prog_type: spine_obj::ProgType::from_section(section).unwrap_or(ProgType::Xdp),
+            insns: Vec::new(),
+            functions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn devmap_sections_may_read_egress_ifindex_as_in_libbpf() {
+        let reads = |s: &str| ctx_layout(&prog(s)).field_at(20).is_some();
+        assert!(reads("xdp/devmap"));
+        assert!(reads("xdp.frags/devmap"), "libbpf's multi-buffer devmap section");
+        assert!(!reads("xdp"));
+        assert!(!reads("xdp.frags"));
+        assert!(!reads("xdp/cpumap"));
+    }
 }

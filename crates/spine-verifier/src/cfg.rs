@@ -424,6 +424,7 @@ fn relevance(
                                 ArgType::ConstSize
                                     | ArgType::ConstSizeOrZero
                                     | ArgType::ConstAllocSizeOrZero
+                                    | ArgType::ConstSizeKnown
                             );
                             m | if sized { 1 << (k + 1) } else { 0 }
                         })
@@ -492,6 +493,26 @@ mod tests {
              exit")
         .expect("valid");
         assert_eq!(c.relevant[2] & (1 << 2), 0);
+    }
+
+    #[test]
+    fn a_kfunc_constant_size_stays_relevant() {
+        // One bpf_dynptr_slice call reached with r4 = 6 or r4 = 20 (clang's shape of
+        // Linux's test_xdp_dynptr.c): the size, `buffer__szk`, must be kept where the
+        // paths meet, as a helper's constant size is; the offset in r2 need not be.
+        let c = cfg(&format!(
+            "mov %r4, 6
+             jeq %r1, 0, +1
+             mov %r4, 20
+             call {}
+             mov %r0, 0
+             exit",
+            spine_abi::helper::KFUNC_DYNPTR_SLICE
+        ))
+        .expect("valid");
+        assert!(c.prune[3], "the call is where the paths meet");
+        assert_ne!(c.relevant[3] & (1 << 4), 0, "the slice's size");
+        assert_eq!(c.relevant[3] & (1 << 2), 0, "the offset is only passed on");
     }
 
     #[test]

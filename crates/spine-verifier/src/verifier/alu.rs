@@ -189,6 +189,18 @@ impl Verifier<'_> {
 
     fn ptr_arith(&mut self, i: Insn, d: Reg, s: Reg, st: &mut State) -> Result<Reg, K> {
         let o = i.code & 0xf0;
+        // An invalidated pointer moved by a number stays an invalidated pointer of its
+        // region (the kernel, as root, adds to the unknown number it keeps): clang may
+        // form `iph + 1` after the helper call as well as before it.
+        match (d.kind, s.kind) {
+            (Kind::Stale { .. }, _) if s.is_scalar() && (o == op::ADD || o == op::SUB) => {
+                return Ok(Reg::ptr(d.kind, 0));
+            }
+            (_, Kind::Stale { .. }) if d.is_scalar() && o == op::ADD => {
+                return Ok(Reg::ptr(s.kind, 0));
+            }
+            _ => {}
+        }
         let trunc = |k: Kind| matches!(k, Kind::Trunc32 { .. } | Kind::Stale { .. });
         let stale_diff =
             o == op::SUB && matches!(d.kind, Kind::Stale { .. }) && same_region(d.kind, s.kind);

@@ -9,6 +9,11 @@ use crate::scalar::Scalar;
 use crate::state::{FrameKind, State};
 use spine_isa::{op, Insn};
 
+/// A packet-family pointer a helper invalidated.
+fn stale_packet(k: Kind) -> bool {
+    k == Kind::Packet.stale()
+}
+
 /// What a comparison involving pointers allows on each side.
 enum PtrCmp {
     /// `a == 0` / `a != 0` on a nullable pointer with this id and reference.
@@ -145,6 +150,14 @@ impl Verifier<'_> {
         }
         let same = match (a.kind, b.kind) {
             (x, y) if x.is_packet_family() && y.is_packet_family() => return Ok(PtrCmp::Packet),
+            // A packet pointer kept across a helper that may move the packet, compared
+            // with the packet's new bounds or pointers (katran-style encapsulators that
+            // check the old `iph + 1` against the new `data_end`): the kernel, loading
+            // as root, holds the old one as an unknown number and lets it be compared.
+            // Both sides stay possible and nothing is learned; the answer is an order
+            // of packet positions, never an address.
+            (x, y) if stale_packet(x) && (y.is_packet_family() || stale_packet(y)) => true,
+            (x, y) if stale_packet(y) && x.is_packet_family() => true,
             (Kind::Stack { frame: f }, Kind::Stack { frame: g }) => f == g,
             (Kind::MapValue { map: m }, Kind::MapValue { map: n }) => m == n,
             (Kind::Mem { .. }, Kind::Mem { .. }) => true,
