@@ -90,11 +90,23 @@ impl<E: Env> RunSlot<E> {
 #[derive(Debug, Clone, Copy)]
 pub struct NativeHelper {
     id: u32,
-    f: NativeHelperFn,
+    f: NativeFn,
 }
 
 /// Native helper entry point (System V ABI on x86-64).
 pub type NativeHelperFn = unsafe extern "C" fn(u64, u64, u64, u64, u64, *mut c_void) -> u64;
+
+/// Native helper entry point that also gets the run's [`Memory`] (the one `Env::call`
+/// would get), for helpers that move a region (`bpf_xdp_adjust_head`):
+/// `f(r1, r2, r3, r4, r5, rt, mem) -> r0`.
+pub type NativeMemHelperFn =
+    unsafe extern "C" fn(u64, u64, u64, u64, u64, *mut c_void, *mut Memory) -> u64;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NativeFn {
+    Plain(NativeHelperFn),
+    WithMemory(NativeMemHelperFn),
+}
 
 impl NativeHelper {
     /// Registers `f` for static calls of helper `id`.
@@ -105,7 +117,18 @@ impl NativeHelper {
     /// argument itself, and it must not unwind.
     #[expect(unsafe_code, reason = "registering native code is a promise the JIT cannot check")]
     pub unsafe fn new(id: u32, f: NativeHelperFn) -> Self {
-        NativeHelper { id, f }
+        NativeHelper { id, f: NativeFn::Plain(f) }
+    }
+
+    /// Registers `f`, which also receives the run's [`Memory`], for static calls of
+    /// helper `id`. The memory pointer is the one the run was given, valid for the call
+    /// and referenced by nothing else while `f` runs.
+    ///
+    /// # Safety
+    /// As [`NativeHelper::new`].
+    #[expect(unsafe_code, reason = "registering native code is a promise the JIT cannot check")]
+    pub unsafe fn with_memory(id: u32, f: NativeMemHelperFn) -> Self {
+        NativeHelper { id, f: NativeFn::WithMemory(f) }
     }
 
     pub fn id(&self) -> u32 {

@@ -2,9 +2,10 @@
 //! on its slow paths: helper calls through [`Env`], memory checks against [`Memory`],
 //! the budget renewal, and fault recording.
 //!
-//! Generated code only reads the `repr(C)` fields before `frames` (at the offsets below),
-//! except `points`, which the budget trampoline writes, and reads/writes `frames`;
-//! everything after is touched by Rust alone.
+//! Generated code only reads the `repr(C)` fields before `frames` (at the offsets below)
+//! and `mem` (passed to native helpers that take the memory), except `points`, which the
+//! budget trampoline writes, and reads/writes `frames`; everything else after `frames` is
+//! touched by Rust alone.
 
 use spine_isa::MAX_CALL_FRAMES;
 use spine_vm::{AccessKind, BudgetVerdict, CallAbort, Env, Fault, Iteration, Memory, Step};
@@ -123,6 +124,8 @@ pub(crate) const OFF_CB_NEXT_FN: i32 = offset_of!(RunCtx, cb_next_fn) as i32;
 pub(crate) const OFF_TAIL_FN: i32 = offset_of!(RunCtx, tail_fn) as i32;
 pub(crate) const OFF_CB_RET: i32 = offset_of!(RunCtx, cb_ret) as i32;
 pub(crate) const OFF_CB_ARGS: i32 = offset_of!(RunCtx, cb_args) as i32;
+/// Read by a call of a [`crate::NativeMemHelperFn`], never written by generated code.
+pub(crate) const OFF_MEM: i32 = offset_of!(RunCtx, mem) as i32;
 
 /// Signature of the entry point: `(ctx, r1..r5) -> r0`.
 pub(crate) type EntryFn = unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, u64) -> u64;

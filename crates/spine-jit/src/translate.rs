@@ -16,10 +16,10 @@
 use crate::runtime::{
     self, ABORTED_TAIL, CB_ABORT, CB_DONE, FAULT_BAD_RETURN, FAULT_CALL_DEPTH,
     FAULT_MISALIGNED_ATOMIC, FAULT_NOT_A_CALLBACK, FRAME_WORDS, OFF_ABORTED, OFF_CB_ARGS,
-    OFF_CB_NEXT_FN, OFF_CB_RET, OFF_CB_START_FN, OFF_FRAMES, OFF_HELPER_FN, OFF_POINTS, OFF_RT,
-    OFF_STACK_BASE, OFF_STACK_TOP, OFF_TAIL_FN,
+    OFF_CB_NEXT_FN, OFF_CB_RET, OFF_CB_START_FN, OFF_FRAMES, OFF_HELPER_FN, OFF_MEM, OFF_POINTS,
+    OFF_RT, OFF_STACK_BASE, OFF_STACK_TOP, OFF_TAIL_FN,
 };
-use crate::{InlineArrayLookup, JitOptions, NativeHelper};
+use crate::{InlineArrayLookup, JitOptions, NativeFn, NativeHelper};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{I16, I32, I64, I8};
 use cranelift_codegen::ir::{
@@ -113,6 +113,7 @@ struct Sigs {
     fault: SigRef,
     budget: SigRef,
     native: SigRef,
+    native_mem: SigRef,
     cb_start: SigRef,
     cb_next: SigRef,
     tail: SigRef,
@@ -168,6 +169,7 @@ pub(crate) fn build(
         fault: b.import_signature(sig(call_conv, 3, false)),
         budget: b.import_signature(crate::backend::trampoline_signature()),
         native: b.import_signature(sig(call_conv, 6, true)),
+        native_mem: b.import_signature(sig(call_conv, 7, true)),
         cb_start: b.import_signature(sig(call_conv, 8, true)),
         cb_next: b.import_signature(sig(call_conv, 4, true)),
         tail: b.import_signature(sig(call_conv, 2, true)),
@@ -974,8 +976,15 @@ impl Translator<'_> {
     fn native_call(&mut self, h: NativeHelper) {
         let mut args: Vec<Value> = (1..=5).map(|r| self.get(r)).collect();
         args.push(self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_RT));
-        let f = self.fn_const(h.f as *const () as usize);
-        let call = self.b.ins().call_indirect(self.sigs.native, f, &args);
+        let (sig, addr) = match h.f {
+            NativeFn::Plain(f) => (self.sigs.native, f as *const () as usize),
+            NativeFn::WithMemory(f) => {
+                args.push(self.b.ins().load(I64, ctx_flags(), self.ctx, OFF_MEM));
+                (self.sigs.native_mem, f as *const () as usize)
+            }
+        };
+        let f = self.fn_const(addr);
+        let call = self.b.ins().call_indirect(sig, f, &args);
         let v = self.b.inst_results(call)[0];
         self.set(0, v);
     }

@@ -287,6 +287,49 @@ fn native_helpers_get_the_runtime_pointer() {
     assert_eq!(counter, 2);
 }
 
+/// Answers the run memory's region count and all five arguments' sum, and counts calls in `rt`.
+extern "C" fn native_mem_len(
+    a: u64,
+    b: u64,
+    c: u64,
+    d: u64,
+    e: u64,
+    rt: *mut c_void,
+    mem: *mut Memory,
+) -> u64 {
+    // SAFETY: every run in this test passes a pointer to a live `u64` counter as `rt`,
+    // and the JIT passes the run's memory, which nothing else uses during the call.
+    let regions = unsafe {
+        *rt.cast::<u64>() += 1;
+        (*mem).len() as u64
+    };
+    regions * 1000 + a + b + c + d + e
+}
+
+#[test]
+fn native_helpers_with_memory_get_the_runs_memory_and_all_arguments() {
+    let p = [mov64(1, 1), mov64(2, 2), mov64(3, 3), mov64(4, 4), mov64(5, 5), call(9), exit()];
+    // SAFETY: `native_mem_len` is sound for every argument, for the counter passed as
+    // `rt` below and for the memory the JIT passes.
+    let h = unsafe { NativeHelper::with_memory(9, native_mem_len) };
+    let jit =
+        compile(&p, &JitOptions { native_helpers: vec![h], ..JitOptions::default() }).unwrap();
+    let mut counter = 0u64;
+    let rt = (&mut counter as *mut u64).cast();
+    let (mut mem, mut st, lim) = (Memory::new(), Stack::new(), RunLimits::default());
+    let mut other = [0u8; 16];
+    // SAFETY: `other` outlives `mem`'s use below and nothing else touches it.
+    unsafe {
+        mem.push(Region { start: other.as_mut_ptr() as u64, len: 16, writable: true }).unwrap()
+    };
+    // SAFETY: `rt` points to `counter`, what `native_mem_len` expects, for the whole call.
+    let r = unsafe { jit.run_with_runtime([0; 5], &mut mem, &mut st, &mut NoHelpers, lim, rt) };
+    // The run's memory: the region pushed above and the stack the run registers.
+    assert_eq!(r, Ok(2015));
+    assert_eq!(counter, 1);
+    assert_eq!(mem.len(), 1, "the stack region is removed after the run");
+}
+
 #[derive(Default)]
 struct Panics;
 

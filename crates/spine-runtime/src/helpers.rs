@@ -1081,6 +1081,9 @@ pub(crate) fn native_helpers() -> Vec<NativeHelper> {
             NativeHelper::new(helper::MAP_DELETE_ELEM, native_delete),
             NativeHelper::new(helper::GET_SMP_PROCESSOR_ID, native_cpu),
             NativeHelper::new(helper::CSUM_DIFF, native_csum_diff),
+            NativeHelper::with_memory(helper::XDP_ADJUST_HEAD, native_adjust_head),
+            NativeHelper::with_memory(helper::XDP_ADJUST_META, native_adjust_meta),
+            NativeHelper::with_memory(helper::XDP_ADJUST_TAIL, native_adjust_tail),
         ]
     }
 }
@@ -1164,6 +1167,69 @@ unsafe extern "C" fn native_delete(
     // SAFETY: the verifier proved `key_size` readable bytes at `key`.
     let key = unsafe { bytes(key, m.def().key_size) };
     map_result(m.delete(key, cpu))
+}
+
+/// The run's environment and memory, for the `bpf_xdp_adjust_*` helpers called natively.
+/// r1 needs no `check_ctx`: the verifier admits only the unmodified context there
+/// (`ArgType::Ctx`), which is the pointer the runner passed in r1, `env.ctx`.
+///
+/// # Safety
+/// `rt` is the live `XdpEnv` of the run and `mem` the run's memory (the contract of
+/// `native_helpers`); nothing else references either while the helper runs.
+unsafe fn env_and_mem<'a, 'e>(
+    rt: *mut c_void,
+    mem: *mut Memory,
+) -> (&'a mut XdpEnv<'e>, &'a mut Memory) {
+    // SAFETY: the caller's contract.
+    unsafe { (&mut *rt.cast::<XdpEnv<'e>>(), &mut *mem) }
+}
+
+/// `bpf_xdp_adjust_head` without the `Env::call` dispatch: the same `adjust_head`.
+unsafe extern "C" fn native_adjust_head(
+    ctx: u64,
+    delta: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    rt: *mut c_void,
+    mem: *mut Memory,
+) -> u64 {
+    // SAFETY: the contract of `native_helpers`.
+    let (env, mem) = unsafe { env_and_mem(rt, mem) };
+    debug_assert_eq!(ctx, env.ctx as u64);
+    env.adjust_head(mem, i64::from(delta as i32))
+}
+
+/// `bpf_xdp_adjust_meta`, as [`native_adjust_head`].
+unsafe extern "C" fn native_adjust_meta(
+    ctx: u64,
+    delta: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    rt: *mut c_void,
+    mem: *mut Memory,
+) -> u64 {
+    // SAFETY: the contract of `native_helpers`.
+    let (env, mem) = unsafe { env_and_mem(rt, mem) };
+    debug_assert_eq!(ctx, env.ctx as u64);
+    env.adjust_meta(mem, i64::from(delta as i32))
+}
+
+/// `bpf_xdp_adjust_tail`, as [`native_adjust_head`].
+unsafe extern "C" fn native_adjust_tail(
+    ctx: u64,
+    delta: u64,
+    _: u64,
+    _: u64,
+    _: u64,
+    rt: *mut c_void,
+    mem: *mut Memory,
+) -> u64 {
+    // SAFETY: the contract of `native_helpers`.
+    let (env, mem) = unsafe { env_and_mem(rt, mem) };
+    debug_assert_eq!(ctx, env.ctx as u64);
+    env.adjust_tail(mem, delta as i32)
 }
 
 /// `bpf_csum_diff` without a region search: the verifier proved `from_size` readable
