@@ -505,3 +505,56 @@ fn a_program_without_frags_never_sees_a_jumbo_frame_on_an_afpacket_port() {
         assert_eq!(w.device.rx_drops + w.device.tx_drops, 0, "{w:?}");
     });
 }
+
+/// Jumbo pings through spine's host path: the peer pings, with 8,000 bytes of payload
+/// and "do not fragment", an address the kernel holds on a TAP that is the host path of
+/// an AF_PACKET port on a veth with MTU 9,000. Each request arrives as a chain, an
+/// `xdp.frags` program counts it and passes it (XDP_PASS), the TAP writes it into the
+/// kernel whole; the kernel's jumbo reply is read from the TAP as a chain and leaves by
+/// the wire whole. No frame is dropped for being chained.
+#[test]
+fn jumbo_pings_cross_the_host_path_as_chains() {
+    let (Some(host), Some(peer)) = (NetNs::new(), NetNs::new()) else { return };
+    host.ip(&format!("link add jw0 type veth peer name jw1 netns {}", peer.name()));
+    host.ip("link set jw0 mtu 9000");
+    host.ip("link set jw0 up");
+    peer.ip("link set jw1 mtu 9000");
+    peer.ip("addr add 10.79.0.2/24 dev jw1");
+    peer.ip("link set jw1 up");
+    let dir = TempDir::new("jumbo-host");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/frags_port.c");
+    let obj = dir.join("frags_port.o");
+    spine_progs::compile_c(&src, &obj, &[]).expect("clang builds the fixture");
+    let report = host.enter(|| {
+        let text = format!(
+            "[adapter]\nworkers = 1\n\
+             [[port]]\nname = \"wire\"\nkind = \"afpacket\"\ninterface = \"jw0\"\nhost_path = \"host\"\n\
+             [[port]]\nname = \"host\"\nkind = \"tap\"\ninterface = \"jt0\"\n\
+             [[extension]]\nname = \"count\"\nfile = \"{}\"\nsection = \"count_pass\"\n\
+             [[attach]]\nextension = \"count\"\nport = \"wire\"\n",
+            obj.display()
+        );
+        let running = start(&text, dir.path());
+        host.ip("link set jt0 mtu 9000");
+        host.ip("addr add 10.79.0.1/24 dev jt0");
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", peer.name(), "ping", "-n", "-c", "3", "-i", "0.3", "-w", "6"])
+            .args(["-s", "8000", "-M", "do", "10.79.0.1"])
+            .output()
+            .expect("ping runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        wait_for(&running, |t| t.port("host").is_some_and(|p| p.rx_packets >= 3));
+        let report = running.stop().unwrap();
+        assert!(out.status.success(), "jumbo pings answered through spine: {text}");
+        assert!(text.contains("8008 bytes from 10.79.0.1"), "{text}");
+        report
+    });
+    let t = &report.totals;
+    let (w, h) = (t.port("wire").unwrap(), t.port("host").unwrap());
+    assert!(w.verdicts.pass >= 3 && w.to_host == w.verdicts.pass, "{w:?}");
+    assert!(h.tx_packets >= 3 && h.rx_packets >= 3, "{h:?}");
+    assert!(h.to_host >= 3 && w.tx_packets >= 3, "the replies left by the wire: {w:?}");
+    assert_eq!(w.drops.frags + h.drops.frags, 0, "{w:?} {h:?}");
+    assert_eq!(w.drops.total() + h.drops.total(), 0, "{w:?} {h:?}");
+    assert!(h.tx_bytes >= 3 * 8042 && w.tx_bytes >= 3 * 8042, "{w:?} {h:?}");
+}
