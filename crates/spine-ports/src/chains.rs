@@ -49,17 +49,18 @@ pub(crate) fn append_frags(
 }
 
 /// The pieces of the frame `head` (its packet bytes, then each fragment's) as iovecs
-/// for `sendmsg`/`writev`; returns how many and the frame's length. The iovecs point
+/// for `sendmsg`/`writev`, at most `iov.len()` of them; returns how many and their
+/// length. The iovecs point
 /// into the pool: valid while `head` is held and not written.
 pub(crate) fn gather(
     pool: &Pool,
     head: &Buf,
     data: &[u8],
-    iov: &mut [libc::iovec; MAX_CHAIN],
+    iov: &mut [libc::iovec],
 ) -> (usize, usize) {
     let mut n = 0;
     let mut len = 0;
-    for piece in std::iter::once(data).chain(pool.frags(head)).take(MAX_CHAIN) {
+    for piece in std::iter::once(data).chain(pool.frags(head)).take(iov.len().min(MAX_CHAIN)) {
         iov[n] = libc::iovec { iov_base: piece.as_ptr().cast_mut().cast(), iov_len: piece.len() };
         n += 1;
         len += piece.len();

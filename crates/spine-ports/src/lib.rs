@@ -10,7 +10,10 @@
 //!   into the kernel's stack). Ports act in the calling thread's network namespace.
 #![deny(unsafe_code)]
 
-#[expect(unsafe_code, reason = "the TPACKET_V3 rings are memory shared with the kernel; sendmsg of chains")]
+#[expect(
+    unsafe_code,
+    reason = "the TPACKET_V3 rings are memory shared with the kernel; sendmsg of chains"
+)]
 mod afpacket;
 #[expect(unsafe_code, reason = "AF_XDP rings are memory shared with the kernel; socket calls")]
 mod afxdp;
