@@ -458,11 +458,8 @@ impl Port for AfPacketPort {
         let mut taken = 0;
         let mut queued = 0;
         while let Some(buf) = pkts.get(0) {
-            let long = match pool.data(buf) {
-                Ok(d) => d.len() > room || (chained && pool.has_frags(buf)),
-                Err(_) => false,
-            };
-            if long {
+            let data = pool.data(buf);
+            if matches!(&data, Ok(d) if d.len() > room || (chained && pool.has_frags(buf))) {
                 // Frames already in the ring go first, so the order holds.
                 if queued > 0 {
                     self.kick()?;
@@ -486,10 +483,11 @@ impl Port for AfPacketPort {
                 break;
             }
             taken += 1;
-            match pool.data(buf) {
-                Ok(d) if d.len() <= room => {
-                    // SAFETY: the frame is ours (status AVAILABLE) and `room` bytes after
-                    // its header are inside the mapping (frame_base + frame_size <= len).
+            match data {
+                Ok(d) => {
+                    // SAFETY: the frame is ours (status AVAILABLE), `room` bytes after
+                    // its header are inside the mapping (frame_base + frame_size <= len),
+                    // and d.len() <= room (longer frames went to `send_long` above).
                     unsafe {
                         let dst = self.ring.ptr().as_ptr().add(frame + TX_DATA_OFF);
                         std::ptr::copy_nonoverlapping(d.as_ptr(), dst, d.len());
@@ -503,7 +501,6 @@ impl Port for AfPacketPort {
                     self.stats.tx_bytes += d.len() as u64;
                     queued += 1;
                 }
-                Ok(_) => self.stats.tx_drops.too_big += 1,
                 Err(_) => self.stats.tx_drops.bad_buffer += 1,
             }
             let buf = pkts.drain_front(1).next().expect("checked above");
