@@ -1706,6 +1706,10 @@ impl Worker {
     fn take_remote_messages(&mut self, p: u16) {
         let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
         let mut kept = std::mem::replace(&mut self.scratch.kept, Burst::with_capacity(0));
+        if rx.has_chains() {
+            // A tunnel receives jumbo frames as chains: the frames kept stay marked.
+            kept.set_chained();
+        }
         let n = rx.len();
         for buf in rx.drain_front(n) {
             if !self.pool.data(&buf).is_ok_and(spine_endpoint::remote::is_message) {

@@ -3,6 +3,13 @@
 //! fixed frames, bound to one interface. Receive copies each packet into a pool buffer;
 //! transmit copies it into a ring frame and frees the buffer at once.
 //!
+//! Multi-buffer frames ([`Port::takes_frags`]): a packet longer than one buffer (a jumbo
+//! frame on an interface with a large MTU) is copied into a pool chain
+//! ([`crate::chains`]); one the ring cut short, or longer than a chain holds, is counted
+//! `too_big`. A frame longer than a TX ring frame, a chain among them, goes out whole
+//! through a second, ring-less socket with one `sendmsg` of its gathered pieces (the
+//! ring is kicked first, so frames leave in order).
+//!
 //! The rings are shared with the kernel, so every offset and length read from them is
 //! checked against the block or frame before it is used.
 
@@ -10,8 +17,9 @@ use std::cell::Cell;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use spine_pool::{Burst, PoolCache};
+use spine_pool::{Buf, Burst, Pool, PoolCache, PoolError, MAX_CHAIN};
 
+use crate::chains;
 use crate::os::{self, Mmap};
 use crate::{Port, PortError, PortErrorKind, PortStats};
 
@@ -77,6 +85,9 @@ pub struct AfPacketPort {
     // Field order: the mapping goes before the socket that backs it.
     ring: Mmap,
     fd: OwnedFd,
+    /// A second socket, without rings, for frames that do not fit a TX ring frame
+    /// (chains among them): one `sendmsg` each.
+    tx_fd: OwnedFd,
     rx_len: usize,
     block: u32,
     /// Packets of the current block not yet read, and the offset of the next one.
@@ -206,11 +217,28 @@ impl AfPacketPort {
         if rc < 0 {
             return Err(PortError::os(port, "bind(AF_PACKET)", os::errno()));
         }
+        // The side socket for frames longer than a ring frame: protocol 0, so it
+        // receives nothing; bound to the interface, so a plain sendmsg goes there.
+        let tx_fd = os::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
+            .map_err(|e| PortError::os(port, "socket(AF_PACKET)", e))?;
+        sll.sll_protocol = 0;
+        // SAFETY: as above.
+        let rc = unsafe {
+            libc::bind(
+                tx_fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(PortError::os(port, "bind(AF_PACKET)", os::errno()));
+        }
         Ok(AfPacketPort {
             name,
             rx_len,
             ring,
             fd,
+            tx_fd,
             block: 0,
             pkts_left: 0,
             next_off: 0,
@@ -240,6 +268,46 @@ impl AfPacketPort {
         unsafe { std::slice::from_raw_parts(self.ring.ptr().as_ptr().add(at), len) }
     }
 
+    /// Copies the packet of `snaplen` bytes at ring offset `at` (checked by the caller)
+    /// into a buffer, or into a chain of buffers when it is longer than one
+    /// ([`crate::chains`]); returns it and whether it is a chain. `None` when it was
+    /// dropped (counted): cut short by the ring (`wire_len` longer than what it holds)
+    /// or too long for a chain (`too_big`), or the pool ran short (`no_buffer`).
+    fn rx_one(
+        &mut self,
+        cache: &mut PoolCache,
+        at: usize,
+        snaplen: usize,
+        wire_len: usize,
+        ts: u64,
+    ) -> Result<Option<(Buf, bool)>, PoolError> {
+        let pool = cache.pool();
+        let room = (pool.buf_size() - pool.headroom()) as usize;
+        if wire_len != snaplen || (snaplen > room && snaplen > chains::chain_room(pool)) {
+            self.stats.rx_drops.too_big += 1;
+            return Ok(None);
+        }
+        let Some(mut buf) = cache.alloc() else {
+            self.stats.rx_drops.no_buffer += 1;
+            return Ok(None);
+        };
+        let bytes = self.bytes(at, snaplen);
+        let pool = cache.pool();
+        if snaplen <= room {
+            // Cannot fail: the buffer is fresh and the packet fits.
+            pool.write_rx(&mut buf, bytes, self.cfg.port_id, ts)?;
+            return Ok(Some((buf, false)));
+        }
+        pool.write_rx(&mut buf, &bytes[..room], self.cfg.port_id, ts)?;
+        match chains::append_frags(cache, buf, &bytes[room..])? {
+            Some(head) => Ok(Some((head, true))),
+            None => {
+                self.stats.rx_drops.no_buffer += 1;
+                Ok(None)
+            }
+        }
+    }
+
     fn block_base(&self) -> usize {
         self.block as usize * self.cfg.block_size as usize
     }
@@ -255,6 +323,36 @@ impl AfPacketPort {
         let block = (i / self.tx_frames_per_block) as usize;
         let within = (i % self.tx_frames_per_block) as usize;
         self.rx_len + block * self.tx_block_size + within * self.cfg.tx_frame_size as usize
+    }
+
+    /// Sends a frame longer than a ring frame, or a chain, with one `sendmsg` on the
+    /// side socket: its pieces gathered from the pool ([`crate::chains::gather`]).
+    /// `false` when the socket's queue is full (the frame stays for a later call);
+    /// a frame longer than the device takes is counted `too_big`, any other refusal
+    /// `device`.
+    fn send_long(&mut self, pool: &Pool, buf: &Buf) -> Result<bool, PortError> {
+        let Ok(data) = pool.data(buf) else { return Ok(true) };
+        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_CHAIN];
+        let (n, len) = chains::gather(pool, buf, data, &mut iov);
+        // SAFETY: all-zero is a valid msghdr (no address, no control data).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = n;
+        // SAFETY: the kernel reads `n` iovecs, each pointing into the chain `buf` that
+        // is held, and not written, for the duration of the call.
+        let rc = unsafe { libc::sendmsg(self.tx_fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+        if rc >= 0 {
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += len as u64;
+            return Ok(true);
+        }
+        match os::errno() {
+            libc::EAGAIN | libc::EINTR => return Ok(false),
+            libc::EMSGSIZE => self.stats.tx_drops.too_big += 1,
+            libc::ENETDOWN | libc::ENXIO | libc::ENOBUFS => self.stats.tx_drops.device += 1,
+            e => return Err(PortError::os(&self.name, "sendmsg(AF_PACKET)", e)),
+        }
+        Ok(true)
     }
 
     /// Asks the kernel to send the frames marked for sending; a full device queue is not
@@ -287,7 +385,6 @@ impl Port for AfPacketPort {
     }
 
     fn rx_burst(&mut self, cache: &mut PoolCache, out: &mut Burst) -> Result<usize, PortError> {
-        let pool = cache.pool().clone();
         let bs = self.cfg.block_size as usize;
         let mut got = 0;
         while !out.is_full() {
@@ -319,6 +416,7 @@ impl Port for AfPacketPort {
             let sec = self.word(hdr + 4).load(Ordering::Relaxed);
             let nsec = self.word(hdr + 8).load(Ordering::Relaxed);
             let snaplen = self.word(hdr + 12).load(Ordering::Relaxed) as usize;
+            let wire_len = self.word(hdr + 16).load(Ordering::Relaxed) as usize;
             let mac = (self.word(hdr + 24).load(Ordering::Relaxed) & 0xffff) as usize;
             if mac < HDR3_LEN || at + mac + snaplen > bs {
                 self.stats.rx_drops.bad_desc += u64::from(self.pkts_left);
@@ -332,26 +430,19 @@ impl Port for AfPacketPort {
                 self.stats.rx_drops.bad_desc += u64::from(self.pkts_left);
                 self.pkts_left = 0;
             }
-            match cache.alloc() {
-                None => self.stats.rx_drops.no_buffer += 1,
-                Some(mut buf) => {
-                    let ts = u64::from(sec) * 1_000_000_000 + u64::from(nsec);
-                    let filled = pool.write_rx(
-                        &mut buf,
-                        self.bytes(hdr + mac, snaplen),
-                        self.cfg.port_id,
-                        ts,
-                    );
-                    if filled.is_ok() {
-                        self.stats.rx_packets += 1;
-                        self.stats.rx_bytes += snaplen as u64;
-                        let _ = out.push(buf);
-                        got += 1;
-                    } else {
-                        self.stats.rx_drops.too_big += 1;
-                        cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
+            let ts = u64::from(sec) * 1_000_000_000 + u64::from(nsec);
+            match self.rx_one(cache, hdr + mac, snaplen, wire_len, ts) {
+                Ok(Some((buf, chained))) => {
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += snaplen as u64;
+                    if chained {
+                        out.set_chained();
                     }
+                    let _ = out.push(buf);
+                    got += 1;
                 }
+                Ok(None) => {}
+                Err(e) => return Err(PortError::new(&self.name, e.into())),
             }
             if self.pkts_left == 0 {
                 self.release_block();
@@ -363,9 +454,27 @@ impl Port for AfPacketPort {
     fn tx_burst(&mut self, cache: &mut PoolCache, pkts: &mut Burst) -> Result<usize, PortError> {
         let pool = cache.pool().clone();
         let room = self.cfg.tx_frame_size as usize - TX_DATA_OFF;
+        let chained = pkts.has_chains();
         let mut taken = 0;
         let mut queued = 0;
         while let Some(buf) = pkts.get(0) {
+            let data = pool.data(buf);
+            if matches!(&data, Ok(d) if d.len() > room || (chained && pool.has_frags(buf))) {
+                // Frames already in the ring go first, so the order holds.
+                if queued > 0 {
+                    self.kick()?;
+                    queued = 0;
+                }
+                if !self.send_long(&pool, buf)? {
+                    break;
+                }
+                taken += 1;
+                let buf = pkts.drain_front(1).next().expect("checked above");
+                if cache.free(buf).is_err() {
+                    self.stats.tx_drops.bad_buffer += 1;
+                }
+                continue;
+            }
             let frame = self.tx_frame_base(self.tx_head);
             let status = self.word(frame + 20).load(Ordering::Acquire);
             if status == TP_STATUS_WRONG_FORMAT {
@@ -374,10 +483,11 @@ impl Port for AfPacketPort {
                 break;
             }
             taken += 1;
-            match pool.data(buf) {
-                Ok(d) if d.len() <= room => {
-                    // SAFETY: the frame is ours (status AVAILABLE) and `room` bytes after
-                    // its header are inside the mapping (frame_base + frame_size <= len).
+            match data {
+                Ok(d) => {
+                    // SAFETY: the frame is ours (status AVAILABLE), `room` bytes after
+                    // its header are inside the mapping (frame_base + frame_size <= len),
+                    // and d.len() <= room (longer frames went to `send_long` above).
                     unsafe {
                         let dst = self.ring.ptr().as_ptr().add(frame + TX_DATA_OFF);
                         std::ptr::copy_nonoverlapping(d.as_ptr(), dst, d.len());
@@ -391,7 +501,6 @@ impl Port for AfPacketPort {
                     self.stats.tx_bytes += d.len() as u64;
                     queued += 1;
                 }
-                Ok(_) => self.stats.tx_drops.too_big += 1,
                 Err(_) => self.stats.tx_drops.bad_buffer += 1,
             }
             let buf = pkts.drain_front(1).next().expect("checked above");
@@ -407,6 +516,10 @@ impl Port for AfPacketPort {
 
     fn flush(&mut self, _: &mut PoolCache) -> Result<(), PortError> {
         self.kick()
+    }
+
+    fn takes_frags(&self) -> bool {
+        true
     }
 
     fn stats(&self) -> PortStats {

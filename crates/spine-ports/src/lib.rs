@@ -10,11 +10,15 @@
 //!   into the kernel's stack). Ports act in the calling thread's network namespace.
 #![deny(unsafe_code)]
 
-#[expect(unsafe_code, reason = "the TPACKET_V3 rings are memory shared with the kernel")]
+#[expect(
+    unsafe_code,
+    reason = "the TPACKET_V3 rings are memory shared with the kernel; sendmsg of chains"
+)]
 mod afpacket;
 #[expect(unsafe_code, reason = "AF_XDP rings are memory shared with the kernel; socket calls")]
 mod afxdp;
 mod capture;
+mod chains;
 pub mod craft;
 mod endpoint;
 pub mod gen;
@@ -26,7 +30,7 @@ mod pcap_port;
 mod pcapng;
 mod port;
 pub mod rng;
-#[expect(unsafe_code, reason = "the TUNSETIFF ioctl and read/write on the TAP descriptor")]
+#[expect(unsafe_code, reason = "the TUNSETIFF ioctl and readv/writev on the TAP descriptor")]
 mod tap;
 #[expect(unsafe_code, reason = "recv with MSG_TRUNC and a two-part sendmsg on the tunnel socket")]
 mod udp;

@@ -2,12 +2,19 @@
 //! transmits enter the kernel as if received on the TAP interface; frames the kernel
 //! sends out of that interface are what the port receives. The device exists while the
 //! port is open.
+//!
+//! Multi-buffer frames ([`Port::takes_frags`]): each read is one `readv` into the rest
+//! of a pool buffer and then a scratch area, so a frame longer than one buffer (the TAP's
+//! MTU is above ~1,780) is copied from there into a pool chain ([`crate::chains`]); one
+//! that fills both (it may have been cut short) or is longer than a chain holds is
+//! counted `too_big`. A chain is written whole with one `writev` of its pieces.
 
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use spine_pool::{Burst, PoolCache};
+use spine_pool::{Burst, PoolCache, MAX_CHAIN};
 
+use crate::chains;
 use crate::os;
 use crate::{Port, PortError, PortErrorKind, PortStats};
 
@@ -113,10 +120,18 @@ impl Port for TapPort {
             let frame =
                 pool.frame_mut(&mut buf).map_err(|e| PortError::new(&self.name, e.into()))?;
             let room = frame.len() - head;
-            // SAFETY: read(2) writes at most `room` bytes after the headroom, all inside
-            // the buffer we exclusively hold.
-            let n =
-                unsafe { libc::read(self.fd.as_raw_fd(), frame[head..].as_mut_ptr().cast(), room) };
+            // A frame longer than the buffer goes on into `scratch`: one readv, and the
+            // single-buffer case costs what a read did.
+            let iov = [
+                libc::iovec { iov_base: frame[head..].as_mut_ptr().cast(), iov_len: room },
+                libc::iovec {
+                    iov_base: self.scratch.as_mut_ptr().cast(),
+                    iov_len: self.scratch.len(),
+                },
+            ];
+            // SAFETY: readv(2) writes at most `room` bytes after the headroom of the
+            // buffer we exclusively hold, then at most scratch.len() bytes of `scratch`.
+            let n = unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
             if n < 0 {
                 let e = os::errno();
                 cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
@@ -126,12 +141,31 @@ impl Port for TapPort {
                 return Err(PortError::os(&self.name, "read(tap)", e));
             }
             let n = n as usize;
-            if n == 0 || n == room {
-                // Empty, or as long as the room: the kernel may have cut it short.
-                self.stats.rx_drops.too_big += u64::from(n != 0);
+            if n == 0 {
                 cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
-                if n == 0 {
-                    break;
+                break;
+            }
+            if n > room {
+                // Longer than a buffer: a chain (`crate::chains`), unless the kernel may
+                // have cut it short (it filled both) or a chain cannot hold it.
+                let err = |e: spine_pool::PoolError| PortError::new(&self.name, e.into());
+                if n == room + self.scratch.len() || n > chains::chain_room(&pool) {
+                    self.stats.rx_drops.too_big += 1;
+                    cache.free(buf).map_err(err)?;
+                    continue;
+                }
+                pool.set_data(&mut buf, head as u32, room as u32)
+                    .and_then(|()| pool.set_rx_info(&mut buf, self.port_id, 0))
+                    .map_err(err)?;
+                match chains::append_frags(cache, buf, &self.scratch[..n - room]).map_err(err)? {
+                    Some(chain) => {
+                        self.stats.rx_packets += 1;
+                        self.stats.rx_bytes += n as u64;
+                        out.set_chained();
+                        let _ = out.push(chain);
+                        got += 1;
+                    }
+                    None => self.stats.rx_drops.no_buffer += 1,
                 }
                 continue;
             }
@@ -148,12 +182,25 @@ impl Port for TapPort {
 
     fn tx_burst(&mut self, cache: &mut PoolCache, pkts: &mut Burst) -> Result<usize, PortError> {
         let pool = cache.pool().clone();
+        let chained = pkts.has_chains();
         let mut taken = 0;
         while let Some(buf) = pkts.get(0) {
             match pool.data(buf) {
                 Ok(d) => {
-                    // SAFETY: write(2) reads d.len() bytes of the packet.
-                    let n = unsafe { libc::write(self.fd.as_raw_fd(), d.as_ptr().cast(), d.len()) };
+                    let (n, len) = if chained && pool.has_frags(buf) {
+                        // A chain goes whole: one writev of its pieces.
+                        let mut iov =
+                            [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_CHAIN];
+                        let (k, len) = chains::gather(&pool, buf, d, &mut iov);
+                        // SAFETY: writev(2) reads `k` iovecs, each pointing into the chain
+                        // `buf`, held and not written during the call.
+                        (unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), k as i32) }, len)
+                    } else {
+                        // SAFETY: write(2) reads d.len() bytes of the packet.
+                        let n =
+                            unsafe { libc::write(self.fd.as_raw_fd(), d.as_ptr().cast(), d.len()) };
+                        (n, d.len())
+                    };
                     if n < 0 {
                         let e = os::errno();
                         if matches!(e, libc::EAGAIN | libc::EINTR) {
@@ -163,7 +210,7 @@ impl Port for TapPort {
                         self.stats.tx_drops.device += 1;
                     } else {
                         self.stats.tx_packets += 1;
-                        self.stats.tx_bytes += d.len() as u64;
+                        self.stats.tx_bytes += len as u64;
                     }
                 }
                 Err(_) => self.stats.tx_drops.bad_buffer += 1,
@@ -179,6 +226,10 @@ impl Port for TapPort {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn takes_frags(&self) -> bool {
+        true
     }
 }
 

@@ -8,12 +8,19 @@
 //! frame header, is counted (`bad_desc`) and dropped. Receive reads the datagram straight
 //! into a pool buffer (the header lands in the headroom); transmit sends header and frame
 //! with one `sendmsg`, no copy.
+//!
+//! Multi-buffer frames ([`Port::takes_frags`]): receive is one `recvmsg` into the rest
+//! of a pool buffer and then a scratch area, so a datagram longer than one buffer (a
+//! jumbo frame) is copied from there into a pool chain ([`crate::chains`]); one longer
+//! than both, or than a chain holds, is counted `too_big`. A chain is sent as one
+//! datagram: header, head and fragments gathered by one `sendmsg`.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-use spine_pool::{Burst, PoolCache};
+use spine_pool::{Burst, PoolCache, MAX_CHAIN};
 
+use crate::chains;
 use crate::os;
 use crate::{Port, PortError, PortErrorKind, PortStats};
 
@@ -29,6 +36,9 @@ pub struct UdpPort {
     name: String,
     sock: UdpSocket,
     port_id: u32,
+    /// Where the rest of a datagram longer than a buffer lands before it is copied
+    /// into fragments (and where one is read to be dropped when the pool is empty).
+    scratch: Vec<u8>,
     stats: PortStats,
 }
 
@@ -63,7 +73,13 @@ impl UdpPort {
                 &(4i32 << 20),
             )?;
         }
-        Ok(UdpPort { name: name.to_owned(), sock, port_id, stats: PortStats::default() })
+        Ok(UdpPort {
+            name: name.to_owned(),
+            sock,
+            port_id,
+            scratch: vec![0; 65_536],
+            stats: PortStats::default(),
+        })
     }
 
     /// The address the socket is bound to (with the port the kernel chose for port 0).
@@ -73,20 +89,23 @@ impl UdpPort {
         })
     }
 
-    /// Reads one datagram into `into`; `None` when none is queued. Errors the peer's
-    /// host reports (port unreachable) are consumed and counted.
+    /// Reads one datagram into `into` and then `scratch`; `None` when none is queued.
+    /// Returns the datagram's full length, which may pass what the two hold. Errors the
+    /// peer's host reports (port unreachable) are consumed and counted.
     fn recv_into(&mut self, into: &mut [u8]) -> Result<Option<usize>, PortError> {
+        let mut iov = [
+            libc::iovec { iov_base: into.as_mut_ptr().cast(), iov_len: into.len() },
+            libc::iovec { iov_base: self.scratch.as_mut_ptr().cast(), iov_len: self.scratch.len() },
+        ];
+        // SAFETY: all-zero is a valid msghdr (no address, no control data).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len();
         loop {
-            // SAFETY: recv(2) writes at most into.len() bytes into `into`; MSG_TRUNC makes
-            // it return the datagram's full length, so a cut one is recognised.
-            let n = unsafe {
-                libc::recv(
-                    self.sock.as_raw_fd(),
-                    into.as_mut_ptr().cast(),
-                    into.len(),
-                    libc::MSG_TRUNC,
-                )
-            };
+            // SAFETY: recvmsg(2) writes at most into.len() bytes into `into`, then at most
+            // scratch.len() into `scratch`, both exclusively ours; MSG_TRUNC makes it
+            // return the datagram's full length, so a cut one is recognised.
+            let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
             if n >= 0 {
                 return Ok(Some(n as usize));
             }
@@ -143,8 +162,10 @@ impl Port for UdpPort {
                 }
             };
             let bad = n < HDR + MIN_FRAME || frame[at..at + HDR] != TUNNEL_HEADER;
-            if n > room || bad {
-                if n > room {
+            let too_big =
+                n > room && (n > room + self.scratch.len() || n - HDR > chains::chain_room(&pool));
+            if too_big || bad {
+                if too_big {
                     self.stats.rx_drops.too_big += 1;
                 } else {
                     self.stats.rx_drops.bad_desc += 1;
@@ -153,9 +174,21 @@ impl Port for UdpPort {
                 continue;
             }
             let len = n - HDR;
-            pool.set_data(&mut buf, head as u32, len as u32)
+            let err = |e: spine_pool::PoolError| PortError::new(&self.name, e.into());
+            pool.set_data(&mut buf, head as u32, (len.min(room - HDR)) as u32)
                 .and_then(|()| pool.set_rx_info(&mut buf, self.port_id, 0))
-                .map_err(|e| PortError::new(&self.name, e.into()))?;
+                .map_err(err)?;
+            if n > room {
+                // Longer than a buffer: the rest is in `scratch`, copied into fragments.
+                match chains::append_frags(cache, buf, &self.scratch[..n - room]).map_err(err)? {
+                    Some(chain) => buf = chain,
+                    None => {
+                        self.stats.rx_drops.no_buffer += 1;
+                        continue;
+                    }
+                }
+                out.set_chained();
+            }
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += len as u64;
             let _ = out.push(buf);
@@ -166,19 +199,28 @@ impl Port for UdpPort {
 
     fn tx_burst(&mut self, cache: &mut PoolCache, pkts: &mut Burst) -> Result<usize, PortError> {
         let pool = cache.pool().clone();
+        let chained = pkts.has_chains();
         let mut taken = 0;
         while let Some(buf) = pkts.get(0) {
             match pool.data(buf) {
                 Ok(d) => {
-                    let iov = [
-                        libc::iovec { iov_base: TUNNEL_HEADER.as_ptr() as *mut _, iov_len: HDR },
-                        libc::iovec { iov_base: d.as_ptr() as *mut _, iov_len: d.len() },
-                    ];
-                    // SAFETY: all-zero is a valid msghdr; the iovecs it points to live
-                    // until sendmsg returns, and the kernel only reads them.
+                    let mut iov =
+                        [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 1 + MAX_CHAIN];
+                    iov[0] =
+                        libc::iovec { iov_base: TUNNEL_HEADER.as_ptr() as *mut _, iov_len: HDR };
+                    let (k, len) = if chained && pool.has_frags(buf) {
+                        // A chain is one datagram: header, head and fragments.
+                        chains::gather(&pool, buf, d, &mut iov[1..])
+                    } else {
+                        iov[1] = libc::iovec { iov_base: d.as_ptr() as *mut _, iov_len: d.len() };
+                        (1, d.len())
+                    };
+                    // SAFETY: all-zero is a valid msghdr; the iovecs it points to (the
+                    // header and the frame's pieces, held in `buf`) live until sendmsg
+                    // returns, and the kernel only reads them.
                     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-                    msg.msg_iov = iov.as_ptr() as *mut _;
-                    msg.msg_iovlen = iov.len();
+                    msg.msg_iov = iov.as_mut_ptr();
+                    msg.msg_iovlen = 1 + k;
                     // SAFETY: a connected socket we own; `msg` is valid as above.
                     let n = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
                     if n < 0 {
@@ -189,7 +231,7 @@ impl Port for UdpPort {
                         }
                     } else {
                         self.stats.tx_packets += 1;
-                        self.stats.tx_bytes += d.len() as u64;
+                        self.stats.tx_bytes += len as u64;
                     }
                 }
                 Err(_) => self.stats.tx_drops.bad_buffer += 1,
@@ -205,6 +247,10 @@ impl Port for UdpPort {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn takes_frags(&self) -> bool {
+        true
     }
 }
 

@@ -6,18 +6,22 @@
 //!   `BPF_F_XDP_HAS_FRAGS`) gets such a frame. The kernel refuses to attach a plain
 //!   program to a device whose MTU needs fragments; spine's ports do not know their
 //!   MTU, so its equivalent is per frame: a chained frame on a port whose program is not
-//!   frags-aware (or that has no program) is dropped and counted `drops.frags`.
+//!   frags-aware is dropped and counted `drops.frags`.
 //! - The head buffer is the program's `data`..`data_end`, in place. The fragments'
 //!   bytes are copied into the worker's `Frags` (fragments of one pool buffer each,
 //!   `buf_size` bytes of room) for the frags helpers, and copied back after the run,
 //!   each fragment then starting at offset 0 of its buffer; fragments the program
 //!   emptied (`bpf_xdp_adjust_tail`) go back to the pool. This copy is the slow path's
 //!   cost; linear frames never come here.
-//! - Afterwards a frame still chained may go out of its own port (`XDP_TX`) or be
-//!   redirected to a port that transmits chains whole (`Port::takes_frags`); any other
-//!   verdict (`XDP_PASS` to the host, endpoints, cpumaps, broadcasts) or a port that
-//!   cannot send it drops it, counted `drops.frags`. A frame the program cut back to
-//!   one buffer goes on as any linear frame.
+//! - Afterwards a frame still chained may go out of its own port (`XDP_TX`), be
+//!   redirected to a port that transmits chains whole (`Port::takes_frags`), or be
+//!   passed (`XDP_PASS`) to the port's host path (a TAP, which writes it whole); the
+//!   other verdicts (endpoints, cpumaps, broadcasts), a port with endpoints, or a port
+//!   that cannot send it drop it, counted `drops.frags`. A frame the program cut back
+//!   to one buffer goes on as any linear frame.
+//! - A chained frame on a port without a program (a host path's TAP receiving a jumbo
+//!   frame from the kernel) is passed on the same way: out of the port the host path
+//!   serves, if that port transmits chains.
 
 use spine_abi::xdp_action as act;
 use spine_pool::{Buf, BufMeta, PoolError};
@@ -31,7 +35,9 @@ impl Worker {
     pub(crate) fn handle_frags(&mut self, mut buf: Buf, p: u16, seq: u32) {
         let pi = usize::from(p);
         let Some(e) = self.progs[pi].attached() else {
-            return self.drop(buf, p, Why::Frags, seq);
+            // No program: passed on, as a linear frame would be.
+            self.counters.ports[pi].unhandled += 1;
+            return self.pass_frags(buf, p, seq);
         };
         let Some(runner) = self.progs[pi].runner.as_mut() else {
             unreachable!("attached() found a runner")
@@ -94,8 +100,27 @@ impl Worker {
         match a {
             Action::Tx => self.transmit_frags(buf, p, p, seq),
             Action::Redirect(q) => self.transmit_frags(buf, q, p, seq),
+            Action::Pass => self.pass_frags(buf, p, seq),
             Action::Drop(_) => self.act(a, buf, p, e, seq),
             _ => self.drop(buf, p, Why::Frags, seq),
+        }
+    }
+
+    /// `XDP_PASS` for the chained frame `buf` of port `p`: to the port's host path (or,
+    /// for a host path, the port it serves) if that port transmits chains whole. A port
+    /// with endpoints drops it (endpoints take no chains), counted `drops.frags`; a port
+    /// without a host path counts it `drops.no_host_path` as for a linear frame.
+    fn pass_frags(&mut self, buf: Buf, p: u16, seq: u32) {
+        let pi = usize::from(p);
+        if self.eps.on_port[pi] {
+            return self.drop(buf, p, Why::Frags, seq);
+        }
+        match self.wiring.ports[pi].uplink {
+            Some(h) => {
+                self.counters.ports[pi].to_host += 1;
+                self.transmit_frags(buf, h, p, seq);
+            }
+            None => self.drop(buf, p, Why::NoHostPath, seq),
         }
     }
 

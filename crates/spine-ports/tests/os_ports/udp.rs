@@ -7,7 +7,9 @@ use std::time::Duration;
 use spine_ports::{Port, UdpPort, TUNNEL_HEADER};
 use spine_testnet::netns::NetNs;
 
-use super::{pool, rx_n, tx_all};
+use spine_ports::{Pool, PoolConfig};
+
+use super::{pool, rx_n, rx_whole, tx_all, tx_chains};
 
 fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
@@ -59,11 +61,80 @@ fn only_well_formed_frames_from_the_peer_get_in() {
             addr(5000),
         )
         .unwrap(); // another version
-        peer.send_to(&frame(&[7; 3000]), addr(5000)).unwrap(); // longer than a buffer
+        peer.send_to(&frame(&[7; 40_000]), addr(5000)).unwrap(); // longer than a chain
         peer.send_to(&frame(&good), addr(5000)).unwrap();
         let got = rx_n(&mut port, &mut cache, 2, Duration::from_millis(500));
         assert_eq!(got, vec![good], "only the peer's well-formed frame");
         let s = port.stats();
         assert_eq!((s.rx_drops.bad_desc, s.rx_drops.too_big), (3, 1), "{s:?}");
+    });
+}
+
+/// Jumbo frames through the tunnel: a chain goes out as one datagram (header, head and
+/// fragments in one `sendmsg`) and a datagram longer than a buffer comes in as a chain,
+/// bytes and order kept, linear frames between them as before. Every buffer comes back.
+#[test]
+fn jumbo_frames_cross_a_tunnel_as_chains() {
+    let Some(ns) = NetNs::new() else { return };
+    ns.enter(|| {
+        let pool = pool(512);
+        let mut cache = pool.cache();
+        let mut a = UdpPort::open("ta", addr(4000), addr(4001), 1).unwrap();
+        let mut b = UdpPort::open("tb", addr(4001), addr(4000), 2).unwrap();
+        assert!(a.takes_frags() && b.takes_frags());
+        let lens = [9014usize, 60, 1792, 1793, 4000, 30_000, 1500];
+        let sent: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|b| (b * 7 + b / 253 + i) as u8).collect())
+            .collect();
+        tx_chains(&mut a, &mut cache, &sent);
+        let (got, chains) = rx_whole(&mut b, &mut cache, sent.len() + 1, Duration::from_secs(2));
+        assert_eq!(got.len(), sent.len(), "{:?}", b.stats());
+        assert!(got == sent, "bytes or order differ");
+        assert_eq!(chains, 4, "the frames over 1,788 bytes came as chains");
+        let (sa, sb) = (a.stats(), b.stats());
+        let bytes = lens.iter().sum::<usize>() as u64;
+        assert_eq!((sa.tx_packets, sa.tx_bytes, sb.rx_packets, sb.rx_bytes), (7, bytes, 7, bytes));
+        assert_eq!(sa.tx_drops.total() + sb.rx_drops.total(), 0);
+        drop(cache);
+        assert_eq!(pool.shared_free(), 512, "every buffer, fragments too, came back");
+    });
+}
+
+/// A datagram that cannot be kept is dropped whole and counted, and the next one still
+/// arrives: longer than a chain of small buffers holds (`too_big`), or needing more
+/// buffers than the pool has left (`no_buffer`). No buffer is lost.
+#[test]
+fn jumbo_datagrams_that_cannot_be_kept_are_counted_and_lose_no_buffer() {
+    let Some(ns) = NetNs::new() else { return };
+    ns.enter(|| {
+        let peer = UdpSocket::bind(addr(4001)).unwrap();
+        peer.connect(addr(4000)).unwrap();
+        let dgram = |n: usize| {
+            let mut d = TUNNEL_HEADER.to_vec();
+            d.extend((0..n).map(|b| b as u8));
+            d
+        };
+        let cases = [
+            ("longer than a chain", PoolConfig { buf_size: 512, ..PoolConfig::new(64) }),
+            ("pool short", PoolConfig { cache_batch: 1, ..PoolConfig::new(4) }),
+        ];
+        for (what, pcfg) in cases {
+            let pool = Pool::new(pcfg).unwrap();
+            let cap = pool.capacity();
+            let mut cache = pool.cache();
+            let mut a = UdpPort::open("ta", addr(4000), addr(4001), 1).unwrap();
+            peer.send(&dgram(9014)).unwrap();
+            peer.send(&dgram(200)).unwrap();
+            let (got, _) = rx_whole(&mut a, &mut cache, 2, Duration::from_millis(500));
+            assert_eq!(got, vec![dgram(200)[4..].to_vec()], "{what}");
+            let st = a.stats();
+            let want = if what == "pool short" { (0, 1) } else { (1, 0) };
+            assert_eq!((st.rx_drops.too_big, st.rx_drops.no_buffer), want, "{what}: {st:?}");
+            drop(a);
+            drop(cache);
+            assert_eq!(pool.shared_free(), cap, "{what}: every buffer came back");
+        }
     });
 }
