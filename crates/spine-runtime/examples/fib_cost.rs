@@ -12,6 +12,9 @@
 //! state (`FibEnv::lookup_in`, as the adapter's workers do; collect
 //! `fib_cost::pinned_burst`), `both` each way; the default loads per lookup.
 //!
+//! Every scenario's FIB also holds the routes the kernel keeps for the two devices'
+//! addresses and loopback (table local, main's connected routes: `kernel_routes`).
+//!
 //! Scenarios: `v4` (1.04 M IPv4 prefixes, each through one of 16 gateways), `v6` (the
 //! 246 k IPv6 prefixes, likewise), `ecmp4`/`ecmp6` (each prefix a multipath route over
 //! two of the gateways), `group4` (each through one of 8 nexthop objects of two
@@ -88,6 +91,10 @@ fn fib(table: &[IpPrefix], v6: bool, scenario: &str) -> FibEnv {
         }
         w.add(route).expect("route");
     }
+    for r in kernel_routes(v6) {
+        // A connected route the table already holds stays the table's.
+        let _ = w.add(r);
+    }
     if scenario == "res4" {
         for nhid in 1..=8 {
             let buckets = (0..128u16).map(|b| b % 2).collect();
@@ -112,6 +119,47 @@ fn fib(table: &[IpPrefix], v6: bool, scenario: &str) -> FibEnv {
         iface(OUT, IpAddr::V4(Ipv4Addr::new(10, 200, 0, 254))),
     ];
     FibEnv::new(r, ifaces).with_multipath_seed(0x5eed)
+}
+
+/// What the kernel puts in a namespace with the two devices (addresses
+/// 10.100.0.1/24 and fd00:100::1/64 on IN, 10.200.0.254/24 and fd00::fe/64 on OUT) and
+/// loopback: table local's local, broadcast, anycast and multicast routes, and main's
+/// connected routes. The IPv6 lookup walks local as well as main (the kernel does not
+/// merge them), so a table without them would not show that walk.
+fn kernel_routes(v6: bool) -> Vec<Route> {
+    use spine_fib::{table_id, RouteType};
+    let r = |table, kind, p: &str, dev| Route {
+        table,
+        kind,
+        metric: if v6 && table == table_id::MAIN { 256 } else { 0 },
+        ..Route::unicast(p.parse().expect("prefix"), vec![NextHop::dev(dev)])
+    };
+    let (local, main) = (table_id::LOCAL, table_id::MAIN);
+    if v6 {
+        vec![
+            r(local, RouteType::Local, "::1/128", 1),
+            r(local, RouteType::Local, "fd00:100::1/128", IN),
+            r(local, RouteType::Local, "fd00::fe/128", OUT),
+            r(local, RouteType::Anycast, "fd00:100::/128", IN),
+            r(local, RouteType::Anycast, "fd00::/128", OUT),
+            r(local, RouteType::Multicast, "ff00::/8", OUT),
+            r(main, RouteType::Unicast, "fd00:100::/64", IN),
+            r(main, RouteType::Unicast, "fd00::/64", OUT),
+            r(main, RouteType::Unicast, "fe80::/64", OUT),
+        ]
+    } else {
+        vec![
+            r(local, RouteType::Local, "127.0.0.0/8", 1),
+            r(local, RouteType::Local, "127.0.0.1/32", 1),
+            r(local, RouteType::Broadcast, "127.255.255.255/32", 1),
+            r(local, RouteType::Local, "10.100.0.1/32", IN),
+            r(local, RouteType::Broadcast, "10.100.0.255/32", IN),
+            r(local, RouteType::Local, "10.200.0.254/32", OUT),
+            r(local, RouteType::Broadcast, "10.200.0.255/32", OUT),
+            r(main, RouteType::Unicast, "10.100.0.0/24", IN),
+            r(main, RouteType::Unicast, "10.200.0.0/24", OUT),
+        ]
+    }
 }
 
 fn lookups(table: &[IpPrefix], v6: bool) -> Vec<[u8; PARAMS_LEN]> {

@@ -421,13 +421,13 @@ impl FibEnv {
             && (fl & flags::DIRECT != 0 || st.rules(true).is_default())
             && fast_tbid(p, fl, &[0, table_id::MAIN])
         {
+            // One walk of the merged local and main LPM: the default rules' answer
+            // (local's, else main's), or with DIRECT main's when the route found has
+            // a record (local's IPv6 routes have none).
             let d = u128::from(dst);
-            let idx = if fl & flags::DIRECT != 0 {
-                st.lookup_v6_index(table_id::MAIN, d)
-            } else {
-                st.lookup_v6_index(table_id::LOCAL, d)
-                    .or_else(|| st.lookup_v6_index(table_id::MAIN, d))
-            };
+            let direct = fl & flags::DIRECT != 0;
+            let idx =
+                if direct { st.lookup_v6_merged_index(d) } else { st.lookup_v6_default_index(d) };
             if let Some((fast, metric)) = idx.and_then(|i| st.fast_v6(i)) {
                 let f = match fast {
                     Fast::One(f) => f,
@@ -455,7 +455,11 @@ impl FibEnv {
                 let mtu = |m: u32| m.clamp(IPV6_MIN_MTU, IP6_MAX_MTU);
                 return self.forward(st, p, fl, IpAddr::V6(dst), f, metric, mtu);
             }
-            walked = Some(idx);
+            // With DIRECT a route without a record may be local's: main is looked up
+            // below.
+            if !direct {
+                walked = Some(idx);
+            }
         }
         let res = if let Some(idx) = walked {
             idx.and_then(|i| st.resolve(i, 0))
