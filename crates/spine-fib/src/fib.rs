@@ -445,6 +445,19 @@ impl FibState {
         self.fwd.get_v6(idx)
     }
 
+    /// The index ([`FibState::route`]) of table `table`'s route for IPv4 destination
+    /// `dst`: one LPM walk (in main, where local's routes are merged, see
+    /// [`FibState::lookup`]).
+    #[inline]
+    pub fn lookup_v4_index(&self, table: u32, dst: Ipv4Addr) -> Option<u32> {
+        let t = self.table(table)?;
+        if t.own() {
+            t.v4.lookup(u32::from(dst))
+        } else {
+            self.main_v4(t, u32::from(dst))
+        }
+    }
+
     /// The index ([`FibState::route`]) of table `table`'s route for IPv6 destination
     /// `dst` (its bits, network order as a number): one LPM walk, except in main where
     /// a local route shadows main's (see [`FibState::lookup`]).

@@ -161,17 +161,26 @@ impl FibEnv {
         let oif = if fl & flags::OUTPUT != 0 { dev.ifindex } else { 0 };
         let src: [u8; 4] = p[16..20].try_into().expect("4 bytes");
         let dst = Ipv4Addr::from(rd_be32(p, 32));
-        // The fast path: with no OUTPUT or SRC, and the merged local and main tables
-        // answering (DIRECT, TBID naming one of them, or only the default rules), a
-        // route with a forwarding record or group (`spine_fib::fwd`) is answered from
-        // the records alone. Anything else, and the LPM's answer for it, goes on below.
+        let direct = fl & flags::DIRECT != 0;
+        // DIRECT's table: main unless TBID names another. fib_get_table: table 0 is
+        // main, and local is merged into main while only the default rules exist (the
+        // general path below looks there too).
+        let tbid = direct_tbid(p, fl).unwrap_or(table_id::MAIN);
+        let in_merged = !direct || [0, table_id::MAIN, table_id::LOCAL].contains(&tbid);
+        // The fast path: with no OUTPUT or SRC, and DIRECT or only the default rules
+        // (the merged local and main tables, or DIRECT's table), a route with a
+        // forwarding record or group (`spine_fib::fwd`) is answered from the records
+        // alone. Anything else, and the merged LPM's answer for it, goes on below.
         let mut walked = None;
         if self.fast
             && fl & (flags::OUTPUT | flags::SRC) == 0
-            && (fl & flags::DIRECT != 0 || st.rules(false).is_default())
-            && fast_tbid(p, fl, &[0, table_id::MAIN, table_id::LOCAL])
+            && (direct || st.rules(false).is_default())
         {
-            let idx = st.lookup_v4_merged_index(dst);
+            let idx = if in_merged {
+                st.lookup_v4_merged_index(dst)
+            } else {
+                st.lookup_v4_index(tbid, dst)
+            };
             if let Some((fast, metric)) = idx.and_then(|i| st.fast_v4(i)) {
                 let f = match fast {
                     Fast::One(f) => f,
@@ -201,7 +210,9 @@ impl FibEnv {
                 let mtu = |m: u32| m.min(IP_MAX_MTU);
                 return self.forward(st, p, fl, IpAddr::V4(dst), f, metric, mtu);
             }
-            walked = Some(idx);
+            if in_merged {
+                walked = Some(idx);
+            }
         }
         let find = |table: u32| {
             if oif != 0 {
@@ -226,14 +237,8 @@ impl FibEnv {
                 (l, m) => l.or(m),
             }
         };
-        let res = if fl & flags::DIRECT != 0 {
-            let mut tbid = table_id::MAIN;
-            if fl & flags::TBID != 0 {
-                tbid = rd32(p, 48);
-                wr32(p, 48, 0);
-            }
-            // fib_get_table: table 0 is main.
-            if tbid == table_id::MAIN || tbid == table_id::LOCAL || tbid == 0 {
+        let res = if direct {
+            if in_merged {
                 classify_v4(merged())
             } else {
                 classify_v4(find(tbid))
@@ -411,23 +416,33 @@ impl FibEnv {
             return ret::FWD_DISABLED;
         }
         let output = fl & flags::OUTPUT != 0;
+        let direct = fl & flags::DIRECT != 0;
+        // DIRECT's table: main unless TBID names another; fib6_get_table: table 0 is
+        // main.
+        let tbid = match direct_tbid(p, fl) {
+            None | Some(0) => table_id::MAIN,
+            Some(t) => t,
+        };
         // The fast path, as IPv4's: with no OUTPUT or SRC, and local then main
-        // answering (only the default rules) or main alone (DIRECT, TBID naming it), a
-        // route with a forwarding record or group is answered from the records;
-        // anything else, and the route found, goes on below.
+        // answering (only the default rules) or DIRECT's table, a route with a
+        // forwarding record or group is answered from the records; anything else, and
+        // the route the default rules found, goes on below.
         let mut walked = None;
         if self.fast
             && fl & (flags::OUTPUT | flags::SRC) == 0
-            && (fl & flags::DIRECT != 0 || st.rules(true).is_default())
-            && fast_tbid(p, fl, &[0, table_id::MAIN])
+            && (direct || st.rules(true).is_default())
         {
             // One walk of the merged local and main LPM: the default rules' answer
             // (local's, else main's), or with DIRECT main's when the route found has
-            // a record (local's IPv6 routes have none).
+            // a record (local's IPv6 routes have none); another table's own LPM.
             let d = u128::from(dst);
-            let direct = fl & flags::DIRECT != 0;
-            let idx =
-                if direct { st.lookup_v6_merged_index(d) } else { st.lookup_v6_default_index(d) };
+            let idx = if !direct {
+                st.lookup_v6_default_index(d)
+            } else if tbid == table_id::MAIN {
+                st.lookup_v6_merged_index(d)
+            } else {
+                st.lookup_v6_index(tbid, d)
+            };
             if let Some((fast, metric)) = idx.and_then(|i| st.fast_v6(i)) {
                 let f = match fast {
                     Fast::One(f) => f,
@@ -463,16 +478,7 @@ impl FibEnv {
         }
         let res = if let Some(idx) = walked {
             idx.and_then(|i| st.resolve(i, 0))
-        } else if fl & flags::DIRECT != 0 {
-            let mut tbid = spine_fib::table_id::MAIN;
-            if fl & flags::TBID != 0 {
-                tbid = rd32(p, 48);
-                wr32(p, 48, 0);
-            }
-            // fib6_get_table: table 0 is main.
-            if tbid == 0 {
-                tbid = table_id::MAIN;
-            }
+        } else if direct {
             st.lookup(tbid, IpAddr::V6(dst), 0)
         } else if st.rules(true).is_default() {
             // fib6_lookup without custom rules: the local table, then main.
@@ -643,21 +649,17 @@ fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usiz
     ecmp::select_group(st.res_buckets(route.nhid), route.bounds().iter().copied(), good, hash)
 }
 
-/// Whether `TBID` leaves a lookup to the fast path: without `DIRECT` the flag is
-/// ignored; with it, the table must be one the fast path looks in (`tables`: those the
-/// kernel's `fib_get_table`/`fib6_get_table` make main, or local merged into it), and its
-/// id is then zeroed as the general path zeroes it before looking up (its answers
-/// other than SUCCESS leave it so). A table 0 the general path still reads as main.
+/// The table `DIRECT` with `TBID` names, zeroed in the struct as the kernel zeroes it
+/// before looking up (its answers other than SUCCESS leave it so); `None` unless both
+/// flags are set.
 #[inline]
-fn fast_tbid(p: &mut [u8; PARAMS_LEN], fl: u64, tables: &[u32]) -> bool {
+fn direct_tbid(p: &mut [u8; PARAMS_LEN], fl: u64) -> Option<u32> {
     if fl & (flags::TBID | flags::DIRECT) != flags::TBID | flags::DIRECT {
-        return true;
+        return None;
     }
-    if !tables.contains(&rd32(p, 48)) {
-        return false;
-    }
+    let t = rd32(p, 48);
     wr32(p, 48, 0);
-    true
+    Some(t)
 }
 
 /// The helper's argument checks: `plen` is an `int` (a negative one passes the

@@ -3,7 +3,8 @@
 //! neighbour, interface and resilient-bucket changes: routes with one next hop,
 //! hash-threshold multipath routes (IPv4 preferring the next hop that owns the
 //! source), nexthop-object groups passing over members with a bad neighbour, resilient
-//! groups by bucket, both families, with `DIRECT` and `TBID`. The general path is held to the kernel by the
+//! groups by bucket, both families, in tables main, local and 100, with `DIRECT` and
+//! `TBID` (100 is looked up alone). The general path is held to the kernel by the
 //! `spine-difftest` tests (`fib_lookup`, `fib_rules`); this holds the records to it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -71,12 +72,21 @@ fn nexthop(rng: &mut Rng, v6: bool) -> NextHop {
     nh
 }
 
+/// Main mostly; table 100, which `DIRECT` with `TBID` 100 looks in alone; local, merged
+/// with main for IPv4, looked up before main for IPv6 (whose local routes get no
+/// record).
+fn table(rng: &mut Rng) -> u32 {
+    use spine_fib::table_id::{LOCAL, MAIN};
+    [MAIN, MAIN, MAIN, 100, 100, LOCAL][rng.below(6) as usize]
+}
+
 fn op(rng: &mut Rng) -> FibOp {
     let prefix: IpPrefix = PREFIXES[rng.below(PREFIXES.len() as u64) as usize].parse().unwrap();
     let v6 = matches!(prefix, IpPrefix::V6(_));
     match rng.below(10) {
         0..=3 => {
             let mut r = Route::unicast(prefix, vec![nexthop(rng, v6)]);
+            r.table = table(rng);
             r.metric = rng.below(2) as u32 * 100;
             match rng.below(10) {
                 0..=3 => {
@@ -93,12 +103,7 @@ fn op(rng: &mut Rng) -> FibOp {
             }
             FibOp::Replace(r)
         }
-        4 => FibOp::Delete(RouteSelector {
-            table: spine_fib::table_id::MAIN,
-            prefix,
-            metric: None,
-            kind: None,
-        }),
+        4 => FibOp::Delete(RouteSelector { table: table(rng), prefix, metric: None, kind: None }),
         5 | 6 => {
             let state =
                 [NudState::REACHABLE, NudState::STALE, NudState::FAILED, NudState::INCOMPLETE]
