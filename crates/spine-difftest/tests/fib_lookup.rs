@@ -199,6 +199,18 @@ fn fib_lookup_matches_the_kernel() {
             .count();
         eprintln!("family {family}: {n} DIRECT lookups in table 100 or 253 answered SUCCESS");
         assert!(n > 10, "family {family}: few DIRECT lookups in table 100 or 253 succeeded");
+        // SRC without OUTPUT (the fast path writes the source too), some through a
+        // route with its own `src`.
+        let src = pkts
+            .iter()
+            .zip(&kernel)
+            .filter(|(p, k)| {
+                let fl = u32::from_ne_bytes(p[78..82].try_into().expect("4 bytes"));
+                p[14] == family && fl & 0x12 == 0x10 && code_of(k) == 0
+            })
+            .count();
+        eprintln!("family {family}: {src} SRC lookups answered SUCCESS");
+        assert!(src > 50, "family {family}: few SRC lookups succeeded");
     }
 
     for engine in [EngineKind::Interpreter, EngineKind::Jit] {

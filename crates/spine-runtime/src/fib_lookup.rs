@@ -167,21 +167,18 @@ impl FibEnv {
         // general path below looks there too).
         let tbid = direct_tbid(p, fl).unwrap_or(table_id::MAIN);
         let in_merged = !direct || [0, table_id::MAIN, table_id::LOCAL].contains(&tbid);
-        // The fast path: with no OUTPUT or SRC, and DIRECT or only the default rules
+        // The fast path: with no OUTPUT, and DIRECT or only the default rules
         // (the merged local and main tables, or DIRECT's table), a route with a
         // forwarding record or group (`spine_fib::fwd`) is answered from the records
         // alone. Anything else, and the merged LPM's answer for it, goes on below.
         let mut walked = None;
-        if self.fast
-            && fl & (flags::OUTPUT | flags::SRC) == 0
-            && (direct || st.rules(false).is_default())
-        {
+        if self.fast && fl & flags::OUTPUT == 0 && (direct || st.rules(false).is_default()) {
             let idx = if in_merged {
                 st.lookup_v4_merged_index(dst)
             } else {
                 st.lookup_v4_index(tbid, dst)
             };
-            if let Some((fast, metric)) = idx.and_then(|i| st.fast_v4(i)) {
+            if let Some((i, (fast, metric))) = idx.and_then(|i| Some((i, st.fast_v4(i)?))) {
                 let f = match fast {
                     Fast::One(f) => f,
                     // The general path's choices below, over the records.
@@ -208,7 +205,7 @@ impl FibEnv {
                     }
                 };
                 let mtu = |m: u32| m.min(IP_MAX_MTU);
-                return self.forward(st, p, fl, IpAddr::V4(dst), f, metric, mtu);
+                return self.forward(st, p, fl, IpAddr::V4(dst), i, f, metric, mtu);
             }
             if in_merged {
                 walked = Some(idx);
@@ -343,6 +340,7 @@ impl FibEnv {
         p: &mut [u8; PARAMS_LEN],
         fl: u64,
         dst: IpAddr,
+        route: u32,
         f: &spine_fib::Fwd<G>,
         metric: u32,
         mtu_of: impl Fn(u32) -> u32,
@@ -370,6 +368,29 @@ impl FibEnv {
         }
         wr32(p, 12, metric);
         wr32(p, 8, f.ifindex);
+        if fl & flags::SRC != 0 {
+            // As the general path: the route's `src`, else the output interface's
+            // address chosen toward the gateway (IPv4) or the destination (IPv6).
+            let out = self.iface(st, f.ifindex);
+            let prefsrc = st.route(route).and_then(|r| r.prefsrc);
+            match (dst, prefsrc, out) {
+                (IpAddr::V4(_), Some(IpAddr::V4(a)), _) => p[16..20].copy_from_slice(&a.octets()),
+                (IpAddr::V4(_), _, Some(out)) => {
+                    let toward = gw.map(|g| {
+                        let g = g.as_ref();
+                        Ipv4Addr::new(g[0], g[1], g[2], g[3])
+                    });
+                    p[16..20].copy_from_slice(&select_src_v4(out, toward).octets());
+                }
+                (IpAddr::V6(_), Some(IpAddr::V6(a)), _) => p[16..32].copy_from_slice(&a.octets()),
+                (IpAddr::V6(d), _, Some(out)) => match self.select_src_v6(st, out, d) {
+                    Some(a) => p[16..32].copy_from_slice(&a.octets()),
+                    None => return ret::NO_SRC_ADDR,
+                },
+                // The record found an interface, so `iface` does too.
+                (_, _, None) => return ret::NOT_FWDED,
+            }
+        }
         if fl & flags::SKIP_NEIGH == 0 {
             let dmac = match gw {
                 Some(_) => f.gateway_mac(),
@@ -423,15 +444,12 @@ impl FibEnv {
             None | Some(0) => table_id::MAIN,
             Some(t) => t,
         };
-        // The fast path, as IPv4's: with no OUTPUT or SRC, and local then main
+        // The fast path, as IPv4's: with no OUTPUT, and local then main
         // answering (only the default rules) or DIRECT's table, a route with a
         // forwarding record or group is answered from the records; anything else, and
         // the route the default rules found, goes on below.
         let mut walked = None;
-        if self.fast
-            && fl & (flags::OUTPUT | flags::SRC) == 0
-            && (direct || st.rules(true).is_default())
-        {
+        if self.fast && fl & flags::OUTPUT == 0 && (direct || st.rules(true).is_default()) {
             // One walk of the merged local and main LPM: the default rules' answer
             // (local's, else main's), or with DIRECT main's when the route found has
             // a record (local's IPv6 routes have none); another table's own LPM.
@@ -443,7 +461,7 @@ impl FibEnv {
             } else {
                 st.lookup_v6_index(tbid, d)
             };
-            if let Some((fast, metric)) = idx.and_then(|i| st.fast_v6(i)) {
+            if let Some((i, (fast, metric))) = idx.and_then(|i| Some((i, st.fast_v6(i)?))) {
                 let f = match fast {
                     Fast::One(f) => f,
                     Fast::Group(g) => {
@@ -468,7 +486,7 @@ impl FibEnv {
                     }
                 };
                 let mtu = |m: u32| m.clamp(IPV6_MIN_MTU, IP6_MAX_MTU);
-                return self.forward(st, p, fl, IpAddr::V6(dst), f, metric, mtu);
+                return self.forward(st, p, fl, IpAddr::V6(dst), i, f, metric, mtu);
             }
             // With DIRECT a route without a record may be local's: main is looked up
             // below.

@@ -98,6 +98,7 @@ fn op(rng: &mut Rng) -> FibOp {
                     }
                 }
                 4 => r.mtu = 1400,
+                6 => r.prefsrc = Some(iface_addr(2 + rng.below(3) as u32, v6)),
                 5 => (r.kind, r.nexthops) = (RouteType::Blackhole, vec![]),
                 _ => {}
             }
@@ -126,13 +127,18 @@ fn op(rng: &mut Rng) -> FibOp {
         8 if rng.below(4) == 0 => FibOp::DelIface(2 + rng.below(3) as u32),
         _ => {
             let ifindex = 2 + rng.below(3) as u32;
+            let mut addrs = vec![(iface_addr(ifindex, false), 24), (iface_addr(ifindex, true), 64)];
+            if rng.below(4) == 0 {
+                // No IPv6 address: SRC answers NO_SRC_ADDR through it.
+                addrs.pop();
+            }
             FibOp::SetIface(Iface {
                 ifindex,
                 mtu: 1000 + rng.below(1000) as u32,
                 mac: [2, 0, 0, 1, 0, rng.below(256) as u8],
                 forward_v4: true,
                 forward_v6: true,
-                addrs: vec![(iface_addr(ifindex, false), 24), (iface_addr(ifindex, true), 64)],
+                addrs,
             })
         }
     }
@@ -177,7 +183,10 @@ fn lookup(rng: &mut Rng) -> ([u8; PARAMS_LEN], u64) {
         flags::TBID,
         flags::DIRECT | flags::TBID,
         flags::DIRECT | flags::TBID | flags::SKIP_NEIGH,
-    ][rng.below(7) as usize];
+        flags::SRC,
+        flags::SRC | flags::SKIP_NEIGH,
+        flags::SRC | flags::DIRECT | flags::TBID,
+    ][rng.below(10) as usize];
     // Tables: unspec (main), main, local, one of neither.
     let tbid = [0u32, 254, 255, 100][rng.below(4) as usize];
     p[48..52].copy_from_slice(&tbid.to_ne_bytes());
@@ -216,8 +225,10 @@ fn the_fast_path_answers_as_the_general_path() {
             *codes.entry(ra).or_default() += 1;
         }
     }
-    for c in [0, 1, 4, 7, 8] {
-        assert!(codes.get(&c).copied().unwrap_or(0) > 100, "few lookups answered {c}: {codes:?}");
+    // SRC through an interface without an IPv6 address answers NO_SRC_ADDR (9).
+    for (c, min) in [(0, 100), (1, 100), (4, 100), (7, 100), (8, 100), (9, 30)] {
+        let n = codes.get(&c).copied().unwrap_or(0);
+        assert!(n > min, "few lookups answered {c}: {codes:?}");
     }
     assert!(groups > 2_000, "few multipath groups had records: {groups}");
 }
