@@ -211,6 +211,18 @@ fn fib_lookup_matches_the_kernel() {
             .count();
         eprintln!("family {family}: {src} SRC lookups answered SUCCESS");
         assert!(src > 50, "family {family}: few SRC lookups succeeded");
+        // OUTPUT (the fast path answers a route through the device, IPv6 any route
+        // with one next hop).
+        let output = pkts
+            .iter()
+            .zip(&kernel)
+            .filter(|(p, k)| {
+                let fl = u32::from_ne_bytes(p[78..82].try_into().expect("4 bytes"));
+                p[14] == family && fl & 0x2 != 0 && code_of(k) == 0
+            })
+            .count();
+        eprintln!("family {family}: {output} OUTPUT lookups answered SUCCESS");
+        assert!(output > 20, "family {family}: few OUTPUT lookups succeeded");
     }
 
     for engine in [EngineKind::Interpreter, EngineKind::Jit] {

@@ -167,18 +167,24 @@ impl FibEnv {
         // general path below looks there too).
         let tbid = direct_tbid(p, fl).unwrap_or(table_id::MAIN);
         let in_merged = !direct || [0, table_id::MAIN, table_id::LOCAL].contains(&tbid);
-        // The fast path: with no OUTPUT, and DIRECT or only the default rules
-        // (the merged local and main tables, or DIRECT's table), a route with a
-        // forwarding record or group (`spine_fib::fwd`) is answered from the records
-        // alone. Anything else, and the merged LPM's answer for it, goes on below.
+        // The fast path: with DIRECT or only the default rules (the merged local and
+        // main tables, or DIRECT's table), a route with a forwarding record or group
+        // (`spine_fib::fwd`) is answered from the records alone (with OUTPUT, a record
+        // through the device). Anything else, and the merged LPM's answer for it
+        // without OUTPUT, goes on below.
         let mut walked = None;
-        if self.fast && fl & flags::OUTPUT == 0 && (direct || st.rules(false).is_default()) {
+        if self.fast && (direct || st.rules(false).is_default()) {
             let idx = if in_merged {
                 st.lookup_v4_merged_index(dst)
             } else {
                 st.lookup_v4_index(tbid, dst)
             };
-            if let Some((i, (fast, metric))) = idx.and_then(|i| Some((i, st.fast_v4(i)?))) {
+            // With OUTPUT, a route with one next hop through the device: the best route
+            // of the longest prefix qualifies, so `lookup_v4_oif` would stop at it.
+            let hit = idx.and_then(|i| Some((i, st.fast_v4(i)?))).filter(|(_, (fast, _))| {
+                oif == 0 || matches!(fast, Fast::One(f) if f.ifindex == oif)
+            });
+            if let Some((i, (fast, metric))) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
                     // The general path's choices below, over the records.
@@ -207,7 +213,8 @@ impl FibEnv {
                 let mtu = |m: u32| m.min(IP_MAX_MTU);
                 return self.forward(st, p, fl, IpAddr::V4(dst), i, f, metric, mtu);
             }
-            if in_merged {
+            // OUTPUT's answer is not the merged LPM's: looked up again below.
+            if in_merged && oif == 0 {
                 walked = Some(idx);
             }
         }
@@ -444,12 +451,12 @@ impl FibEnv {
             None | Some(0) => table_id::MAIN,
             Some(t) => t,
         };
-        // The fast path, as IPv4's: with no OUTPUT, and local then main
-        // answering (only the default rules) or DIRECT's table, a route with a
-        // forwarding record or group is answered from the records; anything else, and
-        // the route the default rules found, goes on below.
+        // The fast path, as IPv4's: with local then main answering (only the default
+        // rules) or DIRECT's table, a route with a forwarding record or group (with
+        // OUTPUT, a record) is answered from the records; anything else, and the
+        // route the default rules found, goes on below.
         let mut walked = None;
-        if self.fast && fl & flags::OUTPUT == 0 && (direct || st.rules(true).is_default()) {
+        if self.fast && (direct || st.rules(true).is_default()) {
             // One walk of the merged local and main LPM: the default rules' answer
             // (local's, else main's), or with DIRECT main's when the route found has
             // a record (local's IPv6 routes have none); another table's own LPM.
@@ -461,7 +468,13 @@ impl FibEnv {
             } else {
                 st.lookup_v6_index(tbid, d)
             };
-            if let Some((i, (fast, metric))) = idx.and_then(|i| Some((i, st.fast_v6(i)?))) {
+            // With OUTPUT, a route with one next hop: the general path below takes it
+            // whatever its device (the device only orders a multipath route's
+            // siblings, `rt6_select`).
+            let hit = idx
+                .and_then(|i| Some((i, st.fast_v6(i)?)))
+                .filter(|(_, (fast, _))| !output || matches!(fast, Fast::One(_)));
+            if let Some((i, (fast, metric))) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
                     Fast::Group(g) => {

@@ -154,7 +154,9 @@ fn lookup(rng: &mut Rng) -> ([u8; PARAMS_LEN], u64) {
     let prefix: IpPrefix = PREFIXES[rng.below(PREFIXES.len() as u64) as usize].parse().unwrap();
     let len = [64u16, 1000, 1280, 1300, 1400, 1401, 1500][rng.below(7) as usize];
     p[6..8].copy_from_slice(&len.to_ne_bytes());
-    p[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    // From interface 1, or one the routes go out of (OUTPUT: only routes through it).
+    let ifindex = if rng.below(2) == 0 { 1 } else { 2 + rng.below(3) as u32 };
+    p[8..12].copy_from_slice(&ifindex.to_ne_bytes());
     let own = rng.below(3) == 0;
     match prefix {
         IpPrefix::V4(q) => {
@@ -186,7 +188,10 @@ fn lookup(rng: &mut Rng) -> ([u8; PARAMS_LEN], u64) {
         flags::SRC,
         flags::SRC | flags::SKIP_NEIGH,
         flags::SRC | flags::DIRECT | flags::TBID,
-    ][rng.below(10) as usize];
+        flags::OUTPUT,
+        flags::OUTPUT | flags::SKIP_NEIGH,
+        flags::OUTPUT | flags::DIRECT | flags::TBID | flags::SRC,
+    ][rng.below(13) as usize];
     // Tables: unspec (main), main, local, one of neither.
     let tbid = [0u32, 254, 255, 100][rng.below(4) as usize];
     p[48..52].copy_from_slice(&tbid.to_ne_bytes());
