@@ -173,11 +173,30 @@ impl FibEnv {
         // through the device). Anything else, and the merged LPM's answer for it
         // without OUTPUT, goes on below.
         let mut walked = None;
-        if self.fast && (direct || st.rules(false).is_default()) {
-            let idx = if in_merged {
-                st.lookup_v4_merged_index(dst)
+        let default_rules = st.rules(false).is_default();
+        // Custom rules without OUTPUT: the rules' walk over each table's own LPM, as
+        // `lookup_by_rules` walks it, answering from a record; a route without one, or
+        // a rule that would suppress, leaves the lookup to the general path.
+        let by_rules = |p: &[u8; PARAMS_LEN]| {
+            let flow = flow_v4(p, fl, dev.ifindex, oif, src, dst);
+            let walk = st.rules(false).walk(&flow, |t, rule| {
+                let i = st.lookup_v4_index(t, dst)?;
+                Some(Some(i).filter(|&i| rule.suppress_prefixlen < 0 && st.fast_v4(i).is_some()))
+            });
+            match walk {
+                RuleResult::Table(i) => i,
+                _ => None,
+            }
+        };
+        if self.fast && (direct || default_rules || oif == 0) {
+            let idx = if direct || default_rules {
+                if in_merged {
+                    st.lookup_v4_merged_index(dst)
+                } else {
+                    st.lookup_v4_index(tbid, dst)
+                }
             } else {
-                st.lookup_v4_index(tbid, dst)
+                by_rules(p)
             };
             // With OUTPUT, a route with one next hop through the device: the best route
             // of the longest prefix qualifies, so `lookup_v4_oif` would stop at it.
@@ -214,7 +233,7 @@ impl FibEnv {
                 return self.forward(st, p, fl, IpAddr::V4(dst), i, f, metric, mtu);
             }
             // OUTPUT's answer is not the merged LPM's: looked up again below.
-            if in_merged && oif == 0 {
+            if in_merged && oif == 0 && (direct || default_rules) {
                 walked = Some(idx);
             }
         }
@@ -254,20 +273,7 @@ impl FibEnv {
                 r => classify_v4(r),
             }
         } else {
-            // The policy rules (`__fib_lookup`): the ingress device as iif (loopback
-            // with OUTPUT), the mark with MARK, the DSCP bits the rules compare.
-            let flow = Flow {
-                iif: if oif != 0 { LOOPBACK_IFINDEX } else { dev.ifindex },
-                oif,
-                mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
-                dscp: p[12] & 0x1c,
-                proto: p[1],
-                sport: u16::from_be_bytes([p[2], p[3]]),
-                dport: u16::from_be_bytes([p[4], p[5]]),
-                src: IpAddr::V4(Ipv4Addr::from(src)),
-                dst: IpAddr::V4(dst),
-                has_saddr: true,
-            };
+            let flow = flow_v4(p, fl, dev.ifindex, oif, src, dst);
             match st.lookup_by_rules(&flow, 0) {
                 RuleResult::Table(r) => classify_v4(Some(r)),
                 // The rule's action: -EINVAL, -ENETUNREACH, -EACCES.
@@ -456,17 +462,29 @@ impl FibEnv {
         // OUTPUT, a record) is answered from the records; anything else, and the
         // route the default rules found, goes on below.
         let mut walked = None;
-        if self.fast && (direct || st.rules(true).is_default()) {
+        let default_rules = st.rules(true).is_default();
+        if self.fast {
             // One walk of the merged local and main LPM: the default rules' answer
             // (local's, else main's), or with DIRECT main's when the route found has
             // a record (local's IPv6 routes have none); another table's own LPM.
             let d = u128::from(dst);
-            let idx = if !direct {
+            let idx = if direct {
+                if tbid == table_id::MAIN {
+                    st.lookup_v6_merged_index(d)
+                } else {
+                    st.lookup_v6_index(tbid, d)
+                }
+            } else if default_rules {
                 st.lookup_v6_default_index(d)
-            } else if tbid == table_id::MAIN {
-                st.lookup_v6_merged_index(d)
             } else {
-                st.lookup_v6_index(tbid, d)
+                // Custom rules: their walk over each table's own LPM, stopping at any
+                // route a table holds (`fib6_rule_action_alt`), answered from a record;
+                // anything else is left to the general path.
+                let flow = flow_v6(p, fl, dev.ifindex, output, src, dst);
+                match st.rules(true).walk(&flow, |t, _| st.lookup_v6_index(t, d)) {
+                    RuleResult::Table(i) => Some(i),
+                    _ => None,
+                }
             };
             // With OUTPUT, a route with one next hop: the general path below takes it
             // whatever its device (the device only orders a multipath route's
@@ -503,7 +521,7 @@ impl FibEnv {
             }
             // With DIRECT a route without a record may be local's: main is looked up
             // below.
-            if !direct {
+            if !direct && default_rules {
                 walked = Some(idx);
             }
         }
@@ -520,19 +538,7 @@ impl FibEnv {
             // `fib_rules_lookup` with `fib6_rule_action_alt`: any route a table holds
             // ends the walk (a throw too), a rule's drop action is an error, and
             // nothing is suppressed (the lookup has no `rt6_info`).
-            let flowinfo = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
-            let flow = Flow {
-                iif: if output { LOOPBACK_IFINDEX } else { dev.ifindex },
-                oif: if output { dev.ifindex } else { 0 },
-                mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
-                dscp: (flowinfo >> 20) as u8 & 0xfc,
-                proto: p[1],
-                sport: u16::from_be_bytes([p[2], p[3]]),
-                dport: u16::from_be_bytes([p[4], p[5]]),
-                src: IpAddr::V6(src),
-                dst: IpAddr::V6(dst),
-                has_saddr: !output,
-            };
+            let flow = flow_v6(p, fl, dev.ifindex, output, src, dst);
             match st.lookup_by_rules(&flow, 0) {
                 RuleResult::Table(r) => Some(r),
                 _ => None,
@@ -678,6 +684,50 @@ fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usiz
         nh.gateway.and_then(|g| st.neigh(nh.ifindex, g)).is_none_or(|n| n.state.usable())
     };
     ecmp::select_group(st.res_buckets(route.nhid), route.bounds().iter().copied(), good, hash)
+}
+
+/// What IPv4's policy rules see of a lookup (`__fib_lookup`): the ingress device as
+/// iif (loopback with OUTPUT), the mark with MARK, the DSCP bits the rules compare.
+#[inline]
+fn flow_v4(p: &[u8; PARAMS_LEN], fl: u64, dev: u32, oif: u32, src: [u8; 4], dst: Ipv4Addr) -> Flow {
+    Flow {
+        iif: if oif != 0 { LOOPBACK_IFINDEX } else { dev },
+        oif,
+        mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
+        dscp: p[12] & 0x1c,
+        proto: p[1],
+        sport: u16::from_be_bytes([p[2], p[3]]),
+        dport: u16::from_be_bytes([p[4], p[5]]),
+        src: IpAddr::V4(Ipv4Addr::from(src)),
+        dst: IpAddr::V4(dst),
+        has_saddr: true,
+    }
+}
+
+/// What IPv6's policy rules see of a lookup: as IPv4's, the DSCP from the flow info,
+/// no source address with OUTPUT.
+#[inline]
+fn flow_v6(
+    p: &[u8; PARAMS_LEN],
+    fl: u64,
+    dev: u32,
+    output: bool,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+) -> Flow {
+    let flowinfo = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
+    Flow {
+        iif: if output { LOOPBACK_IFINDEX } else { dev },
+        oif: if output { dev } else { 0 },
+        mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
+        dscp: (flowinfo >> 20) as u8 & 0xfc,
+        proto: p[1],
+        sport: u16::from_be_bytes([p[2], p[3]]),
+        dport: u16::from_be_bytes([p[4], p[5]]),
+        src: IpAddr::V6(src),
+        dst: IpAddr::V6(dst),
+        has_saddr: !output,
+    }
 }
 
 /// The table `DIRECT` with `TBID` names, zeroed in the struct as the kernel zeroes it

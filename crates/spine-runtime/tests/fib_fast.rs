@@ -4,13 +4,14 @@
 //! hash-threshold multipath routes (IPv4 preferring the next hop that owns the
 //! source), nexthop-object groups passing over members with a bad neighbour, resilient
 //! groups by bucket, both families, in tables main, local and 100, with `DIRECT` and
-//! `TBID` (100 is looked up alone). The general path is held to the kernel by the
+//! `TBID` (100 is looked up alone), `SRC`, `OUTPUT`, and custom policy rules. The general path is held to the kernel by the
 //! `spine-difftest` tests (`fib_lookup`, `fib_rules`); this holds the records to it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use spine_fib::{
     FibOp, FibWriter, Iface, IpPrefix, Neigh, NextHop, NudState, Route, RouteSelector, RouteType,
+    Rule,
 };
 use spine_runtime::fib_lookup::{flags, FibEnv, PARAMS_LEN};
 
@@ -87,6 +88,11 @@ fn op(rng: &mut Rng) -> FibOp {
         0..=3 => {
             let mut r = Route::unicast(prefix, vec![nexthop(rng, v6)]);
             r.table = table(rng);
+            if r.table == spine_fib::table_id::LOCAL && prefix.len() < 24 {
+                // Local holds the longest prefixes only: a local /0 would end every
+                // walk through the rules at local's rule.
+                r.table = spine_fib::table_id::MAIN;
+            }
             r.metric = rng.below(2) as u32 * 100;
             match rng.below(10) {
                 0..=3 => {
@@ -125,6 +131,27 @@ fn op(rng: &mut Rng) -> FibOp {
             FibOp::SetBuckets { nhid: 1 + rng.below(3) as u32, buckets }
         }
         8 if rng.below(4) == 0 => FibOp::DelIface(2 + rng.below(3) as u32),
+        9 if rng.below(2) == 0 => {
+            // Custom policy rules (or the defaults back): a rule to table 100 for this
+            // prefix or from interface 2, or one suppressing main's answers.
+            use spine_fib::table_id::{DEFAULT, LOCAL, MAIN};
+            let mut rules = vec![Rule::lookup(0, LOCAL)];
+            match rng.below(4) {
+                0 => {}
+                1 => rules.push(Rule { dst: Some(prefix), ..Rule::lookup(100, 100) }),
+                2 => {
+                    // Main's answers of /8 or shorter are refused: table 100 is next.
+                    rules.push(Rule { suppress_prefixlen: 8, ..Rule::lookup(100, MAIN) });
+                    rules.push(Rule::lookup(200, 100));
+                }
+                _ => rules.push(Rule { iif: 2, ..Rule::lookup(100, 100) }),
+            }
+            rules.push(Rule::lookup(32766, MAIN));
+            if !v6 {
+                rules.push(Rule::lookup(32767, DEFAULT));
+            }
+            FibOp::SetRules { v6, rules }
+        }
         _ => {
             let ifindex = 2 + rng.below(3) as u32;
             let mut addrs = vec![(iface_addr(ifindex, false), 24), (iface_addr(ifindex, true), 64)];
@@ -215,6 +242,7 @@ fn the_fast_path_answers_as_the_general_path() {
     let mut rng = Rng(0xfa57_9a7e);
     let mut codes = std::collections::BTreeMap::<i64, usize>::new();
     let mut groups = 0;
+    let mut with_rules = [0; 2];
     for step in 0..2_000 {
         for _ in 0..=rng.below(3) {
             // Refused operations (deleting what is not there) change nothing.
@@ -222,8 +250,12 @@ fn the_fast_path_answers_as_the_general_path() {
         }
         w.publish();
         groups += w.view().fwd_groups();
+        let custom = [false, true].map(|v6| !w.view().rules(v6).is_default());
         for n in 0..20 {
             let (p, fl) = lookup(&mut rng);
+            if custom[usize::from(p[0] == 10)] {
+                with_rules[usize::from(p[0] == 10)] += 1;
+            }
             let (mut a, mut b) = (p, p);
             let (ra, rb) = (fast.lookup(&mut a, 64, fl), slow.lookup(&mut b, 64, fl));
             assert_eq!((ra, a), (rb, b), "step {step}, lookup {n}: flags {fl:#x}, in {p:?}");
@@ -236,4 +268,9 @@ fn the_fast_path_answers_as_the_general_path() {
         assert!(n > min, "few lookups answered {c}: {codes:?}");
     }
     assert!(groups > 2_000, "few multipath groups had records: {groups}");
+    eprintln!("lookups under custom rules, IPv4 and IPv6: {with_rules:?}");
+    assert!(
+        with_rules.iter().all(|&n| n > 2_000),
+        "few lookups under custom rules: {with_rules:?}"
+    );
 }
