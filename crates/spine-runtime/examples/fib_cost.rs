@@ -8,6 +8,7 @@
 //! target/release/examples/fib_cost ROUTES_DIR all 200 both  # timed, every scenario
 //! ```
 //!
+//! A fifth argument gives the lookups' flags as a number (16: `SRC`; 0 by default).
 //! A fourth argument `pinned` runs the lookups in bursts of 32 through one loaded FIB
 //! state (`FibEnv::lookup_in`, as the adapter's workers do; collect
 //! `fib_cost::pinned_burst`), `both` each way; the default loads per lookup.
@@ -106,18 +107,16 @@ fn fib(table: &[IpPrefix], v6: bool, scenario: &str) -> FibEnv {
         w.apply(FibOp::SetNeigh { ifindex: OUT, ip: gw(v6, g), neigh }).expect("neigh");
     }
     w.publish();
-    let iface = |ifindex, a: IpAddr| Iface {
+    let iface = |ifindex, a: &str, a6: &str| Iface {
         ifindex,
         mtu: 1500,
         mac: [2, 0, 0, 0, 0xbb, ifindex as u8],
         forward_v4: true,
         forward_v6: true,
-        addrs: vec![(a, 24)],
+        addrs: vec![(a.parse().expect("v4"), 24), (a6.parse().expect("v6"), 64)],
     };
-    let ifaces = vec![
-        iface(IN, IpAddr::V4(Ipv4Addr::new(10, 100, 0, 1))),
-        iface(OUT, IpAddr::V4(Ipv4Addr::new(10, 200, 0, 254))),
-    ];
+    let ifaces =
+        vec![iface(IN, "10.100.0.1", "fd00:100::1"), iface(OUT, "10.200.0.254", "fd00::fe")];
     FibEnv::new(r, ifaces).with_multipath_seed(0x5eed)
 }
 
@@ -201,34 +200,34 @@ fn lookups(table: &[IpPrefix], v6: bool) -> Vec<[u8; PARAMS_LEN]> {
 }
 
 #[inline(never)]
-fn one(env: &FibEnv, p: &mut [u8; PARAMS_LEN]) -> i64 {
-    env.lookup(p, PARAMS_LEN as u64, 0)
+fn one(env: &FibEnv, p: &mut [u8; PARAMS_LEN], fl: u64) -> i64 {
+    env.lookup(p, PARAMS_LEN as u64, fl)
 }
 
 /// 32 lookups in one FIB state loaded once, as a worker's burst does
 /// (`WorkerHost::pin_fib`); collect `fib_cost::pinned_burst` for its cost.
 #[inline(never)]
-fn pinned_burst(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]]) {
+fn pinned_burst(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]], fl: u64) {
     let st = env.fib.load();
     for s in pkts {
         let mut p = *s;
-        let rc = env.lookup_in(&st, std::hint::black_box(&mut p), PARAMS_LEN as u64, 0);
+        let rc = env.lookup_in(&st, std::hint::black_box(&mut p), PARAMS_LEN as u64, fl);
         assert_eq!(rc, 0, "every lookup succeeds");
     }
 }
 
-fn run(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]], rounds: u32, pinned: bool) -> f64 {
+fn run(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]], rounds: u32, pinned: bool, fl: u64) -> f64 {
     let t = Instant::now();
     for _ in 0..rounds {
         if pinned {
             for b in pkts.chunks(32) {
-                pinned_burst(env, b);
+                pinned_burst(env, b, fl);
             }
             continue;
         }
         for s in pkts {
             let mut p = *s;
-            let rc = one(env, std::hint::black_box(&mut p));
+            let rc = one(env, std::hint::black_box(&mut p), fl);
             assert_eq!(rc, 0, "every lookup succeeds");
         }
     }
@@ -242,6 +241,8 @@ fn main() {
     let rounds: u32 = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(20);
     // `pinned`: bursts of 32 in one loaded state; `both`: each way, alternated.
     let mode = args.get(3).map_or("loaded", String::as_str);
+    // The lookups' flags (`BPF_FIB_LOOKUP_*` bits, e.g. 16 for SRC); 0 by default.
+    let fl: u64 = args.get(4).and_then(|f| f.parse().ok()).unwrap_or(0);
     let all = ["v4", "v6", "ecmp4", "ecmp6", "group4", "res4"];
     let list: Vec<&str> = if which == "all" { all.to_vec() } else { vec![which] };
     let (mut t4, mut t6) = (None, None);
@@ -255,8 +256,8 @@ fn main() {
             if (pinned && mode == "loaded") || (!pinned && mode == "pinned") {
                 continue;
             }
-            run(&env, &pkts, 1, pinned); // warm
-            let ns = run(&env, &pkts, rounds, pinned);
+            run(&env, &pkts, 1, pinned, fl); // warm
+            let ns = run(&env, &pkts, rounds, pinned, fl);
             let how = if pinned { "pinned per 32" } else { "loaded per lookup" };
             println!(
                 "{s} ({how}): {} prefixes, {ns:.1} ns/lookup, {:.2} M lookups/s",

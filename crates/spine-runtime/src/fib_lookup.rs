@@ -168,10 +168,10 @@ impl FibEnv {
         let tbid = direct_tbid(p, fl).unwrap_or(table_id::MAIN);
         let in_merged = !direct || [0, table_id::MAIN, table_id::LOCAL].contains(&tbid);
         // The fast path: with DIRECT or only the default rules (the merged local and
-        // main tables, or DIRECT's table), a route with a forwarding record or group
-        // (`spine_fib::fwd`) is answered from the records alone (with OUTPUT, a record
-        // through the device). Anything else, and the merged LPM's answer for it
-        // without OUTPUT, goes on below.
+        // main tables, or DIRECT's table), or custom rules without OUTPUT (`by_rules`),
+        // a route with a forwarding record or group (`spine_fib::fwd`) is answered from
+        // the records alone (with OUTPUT, a record through the device). Anything else,
+        // and the merged LPM's answer for it without OUTPUT, goes on below.
         let mut walked = None;
         let default_rules = st.rules(false).is_default();
         // Custom rules without OUTPUT: the rules' walk over each table's own LPM, as
@@ -200,10 +200,18 @@ impl FibEnv {
             };
             // With OUTPUT, a route with one next hop through the device: the best route
             // of the longest prefix qualifies, so `lookup_v4_oif` would stop at it.
-            let hit = idx.and_then(|i| Some((i, st.fast_v4(i)?))).filter(|(_, (fast, _))| {
-                oif == 0 || matches!(fast, Fast::One(f) if f.ifindex == oif)
-            });
-            if let Some((i, (fast, metric))) = hit {
+            let hit = match idx {
+                Some(i) => match st.fast_v4(i) {
+                    Some((fast, m))
+                        if oif == 0 || matches!(fast, Fast::One(f) if f.ifindex == oif) =>
+                    {
+                        Some((i, fast, m))
+                    }
+                    _ => None,
+                },
+                None => None,
+            };
+            if let Some((i, fast, metric)) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
                     // The general path's choices below, over the records.
@@ -382,26 +390,8 @@ impl FibEnv {
         wr32(p, 12, metric);
         wr32(p, 8, f.ifindex);
         if fl & flags::SRC != 0 {
-            // As the general path: the route's `src`, else the output interface's
-            // address chosen toward the gateway (IPv4) or the destination (IPv6).
-            let out = self.iface(st, f.ifindex);
-            let prefsrc = st.route(route).and_then(|r| r.prefsrc);
-            match (dst, prefsrc, out) {
-                (IpAddr::V4(_), Some(IpAddr::V4(a)), _) => p[16..20].copy_from_slice(&a.octets()),
-                (IpAddr::V4(_), _, Some(out)) => {
-                    let toward = gw.map(|g| {
-                        let g = g.as_ref();
-                        Ipv4Addr::new(g[0], g[1], g[2], g[3])
-                    });
-                    p[16..20].copy_from_slice(&select_src_v4(out, toward).octets());
-                }
-                (IpAddr::V6(_), Some(IpAddr::V6(a)), _) => p[16..32].copy_from_slice(&a.octets()),
-                (IpAddr::V6(d), _, Some(out)) => match self.select_src_v6(st, out, d) {
-                    Some(a) => p[16..32].copy_from_slice(&a.octets()),
-                    None => return ret::NO_SRC_ADDR,
-                },
-                // The record found an interface, so `iface` does too.
-                (_, _, None) => return ret::NOT_FWDED,
+            if let Err(code) = self.fast_src(st, p, dst, route, f.ifindex, gw) {
+                return code;
             }
         }
         if fl & flags::SKIP_NEIGH == 0 {
@@ -418,6 +408,41 @@ impl FibEnv {
             wr16(p, 6, mtu as u16);
         }
         ret::SUCCESS
+    }
+
+    /// `SRC` for [`FibEnv::forward`], as the general path: the route's `src`, else the
+    /// output interface's address chosen toward the gateway (IPv4) or the destination
+    /// (IPv6). Out of line: most lookups do not ask.
+    #[inline(never)]
+    fn fast_src<G: spine_fib::GatewayBytes>(
+        &self,
+        st: &FibState,
+        p: &mut [u8; PARAMS_LEN],
+        dst: IpAddr,
+        route: u32,
+        ifindex: u32,
+        gw: Option<G>,
+    ) -> Result<(), i64> {
+        let out = self.iface(st, ifindex);
+        let prefsrc = st.route(route).and_then(|r| r.prefsrc);
+        match (dst, prefsrc, out) {
+            (IpAddr::V4(_), Some(IpAddr::V4(a)), _) => p[16..20].copy_from_slice(&a.octets()),
+            (IpAddr::V4(_), _, Some(out)) => {
+                let toward = gw.map(|g| {
+                    let g = g.as_ref();
+                    Ipv4Addr::new(g[0], g[1], g[2], g[3])
+                });
+                p[16..20].copy_from_slice(&select_src_v4(out, toward).octets());
+            }
+            (IpAddr::V6(_), Some(IpAddr::V6(a)), _) => p[16..32].copy_from_slice(&a.octets()),
+            (IpAddr::V6(d), _, Some(out)) => match self.select_src_v6(st, out, d) {
+                Some(a) => p[16..32].copy_from_slice(&a.octets()),
+                None => return Err(ret::NO_SRC_ADDR),
+            },
+            // The record found an interface, so `iface` does too.
+            (_, _, None) => return Err(ret::NOT_FWDED),
+        }
+        Ok(())
     }
 
     /// `fib_select_multipath`: each next hop scores 2 when its own source address
@@ -458,9 +483,9 @@ impl FibEnv {
             Some(t) => t,
         };
         // The fast path, as IPv4's: with local then main answering (only the default
-        // rules) or DIRECT's table, a route with a forwarding record or group (with
-        // OUTPUT, a record) is answered from the records; anything else, and the
-        // route the default rules found, goes on below.
+        // rules), DIRECT's table, or the custom rules' walk, a route with a forwarding
+        // record or group (with OUTPUT, a record) is answered from the records;
+        // anything else, and the route the default rules found, goes on below.
         let mut walked = None;
         let default_rules = st.rules(true).is_default();
         if self.fast {
@@ -489,10 +514,16 @@ impl FibEnv {
             // With OUTPUT, a route with one next hop: the general path below takes it
             // whatever its device (the device only orders a multipath route's
             // siblings, `rt6_select`).
-            let hit = idx
-                .and_then(|i| Some((i, st.fast_v6(i)?)))
-                .filter(|(_, (fast, _))| !output || matches!(fast, Fast::One(_)));
-            if let Some((i, (fast, metric))) = hit {
+            let hit = match idx {
+                Some(i) => match st.fast_v6(i) {
+                    Some((fast, m)) if !output || matches!(fast, Fast::One(_)) => {
+                        Some((i, fast, m))
+                    }
+                    _ => None,
+                },
+                None => None,
+            };
+            if let Some((i, fast, metric)) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
                     Fast::Group(g) => {
