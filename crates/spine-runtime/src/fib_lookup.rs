@@ -200,18 +200,10 @@ impl FibEnv {
             };
             // With OUTPUT, a route with one next hop through the device: the best route
             // of the longest prefix qualifies, so `lookup_v4_oif` would stop at it.
-            let hit = match idx {
-                Some(i) => match st.fast_v4(i) {
-                    Some((fast, m))
-                        if oif == 0 || matches!(fast, Fast::One(f) if f.ifindex == oif) =>
-                    {
-                        Some((i, fast, m))
-                    }
-                    _ => None,
-                },
-                None => None,
-            };
-            if let Some((i, fast, metric)) = hit {
+            let hit = idx.and_then(|i| Some((i, st.fast_v4(i)?))).filter(|(_, (fast, _))| {
+                oif == 0 || matches!(fast, Fast::One(f) if f.ifindex == oif)
+            });
+            if let Some((i, (fast, metric))) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
                     // The general path's choices below, over the records.
