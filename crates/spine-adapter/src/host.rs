@@ -23,7 +23,10 @@ pub struct WorkerHost {
     pub detaches: u64,
     /// What `bpf_fib_lookup` reads (shared with every worker; lookups take no lock).
     fib: Option<spine_runtime::fib_lookup::FibEnv>,
-    /// The FIB state held for the current burst ([`WorkerHost::pin_fib`]).
+    /// A burst is running ([`WorkerHost::pin_fib`]): its first `bpf_fib_lookup` loads
+    /// the state into `pinned`.
+    in_burst: bool,
+    /// The FIB state held for the rest of the current burst.
     pinned: Option<spine_fib::FibSnapshot>,
     /// The log the control API follows.
     log_buf: Option<Arc<LogBuf>>,
@@ -41,6 +44,7 @@ impl WorkerHost {
             faults: 0,
             detaches: 0,
             fib: None,
+            in_burst: false,
             pinned: None,
             log_buf: None,
         }
@@ -56,20 +60,20 @@ impl WorkerHost {
         self
     }
 
-    /// Loads the published FIB state once for a burst: the burst's `bpf_fib_lookup`s
-    /// read it (one `arc-swap` load per burst, not per lookup). Nothing without a FIB.
+    /// A burst starts: its first `bpf_fib_lookup` loads the published FIB state and
+    /// the burst's later ones read the same (one `arc-swap` load per burst, not per
+    /// lookup); a burst that looks nothing up loads nothing. Nothing without a FIB.
     #[inline]
     pub fn pin_fib(&mut self) {
-        if let Some(f) = &self.fib {
-            self.pinned = Some(f.fib.load());
-        }
+        self.in_burst = self.fib.is_some();
     }
 
-    /// Drops the state [`WorkerHost::pin_fib`] held, at the end of the burst: the
-    /// writer's next change waits for it (`spine_fib::publish`), and the next burst
-    /// sees what was published meanwhile.
+    /// The burst has run: drops the state its first lookup loaded, if any. The
+    /// writer's next change waits for a held state (`spine_fib::publish`), and the
+    /// next burst sees what was published meanwhile.
     #[inline]
     pub fn unpin_fib(&mut self) {
+        self.in_burst = false;
         self.pinned = None;
     }
 }
@@ -83,6 +87,16 @@ impl Host for WorkerHost {
     #[inline]
     fn fib_state(&self) -> Option<&spine_fib::FibState> {
         self.pinned.as_deref().map(|s| &**s)
+    }
+
+    #[inline]
+    fn fib_for_lookup(
+        &mut self,
+    ) -> (Option<&spine_runtime::fib_lookup::FibEnv>, Option<&spine_fib::FibState>) {
+        if self.in_burst && self.pinned.is_none() {
+            self.pinned = self.fib.as_ref().map(|f| f.fib.load());
+        }
+        (self.fib.as_ref(), self.pinned.as_deref().map(|s| &**s))
     }
 
     #[inline]
@@ -167,11 +181,12 @@ mod tests {
         assert_eq!(a.trace_lines, 1);
     }
 
-    /// A burst reads the state pinned at its start, whatever is published meanwhile;
-    /// unpinning lets the writer take that copy back (its next change would otherwise
-    /// wait) and the next burst sees the new state.
+    /// A burst loads the state at its first lookup and reads it to its end, whatever
+    /// is published meanwhile; a burst without a lookup loads nothing; unpinning lets
+    /// the writer take that copy back (its next change would otherwise wait) and the
+    /// next burst sees the new state.
     #[test]
-    fn a_burst_reads_the_fib_pinned_at_its_start() {
+    fn a_burst_reads_the_fib_pinned_at_its_first_lookup() {
         use spine_fib::{table_id, FibWriter, NextHop, Route};
         let (mut w, r) = FibWriter::new();
         let route = |p: &str| Route::unicast(p.parse().unwrap(), vec![NextHop::dev(2)]);
@@ -180,21 +195,35 @@ mod tests {
         let env = spine_runtime::fib_lookup::FibEnv::new(r, Vec::new());
         let mut h = WorkerHost::new(0, 1, false).with_fib(Some(env));
         assert!(h.fib_state().is_none(), "nothing pinned outside a burst");
-        let routes = |h: &WorkerHost| h.fib_state().unwrap().routes(table_id::MAIN).len();
+        let routes = |h: &mut WorkerHost| {
+            let (env, st) = h.fib_for_lookup();
+            assert!(env.is_some());
+            st.unwrap().routes(table_id::MAIN).len()
+        };
         h.pin_fib();
-        assert_eq!(routes(&h), 1);
+        assert!(h.fib_state().is_none(), "nothing loaded before the burst's first lookup");
+        h.unpin_fib();
+        // A burst without a lookup held nothing: this change does not wait for it.
         w.add(route("10.2.0.0/16")).unwrap();
         w.publish();
-        assert_eq!(routes(&h), 1, "the burst keeps its state");
+        h.pin_fib();
+        assert_eq!(routes(&mut h), 2, "the first lookup loads what is published");
+        assert!(h.fib_state().is_some(), "held for the rest of the burst");
+        w.add(route("10.3.0.0/16")).unwrap();
+        w.publish();
+        assert_eq!(routes(&mut h), 2, "the burst keeps its state");
         h.unpin_fib();
         assert!(h.fib_state().is_none());
+        let (env, st) = h.fib_for_lookup();
+        assert!(env.is_some() && st.is_none(), "outside a burst each lookup loads");
         // The writer's copy behind is free again: this change does not wait.
-        w.add(route("10.3.0.0/16")).unwrap();
+        w.add(route("10.4.0.0/16")).unwrap();
         h.pin_fib();
-        assert_eq!(routes(&h), 2, "the next burst sees what was published");
+        assert_eq!(routes(&mut h), 3, "the next burst sees what was published");
         h.unpin_fib();
         let mut none = WorkerHost::new(0, 1, false);
         none.pin_fib();
-        assert!(none.fib_state().is_none(), "no FIB, nothing pinned");
+        let (env, st) = none.fib_for_lookup();
+        assert!(env.is_none() && st.is_none(), "no FIB, nothing pinned");
     }
 }

@@ -624,7 +624,7 @@ impl Worker {
             let Some(runner) = self.progs[pi].runner.as_mut() else {
                 unreachable!("run_burst is called with a runner attached")
             };
-            // One FIB state for the burst's `bpf_fib_lookup`s (dropped below).
+            // The burst's first `bpf_fib_lookup` loads the FIB state, held to its end.
             self.host.pin_fib();
             let mut burst = runner.burst(self.geometry, rxi, &mut self.host);
             let mut bufs = rx.drain_front(n);

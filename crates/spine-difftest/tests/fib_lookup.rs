@@ -56,6 +56,7 @@ fn lookup(rng: &mut Rng, ifindexes: &[u32]) -> Vec<u8> {
                 "2001:db8:19::",
                 "2001:db8:1a::",
                 "2001:db8:1b::",
+                "2001:db8:1c:1::",
                 "2001:db8:1::",
                 "2001:db8:2::",
                 "2001:db8:99::",
@@ -155,7 +156,17 @@ fn fib_lookup_matches_the_kernel() {
         ["in0", "dn0", "dn1", "sm0", "nf0"].iter().map(|n| names[*n]).collect();
     ifindexes.extend([in0, in0, in0, 999]);
     let mut rng = Rng(0x0f1b_1007);
-    let pkts: Vec<Vec<u8>> = (0..LOOKUPS).map(|_| lookup(&mut rng, &ifindexes)).collect();
+    let mut pkts: Vec<Vec<u8>> = (0..LOOKUPS).map(|_| lookup(&mut rng, &ifindexes)).collect();
+    // And DIRECT lookups naming a table with TBID (others than main and local: the
+    // fast path walks that table's own LPM), sometimes with SKIP_NEIGH.
+    pkts.extend((0..LOOKUPS / 8).map(|_| {
+        let mut p = lookup(&mut rng, &ifindexes);
+        let tbid = *rng.pick(&[100u32, 100, 200, 253, 7, 255]);
+        p[62..66].copy_from_slice(&tbid.to_ne_bytes());
+        let fl: u32 = if rng.below(4) == 0 { 0xd } else { 0x9 };
+        p[78..82].copy_from_slice(&fl.to_ne_bytes());
+        p
+    }));
 
     // The kernel: the program loaded and run from inside the namespace, the packet
     // arriving on in0, so the helper looks up in the namespace's tables.
@@ -171,6 +182,47 @@ fn fib_lookup_matches_the_kernel() {
             .map(|(_, k)| u32::from_ne_bytes(k[22..26].try_into().expect("4 bytes")))
             .collect();
         assert!(outs.len() >= 2, "family {family}: ECMP lookups all left by {outs:?}");
+    }
+
+    // DIRECT lookups in a table other than main and local (TBID 100 or 253, without
+    // OUTPUT or SRC: the fast path walks that table's own LPM) reach a route, both
+    // families.
+    for family in [2u8, 10] {
+        let n = pkts
+            .iter()
+            .zip(&kernel)
+            .filter(|(p, k)| {
+                let fl = u32::from_ne_bytes(p[78..82].try_into().expect("4 bytes"));
+                let tbid = u32::from_ne_bytes(p[62..66].try_into().expect("4 bytes"));
+                p[14] == family && fl & 0x1b == 0x9 && [100, 253].contains(&tbid) && code_of(k) == 0
+            })
+            .count();
+        eprintln!("family {family}: {n} DIRECT lookups in table 100 or 253 answered SUCCESS");
+        assert!(n > 10, "family {family}: few DIRECT lookups in table 100 or 253 succeeded");
+        // SRC without OUTPUT (the fast path writes the source too), some through a
+        // route with its own `src`.
+        let src = pkts
+            .iter()
+            .zip(&kernel)
+            .filter(|(p, k)| {
+                let fl = u32::from_ne_bytes(p[78..82].try_into().expect("4 bytes"));
+                p[14] == family && fl & 0x12 == 0x10 && code_of(k) == 0
+            })
+            .count();
+        eprintln!("family {family}: {src} SRC lookups answered SUCCESS");
+        assert!(src > 50, "family {family}: few SRC lookups succeeded");
+        // OUTPUT (the fast path answers a route through the device, IPv6 any route
+        // with one next hop).
+        let output = pkts
+            .iter()
+            .zip(&kernel)
+            .filter(|(p, k)| {
+                let fl = u32::from_ne_bytes(p[78..82].try_into().expect("4 bytes"));
+                p[14] == family && fl & 0x2 != 0 && code_of(k) == 0
+            })
+            .count();
+        eprintln!("family {family}: {output} OUTPUT lookups answered SUCCESS");
+        assert!(output > 20, "family {family}: few OUTPUT lookups succeeded");
     }
 
     for engine in [EngineKind::Interpreter, EngineKind::Jit] {

@@ -148,6 +148,14 @@ pub struct FibState {
     /// The IPv4 routes of tables local and main: each prefix's value is the index of
     /// local's best route for it, else main's.
     merged4: crate::Lpm4,
+    /// The same for IPv6. The kernel does not merge them for IPv6: it looks local up,
+    /// then main on a miss ([`FibState::lookup_v6_default_index`] gives that answer
+    /// from this LPM and `local6_cover`).
+    merged6: crate::Lpm6,
+    /// Table local's IPv6 prefixes shorter than /128 (the kernel's `ff00::/8`
+    /// multicast route; AnyIP ranges): where one holds a destination, local answers
+    /// even if main has a longer prefix for it.
+    local6_cover: Vec<crate::Prefix6>,
     /// The policy rules of each family.
     rules4: RuleSet,
     rules6: RuleSet,
@@ -167,6 +175,8 @@ impl Default for FibState {
             neigh: NeighTable::default(),
             ifaces: Ifaces::default(),
             merged4: crate::Lpm4::new(),
+            merged6: crate::Lpm6::new(),
+            local6_cover: Vec::new(),
             rules4: RuleSet::default_for(false),
             rules6: RuleSet::default_for(true),
             buckets: HashMap::new(),
@@ -303,20 +313,40 @@ impl FibState {
         Ok(())
     }
 
-    /// Points the merged IPv4 LPM at `p`'s route after a change to table `table`:
-    /// local's best route for `p`, else main's, else nothing.
+    /// Points the merged LPM of `p`'s family at `p`'s route after a change to table
+    /// `table`: local's best route for `p`, else main's, else nothing; keeps
+    /// `local6_cover` in step with local's IPv6 prefixes.
     fn sync_merged(&mut self, table: u32, p: IpPrefix) -> Result<(), FibError> {
-        let IpPrefix::V4(q) = p else { return Ok(()) };
         if table != table_id::LOCAL && table != table_id::MAIN {
             return Ok(());
         }
         let best = |id| self.table(id).and_then(|t| t.best(&p));
-        match best(table_id::LOCAL).or_else(|| best(table_id::MAIN)) {
-            Some(i) => {
+        let local = best(table_id::LOCAL);
+        let merged = local.or_else(|| best(table_id::MAIN));
+        match (p, merged) {
+            (IpPrefix::V4(q), Some(i)) => {
                 self.merged4.insert(q, i)?;
             }
-            None => {
+            (IpPrefix::V4(q), None) => {
                 self.merged4.remove(q);
+            }
+            (IpPrefix::V6(q), Some(i)) => {
+                self.merged6.insert(q, i)?;
+            }
+            (IpPrefix::V6(q), None) => {
+                self.merged6.remove(q);
+            }
+        }
+        if let IpPrefix::V6(q) = p {
+            if table == table_id::LOCAL && q.len() < 128 {
+                let at = self.local6_cover.iter().position(|c| *c == q);
+                match (local, at) {
+                    (Some(_), None) => self.local6_cover.push(q),
+                    (None, Some(i)) => {
+                        self.local6_cover.swap_remove(i);
+                    }
+                    _ => {}
+                }
             }
         }
         Ok(())
@@ -346,8 +376,9 @@ impl FibState {
     pub fn lookup(&self, table: u32, dst: IpAddr, hash: u32) -> Option<Resolved<'_>> {
         let t = self.table(table)?;
         let idx = match dst {
-            IpAddr::V4(a) if !t.own_v4() => self.main_v4(t, u32::from_std(a)),
+            IpAddr::V4(a) if !t.own() => self.main_v4(t, u32::from_std(a)),
             IpAddr::V4(a) => t.v4.lookup(u32::from_std(a)),
+            IpAddr::V6(a) if !t.own() => self.main_v6(t, u128::from_std(a)),
             IpAddr::V6(a) => t.v6.lookup(u128::from_std(a)),
         }?;
         let route = self.route(idx)?;
@@ -414,11 +445,49 @@ impl FibState {
         self.fwd.get_v6(idx)
     }
 
+    /// The index ([`FibState::route`]) of table `table`'s route for IPv4 destination
+    /// `dst`: one LPM walk (in main, where local's routes are merged, see
+    /// [`FibState::lookup`]).
+    #[inline]
+    pub fn lookup_v4_index(&self, table: u32, dst: Ipv4Addr) -> Option<u32> {
+        let t = self.table(table)?;
+        if t.own() {
+            t.v4.lookup(u32::from(dst))
+        } else {
+            self.main_v4(t, u32::from(dst))
+        }
+    }
+
     /// The index ([`FibState::route`]) of table `table`'s route for IPv6 destination
-    /// `dst` (its bits, network order as a number): one LPM walk, nothing else touched.
+    /// `dst` (its bits, network order as a number): one LPM walk, except in main where
+    /// a local route shadows main's (see [`FibState::lookup`]).
     #[inline]
     pub fn lookup_v6_index(&self, table: u32, dst: u128) -> Option<u32> {
-        self.table(table)?.v6.lookup(dst)
+        let t = self.table(table)?;
+        if t.own() {
+            t.v6.lookup(dst)
+        } else {
+            self.main_v6(t, dst)
+        }
+    }
+
+    /// The index of the route the kernel's default rules find for IPv6 destination
+    /// `dst` in tables local and main (`fib6_rule_lookup`): local's longest prefix if
+    /// local has one for `dst`, else main's. One walk of the merged LPM, which gives
+    /// the longest prefix of either table (local's on a tie): that is the answer
+    /// unless a local prefix shorter than main's longest holds `dst`, which only one
+    /// of `local6_cover` can, checked first (the kernel's `ff00::/8`, one mask and
+    /// compare; with more than a few such prefixes local is simply walked first).
+    #[inline]
+    pub fn lookup_v6_default_index(&self, dst: u128) -> Option<u32> {
+        const SCAN: usize = 8;
+        let c = &self.local6_cover;
+        if !c.is_empty() && (c.len() > SCAN || c.iter().any(|p| p.contains(dst))) {
+            if let Some(i) = self.table(table_id::LOCAL).and_then(|t| t.v6.lookup(dst)) {
+                return Some(i);
+            }
+        }
+        self.merged6.lookup(dst)
     }
 
     /// Number of forwarding records ([`FibState::fwd_v4`], [`FibState::fwd_v6`]) in
@@ -450,6 +519,29 @@ impl FibState {
         (0..=r.prefix.len()).rev().find_map(|len| {
             let p = crate::Prefix4::truncating(a, len).ok()?;
             main.best(&IpPrefix::V4(p))
+        })
+    }
+
+    /// The index of the route the merged IPv6 LPM of tables local and main holds for
+    /// `dst`: the longest prefix of either (local's on a tie). A route with a
+    /// forwarding record ([`FibState::fast_v6`]) found here is main's answer for
+    /// `dst` (`BPF_FIB_LOOKUP_DIRECT`): local's IPv6 routes get no record.
+    #[inline]
+    pub fn lookup_v6_merged_index(&self, dst: u128) -> Option<u32> {
+        self.merged6.lookup(dst)
+    }
+
+    /// Main's own answer for IPv6 destination `a`, as [`FibState::main_v4`] gives
+    /// IPv4's: the merged LPM's unless a local route shadows main's there.
+    fn main_v6(&self, main: &Table, a: u128) -> Option<u32> {
+        let idx = self.merged6.lookup(a)?;
+        let r = self.route(idx)?;
+        if r.table == table_id::MAIN {
+            return Some(idx);
+        }
+        (0..=r.prefix.len()).rev().find_map(|len| {
+            let p = crate::Prefix6::truncating(a, len).ok()?;
+            main.best(&IpPrefix::V6(p))
         })
     }
 
@@ -491,7 +583,7 @@ impl FibState {
     /// interleaved; `None` where no route matches or the table does not exist.
     pub fn lookup_v4_batch(&self, table: u32, dsts: &[u32], out: &mut [Option<u32>]) {
         match self.table(table) {
-            Some(t) if !t.own_v4() => {
+            Some(t) if !t.own() => {
                 for (a, o) in dsts.iter().zip(out.iter_mut()) {
                     *o = self.main_v4(t, *a);
                 }
@@ -603,7 +695,8 @@ impl FibState {
 
     /// Bytes of the LPM lookup structures, all tables.
     pub fn lpm_memory(&self) -> crate::Memory {
-        let start = self.merged4.memory();
+        let (m4, m6) = (self.merged4.memory(), self.merged6.memory());
+        let start = crate::Memory { lookup: m4.lookup + m6.lookup, update: m4.update + m6.update };
         self.tables.iter().fold(start, |m, t| {
             let (a, b) = (t.v4.memory(), t.v6.memory());
             crate::Memory {

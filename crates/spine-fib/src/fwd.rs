@@ -439,6 +439,9 @@ impl FwdTable {
                 Some(k) => self.v4.acquire_group(e.nhid, &k, n, i) | GROUP,
                 None => return,
             },
+            // Table local's IPv6 routes get none: a record found through the merged
+            // LPM then says the route is main's (`FibState::lookup_v6_merged_index`).
+            IpPrefix::V6(_) if e.table == crate::table_id::LOCAL => return,
             IpPrefix::V6(_) => match keys(e) {
                 Some(k) if k.len() == 1 => self.v6.acquire(k[0].1, n, i) | V6,
                 Some(k) => self.v6.acquire_group(e.nhid, &k, n, i) | GROUP | V6,

@@ -1,7 +1,7 @@
 //! One routing table: the routes of each prefix ordered by metric, and an LPM per
 //! family whose value is the index of each prefix's best route (in [`crate::fib`]'s
-//! route store). The main table keeps no IPv4 LPM of its own: its IPv4 routes live in
-//! the LPM that merges tables local and main ([`crate::fib`]).
+//! route store). The main table keeps no LPM of its own: its routes of each family live
+//! in the LPM that merges tables local and main ([`crate::fib`]).
 
 use rustc_hash::FxHashMap;
 
@@ -11,8 +11,9 @@ use crate::prefix::IpPrefix;
 #[derive(Debug, Clone)]
 pub(crate) struct Table {
     pub(crate) id: u32,
-    /// Empty, and never updated, in the main table (see [`Table::own_v4`]).
+    /// Empty, and never updated, in the main table (see [`Table::own`]).
     pub(crate) v4: Lpm4,
+    /// As `v4`.
     pub(crate) v6: Lpm6,
     /// Route indices per prefix, lowest metric first (ties: oldest first).
     pub(crate) routes: FxHashMap<IpPrefix, Vec<(u32, u32)>>,
@@ -23,8 +24,9 @@ impl Table {
         Table { id, v4: Lpm4::new(), v6: Lpm6::new(), routes: FxHashMap::default() }
     }
 
-    /// Whether this table's IPv4 routes have their own LPM (all but main).
-    pub(crate) fn own_v4(&self) -> bool {
+    /// Whether this table's routes have their own LPMs (all but main's: they live in
+    /// the merged LPMs of local and main).
+    pub(crate) fn own(&self) -> bool {
         self.id != crate::route::table_id::MAIN
     }
 
@@ -37,7 +39,7 @@ impl Table {
     pub(crate) fn sync(&mut self, p: IpPrefix) -> Result<(), LpmError> {
         let best = self.best(&p);
         match (p, best) {
-            (IpPrefix::V4(_), _) if !self.own_v4() => Ok(()),
+            _ if !self.own() => Ok(()),
             (IpPrefix::V4(q), Some(i)) => self.v4.insert(q, i).map(drop),
             (IpPrefix::V4(q), None) => {
                 self.v4.remove(q);

@@ -8,9 +8,13 @@
 //! target/release/examples/fib_cost ROUTES_DIR all 200 both  # timed, every scenario
 //! ```
 //!
+//! A fifth argument gives the lookups' flags as a number (16: `SRC`; 0 by default).
 //! A fourth argument `pinned` runs the lookups in bursts of 32 through one loaded FIB
 //! state (`FibEnv::lookup_in`, as the adapter's workers do; collect
 //! `fib_cost::pinned_burst`), `both` each way; the default loads per lookup.
+//!
+//! Every scenario's FIB also holds the routes the kernel keeps for the two devices'
+//! addresses and loopback (table local, main's connected routes: `kernel_routes`).
 //!
 //! Scenarios: `v4` (1.04 M IPv4 prefixes, each through one of 16 gateways), `v6` (the
 //! 246 k IPv6 prefixes, likewise), `ecmp4`/`ecmp6` (each prefix a multipath route over
@@ -88,6 +92,10 @@ fn fib(table: &[IpPrefix], v6: bool, scenario: &str) -> FibEnv {
         }
         w.add(route).expect("route");
     }
+    for r in kernel_routes(v6) {
+        // A connected route the table already holds stays the table's.
+        let _ = w.add(r);
+    }
     if scenario == "res4" {
         for nhid in 1..=8 {
             let buckets = (0..128u16).map(|b| b % 2).collect();
@@ -99,19 +107,58 @@ fn fib(table: &[IpPrefix], v6: bool, scenario: &str) -> FibEnv {
         w.apply(FibOp::SetNeigh { ifindex: OUT, ip: gw(v6, g), neigh }).expect("neigh");
     }
     w.publish();
-    let iface = |ifindex, a: IpAddr| Iface {
+    let iface = |ifindex, a: &str, a6: &str| Iface {
         ifindex,
         mtu: 1500,
         mac: [2, 0, 0, 0, 0xbb, ifindex as u8],
         forward_v4: true,
         forward_v6: true,
-        addrs: vec![(a, 24)],
+        addrs: vec![(a.parse().expect("v4"), 24), (a6.parse().expect("v6"), 64)],
     };
-    let ifaces = vec![
-        iface(IN, IpAddr::V4(Ipv4Addr::new(10, 100, 0, 1))),
-        iface(OUT, IpAddr::V4(Ipv4Addr::new(10, 200, 0, 254))),
-    ];
+    let ifaces =
+        vec![iface(IN, "10.100.0.1", "fd00:100::1"), iface(OUT, "10.200.0.254", "fd00::fe")];
     FibEnv::new(r, ifaces).with_multipath_seed(0x5eed)
+}
+
+/// What the kernel puts in a namespace with the two devices (addresses
+/// 10.100.0.1/24 and fd00:100::1/64 on IN, 10.200.0.254/24 and fd00::fe/64 on OUT) and
+/// loopback: table local's local, broadcast, anycast and multicast routes, and main's
+/// connected routes. The IPv6 lookup walks local as well as main (the kernel does not
+/// merge them), so a table without them would not show that walk.
+fn kernel_routes(v6: bool) -> Vec<Route> {
+    use spine_fib::{table_id, RouteType};
+    let r = |table, kind, p: &str, dev| Route {
+        table,
+        kind,
+        metric: if v6 && table == table_id::MAIN { 256 } else { 0 },
+        ..Route::unicast(p.parse().expect("prefix"), vec![NextHop::dev(dev)])
+    };
+    let (local, main) = (table_id::LOCAL, table_id::MAIN);
+    if v6 {
+        vec![
+            r(local, RouteType::Local, "::1/128", 1),
+            r(local, RouteType::Local, "fd00:100::1/128", IN),
+            r(local, RouteType::Local, "fd00::fe/128", OUT),
+            r(local, RouteType::Anycast, "fd00:100::/128", IN),
+            r(local, RouteType::Anycast, "fd00::/128", OUT),
+            r(local, RouteType::Multicast, "ff00::/8", OUT),
+            r(main, RouteType::Unicast, "fd00:100::/64", IN),
+            r(main, RouteType::Unicast, "fd00::/64", OUT),
+            r(main, RouteType::Unicast, "fe80::/64", OUT),
+        ]
+    } else {
+        vec![
+            r(local, RouteType::Local, "127.0.0.0/8", 1),
+            r(local, RouteType::Local, "127.0.0.1/32", 1),
+            r(local, RouteType::Broadcast, "127.255.255.255/32", 1),
+            r(local, RouteType::Local, "10.100.0.1/32", IN),
+            r(local, RouteType::Broadcast, "10.100.0.255/32", IN),
+            r(local, RouteType::Local, "10.200.0.254/32", OUT),
+            r(local, RouteType::Broadcast, "10.200.0.255/32", OUT),
+            r(main, RouteType::Unicast, "10.100.0.0/24", IN),
+            r(main, RouteType::Unicast, "10.200.0.0/24", OUT),
+        ]
+    }
 }
 
 fn lookups(table: &[IpPrefix], v6: bool) -> Vec<[u8; PARAMS_LEN]> {
@@ -153,34 +200,34 @@ fn lookups(table: &[IpPrefix], v6: bool) -> Vec<[u8; PARAMS_LEN]> {
 }
 
 #[inline(never)]
-fn one(env: &FibEnv, p: &mut [u8; PARAMS_LEN]) -> i64 {
-    env.lookup(p, PARAMS_LEN as u64, 0)
+fn one(env: &FibEnv, p: &mut [u8; PARAMS_LEN], fl: u64) -> i64 {
+    env.lookup(p, PARAMS_LEN as u64, fl)
 }
 
 /// 32 lookups in one FIB state loaded once, as a worker's burst does
 /// (`WorkerHost::pin_fib`); collect `fib_cost::pinned_burst` for its cost.
 #[inline(never)]
-fn pinned_burst(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]]) {
+fn pinned_burst(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]], fl: u64) {
     let st = env.fib.load();
     for s in pkts {
         let mut p = *s;
-        let rc = env.lookup_in(&st, std::hint::black_box(&mut p), PARAMS_LEN as u64, 0);
+        let rc = env.lookup_in(&st, std::hint::black_box(&mut p), PARAMS_LEN as u64, fl);
         assert_eq!(rc, 0, "every lookup succeeds");
     }
 }
 
-fn run(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]], rounds: u32, pinned: bool) -> f64 {
+fn run(env: &FibEnv, pkts: &[[u8; PARAMS_LEN]], rounds: u32, pinned: bool, fl: u64) -> f64 {
     let t = Instant::now();
     for _ in 0..rounds {
         if pinned {
             for b in pkts.chunks(32) {
-                pinned_burst(env, b);
+                pinned_burst(env, b, fl);
             }
             continue;
         }
         for s in pkts {
             let mut p = *s;
-            let rc = one(env, std::hint::black_box(&mut p));
+            let rc = one(env, std::hint::black_box(&mut p), fl);
             assert_eq!(rc, 0, "every lookup succeeds");
         }
     }
@@ -194,6 +241,8 @@ fn main() {
     let rounds: u32 = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(20);
     // `pinned`: bursts of 32 in one loaded state; `both`: each way, alternated.
     let mode = args.get(3).map_or("loaded", String::as_str);
+    // The lookups' flags (`BPF_FIB_LOOKUP_*` bits, e.g. 16 for SRC); 0 by default.
+    let fl: u64 = args.get(4).and_then(|f| f.parse().ok()).unwrap_or(0);
     let all = ["v4", "v6", "ecmp4", "ecmp6", "group4", "res4"];
     let list: Vec<&str> = if which == "all" { all.to_vec() } else { vec![which] };
     let (mut t4, mut t6) = (None, None);
@@ -207,8 +256,8 @@ fn main() {
             if (pinned && mode == "loaded") || (!pinned && mode == "pinned") {
                 continue;
             }
-            run(&env, &pkts, 1, pinned); // warm
-            let ns = run(&env, &pkts, rounds, pinned);
+            run(&env, &pkts, 1, pinned, fl); // warm
+            let ns = run(&env, &pkts, rounds, pinned, fl);
             let how = if pinned { "pinned per 32" } else { "loaded per lookup" };
             println!(
                 "{s} ({how}): {} prefixes, {ns:.1} ns/lookup, {:.2} M lookups/s",

@@ -161,18 +161,49 @@ impl FibEnv {
         let oif = if fl & flags::OUTPUT != 0 { dev.ifindex } else { 0 };
         let src: [u8; 4] = p[16..20].try_into().expect("4 bytes");
         let dst = Ipv4Addr::from(rd_be32(p, 32));
-        // The fast path: with no OUTPUT or SRC, and the merged local and main tables
-        // answering (DIRECT, TBID naming one of them, or only the default rules), a
-        // route with a forwarding record or group (`spine_fib::fwd`) is answered from
-        // the records alone. Anything else, and the LPM's answer for it, goes on below.
+        let direct = fl & flags::DIRECT != 0;
+        // DIRECT's table: main unless TBID names another. fib_get_table: table 0 is
+        // main, and local is merged into main while only the default rules exist (the
+        // general path below looks there too).
+        let tbid = direct_tbid(p, fl).unwrap_or(table_id::MAIN);
+        let in_merged = !direct || [0, table_id::MAIN, table_id::LOCAL].contains(&tbid);
+        // The fast path: with DIRECT or only the default rules (the merged local and
+        // main tables, or DIRECT's table), or custom rules without OUTPUT (`by_rules`),
+        // a route with a forwarding record or group (`spine_fib::fwd`) is answered from
+        // the records alone (with OUTPUT, a record through the device). Anything else,
+        // and the merged LPM's answer for it without OUTPUT, goes on below.
         let mut walked = None;
-        if self.fast
-            && fl & (flags::OUTPUT | flags::SRC) == 0
-            && (fl & flags::DIRECT != 0 || st.rules(false).is_default())
-            && fast_tbid(p, fl, &[0, table_id::MAIN, table_id::LOCAL])
-        {
-            let idx = st.lookup_v4_merged_index(dst);
-            if let Some((fast, metric)) = idx.and_then(|i| st.fast_v4(i)) {
+        let default_rules = st.rules(false).is_default();
+        // Custom rules without OUTPUT: the rules' walk over each table's own LPM, as
+        // `lookup_by_rules` walks it, answering from a record; a route without one, or
+        // a rule that would suppress, leaves the lookup to the general path.
+        let by_rules = |p: &[u8; PARAMS_LEN]| {
+            let flow = flow_v4(p, fl, dev.ifindex, oif, src, dst);
+            let walk = st.rules(false).walk(&flow, |t, rule| {
+                let i = st.lookup_v4_index(t, dst)?;
+                Some(Some(i).filter(|&i| rule.suppress_prefixlen < 0 && st.fast_v4(i).is_some()))
+            });
+            match walk {
+                RuleResult::Table(i) => i,
+                _ => None,
+            }
+        };
+        if self.fast && (direct || default_rules || oif == 0) {
+            let idx = if direct || default_rules {
+                if in_merged {
+                    st.lookup_v4_merged_index(dst)
+                } else {
+                    st.lookup_v4_index(tbid, dst)
+                }
+            } else {
+                by_rules(p)
+            };
+            // With OUTPUT, a route with one next hop through the device: the best route
+            // of the longest prefix qualifies, so `lookup_v4_oif` would stop at it.
+            let hit = idx.and_then(|i| Some((i, st.fast_v4(i)?))).filter(|(_, (fast, _))| {
+                oif == 0 || matches!(fast, Fast::One(f) if f.ifindex == oif)
+            });
+            if let Some((i, (fast, metric))) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
                     // The general path's choices below, over the records.
@@ -199,9 +230,12 @@ impl FibEnv {
                     }
                 };
                 let mtu = |m: u32| m.min(IP_MAX_MTU);
-                return self.forward(st, p, fl, IpAddr::V4(dst), f, metric, mtu);
+                return self.forward(st, p, fl, IpAddr::V4(dst), i, f, metric, mtu);
             }
-            walked = Some(idx);
+            // OUTPUT's answer is not the merged LPM's: looked up again below.
+            if in_merged && oif == 0 && (direct || default_rules) {
+                walked = Some(idx);
+            }
         }
         let find = |table: u32| {
             if oif != 0 {
@@ -226,14 +260,8 @@ impl FibEnv {
                 (l, m) => l.or(m),
             }
         };
-        let res = if fl & flags::DIRECT != 0 {
-            let mut tbid = table_id::MAIN;
-            if fl & flags::TBID != 0 {
-                tbid = rd32(p, 48);
-                wr32(p, 48, 0);
-            }
-            // fib_get_table: table 0 is main.
-            if tbid == table_id::MAIN || tbid == table_id::LOCAL || tbid == 0 {
+        let res = if direct {
+            if in_merged {
                 classify_v4(merged())
             } else {
                 classify_v4(find(tbid))
@@ -245,20 +273,7 @@ impl FibEnv {
                 r => classify_v4(r),
             }
         } else {
-            // The policy rules (`__fib_lookup`): the ingress device as iif (loopback
-            // with OUTPUT), the mark with MARK, the DSCP bits the rules compare.
-            let flow = Flow {
-                iif: if oif != 0 { LOOPBACK_IFINDEX } else { dev.ifindex },
-                oif,
-                mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
-                dscp: p[12] & 0x1c,
-                proto: p[1],
-                sport: u16::from_be_bytes([p[2], p[3]]),
-                dport: u16::from_be_bytes([p[4], p[5]]),
-                src: IpAddr::V4(Ipv4Addr::from(src)),
-                dst: IpAddr::V4(dst),
-                has_saddr: true,
-            };
+            let flow = flow_v4(p, fl, dev.ifindex, oif, src, dst);
             match st.lookup_by_rules(&flow, 0) {
                 RuleResult::Table(r) => classify_v4(Some(r)),
                 // The rule's action: -EINVAL, -ENETUNREACH, -EACCES.
@@ -338,6 +353,7 @@ impl FibEnv {
         p: &mut [u8; PARAMS_LEN],
         fl: u64,
         dst: IpAddr,
+        route: u32,
         f: &spine_fib::Fwd<G>,
         metric: u32,
         mtu_of: impl Fn(u32) -> u32,
@@ -365,6 +381,11 @@ impl FibEnv {
         }
         wr32(p, 12, metric);
         wr32(p, 8, f.ifindex);
+        if fl & flags::SRC != 0 {
+            if let Err(code) = self.fast_src(st, p, dst, route, f.ifindex, gw) {
+                return code;
+            }
+        }
         if fl & flags::SKIP_NEIGH == 0 {
             let dmac = match gw {
                 Some(_) => f.gateway_mac(),
@@ -379,6 +400,41 @@ impl FibEnv {
             wr16(p, 6, mtu as u16);
         }
         ret::SUCCESS
+    }
+
+    /// `SRC` for [`FibEnv::forward`], as the general path: the route's `src`, else the
+    /// output interface's address chosen toward the gateway (IPv4) or the destination
+    /// (IPv6). Out of line: most lookups do not ask.
+    #[inline(never)]
+    fn fast_src<G: spine_fib::GatewayBytes>(
+        &self,
+        st: &FibState,
+        p: &mut [u8; PARAMS_LEN],
+        dst: IpAddr,
+        route: u32,
+        ifindex: u32,
+        gw: Option<G>,
+    ) -> Result<(), i64> {
+        let out = self.iface(st, ifindex);
+        let prefsrc = st.route(route).and_then(|r| r.prefsrc);
+        match (dst, prefsrc, out) {
+            (IpAddr::V4(_), Some(IpAddr::V4(a)), _) => p[16..20].copy_from_slice(&a.octets()),
+            (IpAddr::V4(_), _, Some(out)) => {
+                let toward = gw.map(|g| {
+                    let g = g.as_ref();
+                    Ipv4Addr::new(g[0], g[1], g[2], g[3])
+                });
+                p[16..20].copy_from_slice(&select_src_v4(out, toward).octets());
+            }
+            (IpAddr::V6(_), Some(IpAddr::V6(a)), _) => p[16..32].copy_from_slice(&a.octets()),
+            (IpAddr::V6(d), _, Some(out)) => match self.select_src_v6(st, out, d) {
+                Some(a) => p[16..32].copy_from_slice(&a.octets()),
+                None => return Err(ret::NO_SRC_ADDR),
+            },
+            // The record found an interface, so `iface` does too.
+            (_, _, None) => return Err(ret::NOT_FWDED),
+        }
+        Ok(())
     }
 
     /// `fib_select_multipath`: each next hop scores 2 when its own source address
@@ -411,24 +467,55 @@ impl FibEnv {
             return ret::FWD_DISABLED;
         }
         let output = fl & flags::OUTPUT != 0;
-        // The fast path, as IPv4's: with no OUTPUT or SRC, and local then main
-        // answering (only the default rules) or main alone (DIRECT, TBID naming it), a
-        // route with a forwarding record or group is answered from the records;
-        // anything else, and the route found, goes on below.
+        let direct = fl & flags::DIRECT != 0;
+        // DIRECT's table: main unless TBID names another; fib6_get_table: table 0 is
+        // main.
+        let tbid = match direct_tbid(p, fl) {
+            None | Some(0) => table_id::MAIN,
+            Some(t) => t,
+        };
+        // The fast path, as IPv4's: with local then main answering (only the default
+        // rules), DIRECT's table, or the custom rules' walk, a route with a forwarding
+        // record or group (with OUTPUT, a record) is answered from the records;
+        // anything else, and the route the default rules found, goes on below.
         let mut walked = None;
-        if self.fast
-            && fl & (flags::OUTPUT | flags::SRC) == 0
-            && (fl & flags::DIRECT != 0 || st.rules(true).is_default())
-            && fast_tbid(p, fl, &[0, table_id::MAIN])
-        {
+        let default_rules = st.rules(true).is_default();
+        if self.fast {
+            // One walk of the merged local and main LPM: the default rules' answer
+            // (local's, else main's), or with DIRECT main's when the route found has
+            // a record (local's IPv6 routes have none); another table's own LPM.
             let d = u128::from(dst);
-            let idx = if fl & flags::DIRECT != 0 {
-                st.lookup_v6_index(table_id::MAIN, d)
+            let idx = if direct {
+                if tbid == table_id::MAIN {
+                    st.lookup_v6_merged_index(d)
+                } else {
+                    st.lookup_v6_index(tbid, d)
+                }
+            } else if default_rules {
+                st.lookup_v6_default_index(d)
             } else {
-                st.lookup_v6_index(table_id::LOCAL, d)
-                    .or_else(|| st.lookup_v6_index(table_id::MAIN, d))
+                // Custom rules: their walk over each table's own LPM, stopping at any
+                // route a table holds (`fib6_rule_action_alt`), answered from a record;
+                // anything else is left to the general path.
+                let flow = flow_v6(p, fl, dev.ifindex, output, src, dst);
+                match st.rules(true).walk(&flow, |t, _| st.lookup_v6_index(t, d)) {
+                    RuleResult::Table(i) => Some(i),
+                    _ => None,
+                }
             };
-            if let Some((fast, metric)) = idx.and_then(|i| st.fast_v6(i)) {
+            // With OUTPUT, a route with one next hop: the general path below takes it
+            // whatever its device (the device only orders a multipath route's
+            // siblings, `rt6_select`).
+            let hit = match idx {
+                Some(i) => match st.fast_v6(i) {
+                    Some((fast, m)) if !output || matches!(fast, Fast::One(_)) => {
+                        Some((i, fast, m))
+                    }
+                    _ => None,
+                },
+                None => None,
+            };
+            if let Some((i, fast, metric)) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
                     Fast::Group(g) => {
@@ -453,22 +540,17 @@ impl FibEnv {
                     }
                 };
                 let mtu = |m: u32| m.clamp(IPV6_MIN_MTU, IP6_MAX_MTU);
-                return self.forward(st, p, fl, IpAddr::V6(dst), f, metric, mtu);
+                return self.forward(st, p, fl, IpAddr::V6(dst), i, f, metric, mtu);
             }
-            walked = Some(idx);
+            // With DIRECT a route without a record may be local's: main is looked up
+            // below.
+            if !direct && default_rules {
+                walked = Some(idx);
+            }
         }
         let res = if let Some(idx) = walked {
             idx.and_then(|i| st.resolve(i, 0))
-        } else if fl & flags::DIRECT != 0 {
-            let mut tbid = spine_fib::table_id::MAIN;
-            if fl & flags::TBID != 0 {
-                tbid = rd32(p, 48);
-                wr32(p, 48, 0);
-            }
-            // fib6_get_table: table 0 is main.
-            if tbid == 0 {
-                tbid = table_id::MAIN;
-            }
+        } else if direct {
             st.lookup(tbid, IpAddr::V6(dst), 0)
         } else if st.rules(true).is_default() {
             // fib6_lookup without custom rules: the local table, then main.
@@ -479,19 +561,7 @@ impl FibEnv {
             // `fib_rules_lookup` with `fib6_rule_action_alt`: any route a table holds
             // ends the walk (a throw too), a rule's drop action is an error, and
             // nothing is suppressed (the lookup has no `rt6_info`).
-            let flowinfo = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
-            let flow = Flow {
-                iif: if output { LOOPBACK_IFINDEX } else { dev.ifindex },
-                oif: if output { dev.ifindex } else { 0 },
-                mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
-                dscp: (flowinfo >> 20) as u8 & 0xfc,
-                proto: p[1],
-                sport: u16::from_be_bytes([p[2], p[3]]),
-                dport: u16::from_be_bytes([p[4], p[5]]),
-                src: IpAddr::V6(src),
-                dst: IpAddr::V6(dst),
-                has_saddr: !output,
-            };
+            let flow = flow_v6(p, fl, dev.ifindex, output, src, dst);
             match st.lookup_by_rules(&flow, 0) {
                 RuleResult::Table(r) => Some(r),
                 _ => None,
@@ -639,21 +709,61 @@ fn select_group(st: &FibState, route: &spine_fib::RouteEntry, hash: u32) -> usiz
     ecmp::select_group(st.res_buckets(route.nhid), route.bounds().iter().copied(), good, hash)
 }
 
-/// Whether `TBID` leaves a lookup to the fast path: without `DIRECT` the flag is
-/// ignored; with it, the table must be one the fast path looks in (`tables`: those the
-/// kernel's `fib_get_table`/`fib6_get_table` make main, or local merged into it), and its
-/// id is then zeroed as the general path zeroes it before looking up (its answers
-/// other than SUCCESS leave it so). A table 0 the general path still reads as main.
+/// What IPv4's policy rules see of a lookup (`__fib_lookup`): the ingress device as
+/// iif (loopback with OUTPUT), the mark with MARK, the DSCP bits the rules compare.
 #[inline]
-fn fast_tbid(p: &mut [u8; PARAMS_LEN], fl: u64, tables: &[u32]) -> bool {
+fn flow_v4(p: &[u8; PARAMS_LEN], fl: u64, dev: u32, oif: u32, src: [u8; 4], dst: Ipv4Addr) -> Flow {
+    Flow {
+        iif: if oif != 0 { LOOPBACK_IFINDEX } else { dev },
+        oif,
+        mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
+        dscp: p[12] & 0x1c,
+        proto: p[1],
+        sport: u16::from_be_bytes([p[2], p[3]]),
+        dport: u16::from_be_bytes([p[4], p[5]]),
+        src: IpAddr::V4(Ipv4Addr::from(src)),
+        dst: IpAddr::V4(dst),
+        has_saddr: true,
+    }
+}
+
+/// What IPv6's policy rules see of a lookup: as IPv4's, the DSCP from the flow info,
+/// no source address with OUTPUT.
+#[inline]
+fn flow_v6(
+    p: &[u8; PARAMS_LEN],
+    fl: u64,
+    dev: u32,
+    output: bool,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+) -> Flow {
+    let flowinfo = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
+    Flow {
+        iif: if output { LOOPBACK_IFINDEX } else { dev },
+        oif: if output { dev } else { 0 },
+        mark: if fl & flags::MARK != 0 { rd32(p, 52) } else { 0 },
+        dscp: (flowinfo >> 20) as u8 & 0xfc,
+        proto: p[1],
+        sport: u16::from_be_bytes([p[2], p[3]]),
+        dport: u16::from_be_bytes([p[4], p[5]]),
+        src: IpAddr::V6(src),
+        dst: IpAddr::V6(dst),
+        has_saddr: !output,
+    }
+}
+
+/// The table `DIRECT` with `TBID` names, zeroed in the struct as the kernel zeroes it
+/// before looking up (its answers other than SUCCESS leave it so); `None` unless both
+/// flags are set.
+#[inline]
+fn direct_tbid(p: &mut [u8; PARAMS_LEN], fl: u64) -> Option<u32> {
     if fl & (flags::TBID | flags::DIRECT) != flags::TBID | flags::DIRECT {
-        return true;
+        return None;
     }
-    if !tables.contains(&rd32(p, 48)) {
-        return false;
-    }
+    let t = rd32(p, 48);
     wr32(p, 48, 0);
-    true
+    Some(t)
 }
 
 /// The helper's argument checks: `plen` is an `int` (a negative one passes the

@@ -831,8 +831,8 @@ impl Env for XdpEnv<'_> {
             helper::GET_PRANDOM_U32 => u64::from(self.host().prandom_u32()),
             helper::GET_SMP_PROCESSOR_ID => self.cpu as u64,
             helper::FIB_LOOKUP => {
-                let host = self.host();
-                crate::fib_lookup::call(host.fib(), host.fib_state(), a, mem)?
+                let (env, pinned) = self.host().fib_for_lookup();
+                crate::fib_lookup::call(env, pinned, a, mem)?
             }
             helper::TRACE_PRINTK => {
                 let fmt = mem.slice(a[0], a[1] as u32 as usize).ok_or_else(bad_ptr)?;

@@ -33,6 +33,15 @@ pub trait Host {
     fn fib_state(&self) -> Option<&spine_fib::FibState> {
         None
     }
+    /// What one `bpf_fib_lookup` reads: [`Host::fib`] and [`Host::fib_state`]. A host
+    /// that holds the state per burst may load it here, at the burst's first lookup,
+    /// so that a burst without one loads nothing.
+    fn fib_for_lookup(
+        &mut self,
+    ) -> (Option<&crate::fib_lookup::FibEnv>, Option<&spine_fib::FibState>) {
+        let me: &Self = self;
+        (me.fib(), me.fib_state())
+    }
     /// The length of the bulk data of the active message being handled
     /// (`spine_msg_bulk_len`); 0 when it has none (the default).
     fn bulk_len(&self) -> u64 {

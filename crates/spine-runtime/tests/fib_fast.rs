@@ -3,13 +3,15 @@
 //! neighbour, interface and resilient-bucket changes: routes with one next hop,
 //! hash-threshold multipath routes (IPv4 preferring the next hop that owns the
 //! source), nexthop-object groups passing over members with a bad neighbour, resilient
-//! groups by bucket, both families, with `DIRECT` and `TBID`. The general path is held to the kernel by the
+//! groups by bucket, both families, in tables main, local and 100, with `DIRECT` and
+//! `TBID` (100 is looked up alone), `SRC`, `OUTPUT`, and custom policy rules. The general path is held to the kernel by the
 //! `spine-difftest` tests (`fib_lookup`, `fib_rules`); this holds the records to it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use spine_fib::{
     FibOp, FibWriter, Iface, IpPrefix, Neigh, NextHop, NudState, Route, RouteSelector, RouteType,
+    Rule,
 };
 use spine_runtime::fib_lookup::{flags, FibEnv, PARAMS_LEN};
 
@@ -71,12 +73,26 @@ fn nexthop(rng: &mut Rng, v6: bool) -> NextHop {
     nh
 }
 
+/// Main mostly; table 100, which `DIRECT` with `TBID` 100 looks in alone; local, merged
+/// with main for IPv4, looked up before main for IPv6 (whose local routes get no
+/// record).
+fn table(rng: &mut Rng) -> u32 {
+    use spine_fib::table_id::{LOCAL, MAIN};
+    [MAIN, MAIN, MAIN, 100, 100, LOCAL][rng.below(6) as usize]
+}
+
 fn op(rng: &mut Rng) -> FibOp {
     let prefix: IpPrefix = PREFIXES[rng.below(PREFIXES.len() as u64) as usize].parse().unwrap();
     let v6 = matches!(prefix, IpPrefix::V6(_));
     match rng.below(10) {
         0..=3 => {
             let mut r = Route::unicast(prefix, vec![nexthop(rng, v6)]);
+            r.table = table(rng);
+            if r.table == spine_fib::table_id::LOCAL && prefix.len() < 24 {
+                // Local holds the longest prefixes only: a local /0 would end every
+                // walk through the rules at local's rule.
+                r.table = spine_fib::table_id::MAIN;
+            }
             r.metric = rng.below(2) as u32 * 100;
             match rng.below(10) {
                 0..=3 => {
@@ -88,17 +104,13 @@ fn op(rng: &mut Rng) -> FibOp {
                     }
                 }
                 4 => r.mtu = 1400,
+                6 => r.prefsrc = Some(iface_addr(2 + rng.below(3) as u32, v6)),
                 5 => (r.kind, r.nexthops) = (RouteType::Blackhole, vec![]),
                 _ => {}
             }
             FibOp::Replace(r)
         }
-        4 => FibOp::Delete(RouteSelector {
-            table: spine_fib::table_id::MAIN,
-            prefix,
-            metric: None,
-            kind: None,
-        }),
+        4 => FibOp::Delete(RouteSelector { table: table(rng), prefix, metric: None, kind: None }),
         5 | 6 => {
             let state =
                 [NudState::REACHABLE, NudState::STALE, NudState::FAILED, NudState::INCOMPLETE]
@@ -119,15 +131,41 @@ fn op(rng: &mut Rng) -> FibOp {
             FibOp::SetBuckets { nhid: 1 + rng.below(3) as u32, buckets }
         }
         8 if rng.below(4) == 0 => FibOp::DelIface(2 + rng.below(3) as u32),
+        9 if rng.below(2) == 0 => {
+            // Custom policy rules (or the defaults back): a rule to table 100 for this
+            // prefix or from interface 2, or one suppressing main's answers.
+            use spine_fib::table_id::{DEFAULT, LOCAL, MAIN};
+            let mut rules = vec![Rule::lookup(0, LOCAL)];
+            match rng.below(4) {
+                0 => {}
+                1 => rules.push(Rule { dst: Some(prefix), ..Rule::lookup(100, 100) }),
+                2 => {
+                    // Main's answers of /8 or shorter are refused: table 100 is next.
+                    rules.push(Rule { suppress_prefixlen: 8, ..Rule::lookup(100, MAIN) });
+                    rules.push(Rule::lookup(200, 100));
+                }
+                _ => rules.push(Rule { iif: 2, ..Rule::lookup(100, 100) }),
+            }
+            rules.push(Rule::lookup(32766, MAIN));
+            if !v6 {
+                rules.push(Rule::lookup(32767, DEFAULT));
+            }
+            FibOp::SetRules { v6, rules }
+        }
         _ => {
             let ifindex = 2 + rng.below(3) as u32;
+            let mut addrs = vec![(iface_addr(ifindex, false), 24), (iface_addr(ifindex, true), 64)];
+            if rng.below(4) == 0 {
+                // No IPv6 address: SRC answers NO_SRC_ADDR through it.
+                addrs.pop();
+            }
             FibOp::SetIface(Iface {
                 ifindex,
                 mtu: 1000 + rng.below(1000) as u32,
                 mac: [2, 0, 0, 1, 0, rng.below(256) as u8],
                 forward_v4: true,
                 forward_v6: true,
-                addrs: vec![(iface_addr(ifindex, false), 24), (iface_addr(ifindex, true), 64)],
+                addrs,
             })
         }
     }
@@ -143,7 +181,9 @@ fn lookup(rng: &mut Rng) -> ([u8; PARAMS_LEN], u64) {
     let prefix: IpPrefix = PREFIXES[rng.below(PREFIXES.len() as u64) as usize].parse().unwrap();
     let len = [64u16, 1000, 1280, 1300, 1400, 1401, 1500][rng.below(7) as usize];
     p[6..8].copy_from_slice(&len.to_ne_bytes());
-    p[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    // From interface 1, or one the routes go out of (OUTPUT: only routes through it).
+    let ifindex = if rng.below(2) == 0 { 1 } else { 2 + rng.below(3) as u32 };
+    p[8..12].copy_from_slice(&ifindex.to_ne_bytes());
     let own = rng.below(3) == 0;
     match prefix {
         IpPrefix::V4(q) => {
@@ -172,7 +212,13 @@ fn lookup(rng: &mut Rng) -> ([u8; PARAMS_LEN], u64) {
         flags::TBID,
         flags::DIRECT | flags::TBID,
         flags::DIRECT | flags::TBID | flags::SKIP_NEIGH,
-    ][rng.below(7) as usize];
+        flags::SRC,
+        flags::SRC | flags::SKIP_NEIGH,
+        flags::SRC | flags::DIRECT | flags::TBID,
+        flags::OUTPUT,
+        flags::OUTPUT | flags::SKIP_NEIGH,
+        flags::OUTPUT | flags::DIRECT | flags::TBID | flags::SRC,
+    ][rng.below(13) as usize];
     // Tables: unspec (main), main, local, one of neither.
     let tbid = [0u32, 254, 255, 100][rng.below(4) as usize];
     p[48..52].copy_from_slice(&tbid.to_ne_bytes());
@@ -196,6 +242,7 @@ fn the_fast_path_answers_as_the_general_path() {
     let mut rng = Rng(0xfa57_9a7e);
     let mut codes = std::collections::BTreeMap::<i64, usize>::new();
     let mut groups = 0;
+    let mut with_rules = [0; 2];
     for step in 0..2_000 {
         for _ in 0..=rng.below(3) {
             // Refused operations (deleting what is not there) change nothing.
@@ -203,16 +250,27 @@ fn the_fast_path_answers_as_the_general_path() {
         }
         w.publish();
         groups += w.view().fwd_groups();
+        let custom = [false, true].map(|v6| !w.view().rules(v6).is_default());
         for n in 0..20 {
             let (p, fl) = lookup(&mut rng);
+            if custom[usize::from(p[0] == 10)] {
+                with_rules[usize::from(p[0] == 10)] += 1;
+            }
             let (mut a, mut b) = (p, p);
             let (ra, rb) = (fast.lookup(&mut a, 64, fl), slow.lookup(&mut b, 64, fl));
             assert_eq!((ra, a), (rb, b), "step {step}, lookup {n}: flags {fl:#x}, in {p:?}");
             *codes.entry(ra).or_default() += 1;
         }
     }
-    for c in [0, 1, 4, 7, 8] {
-        assert!(codes.get(&c).copied().unwrap_or(0) > 100, "few lookups answered {c}: {codes:?}");
+    // SRC through an interface without an IPv6 address answers NO_SRC_ADDR (9).
+    for (c, min) in [(0, 100), (1, 100), (4, 100), (7, 100), (8, 100), (9, 30)] {
+        let n = codes.get(&c).copied().unwrap_or(0);
+        assert!(n > min, "few lookups answered {c}: {codes:?}");
     }
     assert!(groups > 2_000, "few multipath groups had records: {groups}");
+    eprintln!("lookups under custom rules, IPv4 and IPv6: {with_rules:?}");
+    assert!(
+        with_rules.iter().all(|&n| n > 2_000),
+        "few lookups under custom rules: {with_rules:?}"
+    );
 }

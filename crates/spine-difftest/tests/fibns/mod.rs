@@ -90,6 +90,10 @@ const SETUP: &[&str] = &[
     "-6 route add 2001:db8:19::/48 via 2001:db8:2::2 metric 50",
     "-6 route add 2001:db8:1a::/48 via 2001:db8:2::2 src 2001:db8:1::1",
     "-6 route add 2001:db8:1b::/48 via 2001:db8:4::2",
+    // A range table local holds (AnyIP) under a longer prefix of main's: the kernel
+    // answers local's route (NOT_FWDED) unless DIRECT looks in main alone.
+    "-6 route add local 2001:db8:1c::/48 dev lo table local",
+    "-6 route add 2001:db8:1c:1::/64 via 2001:db8:1::2",
     "-6 route add 2001:db8:10::/48 via 2001:db8:2::2 table 100",
     "-6 route add unreachable 2001:db8:14::/48 table 100",
     "-6 route add default via 2001:db8:3::2 table 100",
