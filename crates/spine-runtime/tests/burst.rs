@@ -252,3 +252,41 @@ fn nothing_one_packet_leaves_reaches_the_next_in_a_reused_runner() {
         assert_eq!(v, expected, "{engine:?}: the burst's verdicts");
     }
 }
+
+/// `XdpBurst::run_code_unchecked` (the verdict as one number, the redirect target
+/// asked for apart) comes to the same verdicts as `run`: an action, a redirect with and
+/// without a target, a fault, and after a detaching fault the packets not run.
+#[test]
+fn the_numeric_outcome_of_a_run_is_the_same_verdict() {
+    let policy = FaultPolicy { max_faults: 3, window_ns: 1_000_000_000 };
+    let domain = Domain::new(DomainSpec { faults: policy, ..DomainSpec::default_domain() });
+    let obj = compile("leftovers");
+    // Kind 3 faults: the third fault detaches the extension and the rest are not run.
+    let order: [u8; 10] = [0, 1, 2, 3, 4, 9, 0, 3, 3, 1];
+    for engine in ENGINES {
+        let loaded = load(&obj, engine, &domain);
+        let ext = loaded.program(Some("leftovers")).unwrap().clone();
+        let g = Geometry::TEST_RUN;
+        let mut runner = XdpRunner::new(ext.clone(), 0).unwrap().with_budget(BUDGET);
+        let mut host = FixedHost::new(5);
+        let mut burst = runner.burst(g, RxInfo::default(), &mut host);
+        let mut got = Vec::new();
+        for &first in &order {
+            let p = packet(first, 64);
+            let mut buf = vec![0u8; g.size];
+            buf[g.headroom..g.headroom + p.len()].copy_from_slice(&p);
+            let mut b = Bounds { meta: g.headroom, data: g.headroom, end: g.headroom + p.len() };
+            // SAFETY: the buffer is the geometry's size and the bounds lie inside it.
+            let code = unsafe { burst.run_code_unchecked(&mut buf, &mut b) };
+            got.push(Verdict::from_code(code, burst.redirect()));
+        }
+        let mut expected: Vec<Verdict> = order.iter().map(|&f| leftover_verdict(f)).collect();
+        expected[9] = Verdict::Detached;
+        assert_eq!(got, expected, "{engine:?}");
+        assert_eq!(
+            (spine_runtime::RUN_FAULT >> 32, spine_runtime::RUN_DETACHED >> 32),
+            (1, 2),
+            "outside every 32-bit action"
+        );
+    }
+}
