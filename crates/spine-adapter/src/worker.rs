@@ -16,7 +16,7 @@ use spine_abi::xdp_action as act;
 use spine_endpoint::Taken;
 use spine_pool::{Buf, BufMeta, Burst, Pool, PoolCache, PoolError};
 use spine_runtime::{
-    Bounds, Dest, Geometry, Redirect, RxInfo, Verdict, XdpRunner, MAX_TIMERS_PER_CALL, RUN_DETACHED,
+    Bounds, Dest, Geometry, Redirect, RxInfo, Verdict, XdpRunner, MAX_TIMERS_PER_CALL,
 };
 
 use crate::counters::{Counters, Drops};
@@ -632,7 +632,7 @@ impl Worker {
                 if let Some(b) = bufs.as_slice().first() {
                     pool.prefetch(b);
                 }
-                let code = match pool.frame_and_meta_mut(&mut buf) {
+                let outcome = match pool.frame_and_meta_mut(&mut buf) {
                     Ok((frame, meta)) => {
                         let before = Bounds {
                             meta: (meta.data_off - meta.meta_len) as usize,
@@ -645,7 +645,7 @@ impl Worker {
                         // keeps the metadata inside it (`meta_len <= data_off`,
                         // `data_off + len <= buf_size`: checked by every write), so
                         // `before` holds for the geometry: no check per packet.
-                        let code = unsafe { burst.run_code_unchecked(frame, &mut b) };
+                        let v = unsafe { burst.run_unchecked(frame, &mut b) };
                         // Most programs move no bound (no `xdp_adjust_*`): nothing to
                         // write back then.
                         if b != before {
@@ -660,11 +660,11 @@ impl Worker {
                         }
                         bytes += u64::from(meta.len);
                         // A detached extension's runs do not happen.
-                        if code == RUN_DETACHED {
+                        if let Verdict::Detached = v {
                             not_run += 1;
                             skipped_bytes += u64::from(meta.len);
                         }
-                        code
+                        Outcome::Ran(v)
                     }
                     // Not ours: dropping the handle gives nothing back (as `handle` does).
                     Err(PoolError::Foreign { .. }) => {
@@ -674,30 +674,25 @@ impl Worker {
                     Err(_) => {
                         not_run += 1;
                         other_bytes += u64::from(pool.meta(&buf).map_or(0, |m| m.len));
-                        later.push((buf, Outcome::Unhandled));
-                        continue;
+                        Outcome::Unhandled
                     }
                 };
-                // The verdict stays a number while the packet is sorted: drops are set
-                // aside, transmits queued, and only what waits for `act` becomes a
-                // `Verdict`.
-                if code == u64::from(act::DROP) {
+                let Outcome::Ran(Verdict::Action { action, redirect }) = outcome else {
+                    later.push((buf, outcome));
+                    continue;
+                };
+                if action == act::DROP {
                     // `freeing` has room for a whole burst: never refused.
                     match freeing.push(buf) {
                         Ok(()) => dropped += 1,
-                        Err(buf) => later.push((buf, Outcome::Ran(Verdict::from_code(code, None)))),
+                        Err(buf) => later.push((buf, outcome)),
                     }
                     continue;
                 }
-                let redirect = burst.redirect();
-                let outcome = Outcome::Ran(Verdict::from_code(code, redirect));
-                let action = code;
-                const TX: u64 = act::TX as u64;
-                const REDIRECT: u64 = act::REDIRECT as u64;
                 let q = match (action, redirect) {
                     _ if !later.is_empty() => None,
-                    (TX, _) if tx_here => Some(pi),
-                    (REDIRECT, Some(Redirect::Port { ifindex })) => match target {
+                    (act::TX, _) if tx_here => Some(pi),
+                    (act::REDIRECT, Some(Redirect::Port { ifindex })) => match target {
                         Some((i, q)) if i == ifindex => q,
                         _ => {
                             // As `decide` and `transmit`: a port this extension may use,
@@ -718,7 +713,7 @@ impl Worker {
                 };
                 // A full queue is flushed by `transmit`, after the burst.
                 match pending[q].push(buf) {
-                    Ok(()) if action == TX => sent += 1,
+                    Ok(()) if action == act::TX => sent += 1,
                     Ok(()) => redirected += 1,
                     Err(buf) => later.push((buf, outcome)),
                 }

@@ -20,34 +20,28 @@ impl Burst {
         Burst { bufs: Vec::with_capacity(cap), cap, chained: false }
     }
 
-    #[inline]
     pub fn capacity(&self) -> usize {
         self.cap
     }
 
-    #[inline]
     pub fn len(&self) -> usize {
         self.bufs.len()
     }
 
-    #[inline]
     pub fn is_empty(&self) -> bool {
         self.bufs.is_empty()
     }
 
-    #[inline]
     pub fn is_full(&self) -> bool {
         self.bufs.len() >= self.cap
     }
 
     /// Handles that still fit.
-    #[inline]
     pub fn room(&self) -> usize {
         self.cap - self.bufs.len()
     }
 
     /// Appends `buf`, or gives it back when the burst is full.
-    #[inline]
     pub fn push(&mut self, buf: Buf) -> Result<(), Buf> {
         if self.is_full() {
             return Err(buf);
@@ -57,39 +51,32 @@ impl Burst {
     }
 
     /// Removes the last handle.
-    #[inline]
     pub fn pop(&mut self) -> Option<Buf> {
         self.bufs.pop()
     }
 
-    #[inline]
     pub fn as_slice(&self) -> &[Buf] {
         &self.bufs
     }
 
-    #[inline]
     pub fn get(&self, i: usize) -> Option<&Buf> {
         self.bufs.get(i)
     }
 
-    #[inline]
     pub fn get_mut(&mut self, i: usize) -> Option<&mut Buf> {
         self.bufs.get_mut(i)
     }
 
-    #[inline]
     pub fn iter(&self) -> std::slice::Iter<'_, Buf> {
         self.bufs.iter()
     }
 
-    #[inline]
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Buf> {
         self.bufs.iter_mut()
     }
 
     /// Removes and yields the first `n` handles (fewer if there are fewer); the rest
     /// move to the front. Draining every handle clears [`Burst::has_chains`].
-    #[inline]
     pub fn drain_front(&mut self, n: usize) -> std::vec::Drain<'_, Buf> {
         let n = n.min(self.bufs.len());
         if n == self.bufs.len() {
@@ -100,7 +87,6 @@ impl Burst {
 
     /// Records that a handle heads a chain of fragments
     /// ([`Pool::chain`](crate::Pool::chain)): whoever pushes one calls it.
-    #[inline]
     pub fn set_chained(&mut self) {
         self.chained = true;
     }

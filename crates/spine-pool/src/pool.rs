@@ -240,7 +240,6 @@ impl Pool {
 
     /// The packet bytes `[data_off, data_off + len)` of `buf`. Borrows the handle, so the
     /// buffer cannot be freed while the bytes are in use.
-    #[inline]
     pub fn data<'a>(&'a self, buf: &'a Buf) -> Result<&'a [u8], PoolError> {
         let slot = self.slot(buf)?;
         let (off, len) = (slot.data_off.load(Ordering::Relaxed), slot.len.load(Ordering::Relaxed));
@@ -257,7 +256,6 @@ impl Pool {
     }
 
     /// The whole buffer (headroom, packet and tail), read-only.
-    #[inline]
     pub fn frame<'a>(&'a self, buf: &'a Buf) -> Result<&'a [u8], PoolError> {
         self.slot(buf)?;
         let size = self.cfg.buf_size as usize;
@@ -282,7 +280,6 @@ impl Pool {
 
     /// [`Pool::frame_mut`] and [`Pool::meta`] in one check: the packet path's view of a
     /// received buffer.
-    #[inline]
     pub fn frame_and_meta_mut<'a>(
         &'a self,
         buf: &'a mut Buf,
@@ -297,7 +294,6 @@ impl Pool {
         Ok((frame, meta))
     }
 
-    #[inline]
     fn read_meta(s: &Slot) -> BufMeta {
         BufMeta {
             data_off: s.data_off.load(Ordering::Relaxed),
@@ -309,7 +305,6 @@ impl Pool {
     }
 
     /// The metadata of `buf`.
-    #[inline]
     pub fn meta(&self, buf: &Buf) -> Result<BufMeta, PoolError> {
         Ok(Self::read_meta(self.slot(buf)?))
     }
@@ -631,7 +626,6 @@ impl Pool {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    #[inline]
     fn slot(&self, buf: &Buf) -> Result<&Slot, PoolError> {
         if buf.tag != self.tag {
             return Err(PoolError::Foreign { index: buf.index });
@@ -639,7 +633,6 @@ impl Pool {
         self.slots.get(buf.index as usize).ok_or(PoolError::Foreign { index: buf.index })
     }
 
-    #[inline]
     fn unique_slot(&self, buf: &Buf) -> Result<&Slot, PoolError> {
         let s = self.slot(buf)?;
         // Acquire pairs with the Release decrement of a reference dropped elsewhere: its
@@ -651,7 +644,6 @@ impl Pool {
         }
     }
 
-    #[inline]
     fn chunk_ptr(&self, index: u32) -> NonNull<u8> {
         let at = index as usize * self.cfg.buf_size as usize;
         // SAFETY: callers pass a checked index < buffers, so `at` is inside the region

@@ -41,5 +41,4 @@ pub use spine_verifier::{VerifyError, VerifyErrorKind};
 pub use watchdog::{FaultOutcome, FaultPolicy, Health};
 pub use xdp::{
     Budget, RunnerError, RxInfo, TimerRun, Verdict, XdpBurst, XdpRunner, MAX_TIMERS_PER_CALL,
-    RUN_DETACHED, RUN_FAULT,
 };

@@ -578,29 +578,6 @@ pub enum Verdict {
     Detached,
 }
 
-/// [`XdpBurst::run_code_unchecked`]'s outcome for a run that faulted.
-pub const RUN_FAULT: u64 = 1 << 32;
-/// [`XdpBurst::run_code_unchecked`]'s outcome for a packet not run: the extension was
-/// detached earlier in the burst.
-pub const RUN_DETACHED: u64 = 2 << 32;
-
-impl Verdict {
-    /// The verdict [`XdpBurst::run_code_unchecked`]'s `code` stands for, with the
-    /// burst's `redirect` target (kept only for `XDP_REDIRECT`).
-    #[inline]
-    pub fn from_code(code: u64, redirect: Option<Redirect>) -> Verdict {
-        match code {
-            RUN_FAULT => Verdict::Fault,
-            RUN_DETACHED => Verdict::Detached,
-            _ => {
-                let action = code as u32;
-                let redirect = redirect.filter(|_| action == spine_abi::xdp_action::REDIRECT);
-                Verdict::Action { action, redirect }
-            }
-        }
-    }
-}
-
 /// A burst in progress on one runner (see [`XdpRunner::burst`]).
 pub struct XdpBurst<'r> {
     r: &'r mut XdpRunner,
@@ -659,34 +636,6 @@ impl XdpBurst<'_> {
                 Verdict::Fault
             }
         }
-    }
-
-    /// As [`XdpBurst::run_unchecked`], with the outcome as one number, for a caller that
-    /// sorts packets by verdict and needs no [`Verdict`] for most of them: the action
-    /// (r0 truncated to 32 bits) when below 2^32, else [`RUN_FAULT`] (as
-    /// [`Verdict::Fault`]) or [`RUN_DETACHED`] (as [`Verdict::Detached`]). The redirect
-    /// target of an `XDP_REDIRECT` is [`XdpBurst::redirect`], until the next run.
-    ///
-    /// # Safety
-    /// As [`XdpBurst::run_unchecked`].
-    #[inline]
-    pub unsafe fn run_code_unchecked(&mut self, buf: &mut [u8], bounds: &mut Bounds) -> u64 {
-        if self.detached {
-            return RUN_DETACHED;
-        }
-        match self.run_one::<false>(buf, bounds) {
-            Ok(action) => u64::from(action),
-            Err(_) => {
-                self.detached = self.r.ext.health().is_detached();
-                RUN_FAULT
-            }
-        }
-    }
-
-    /// The redirect target the last run set, if its action was `XDP_REDIRECT`.
-    #[inline]
-    pub fn redirect(&self) -> Option<Redirect> {
-        self.r.redirect
     }
 
     /// One invocation on `buf`. `CHECK`: whether `bounds` and `buf` are checked against
