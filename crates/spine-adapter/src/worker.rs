@@ -617,13 +617,30 @@ impl Worker {
         let rxi = RxInfo { ingress_ifindex: info.ifindex, rx_queue_index: info.queue };
         let mut later = std::mem::take(&mut self.scratch.later);
         later.clear();
-        let (mut bytes, mut ran, mut ran_bytes, mut dropped) = (0u64, 0u64, 0u64, 0u64);
+        // `bytes`: of the packets the extension was given; `other_bytes`: of the rest.
+        // The rare packets it did not run on are counted apart (`not_run`, and
+        // `skipped_bytes` for those of a detached extension), so a run costs no count.
+        let (mut bytes, mut other_bytes, mut dropped) = (0u64, 0u64, 0u64);
+        let (mut not_run, mut skipped_bytes) = (0u64, 0u64);
+        let (mut sent, mut redirected) = (0u64, 0u64);
         {
             let pool = &*self.pool;
             let freeing = &mut self.scratch.freeing;
-            let Some(runner) = self.progs[pi].runner.as_mut() else {
+            let pending = &mut self.pending;
+            let wiring = &*self.wiring;
+            let me = self.index;
+            let PortProg { reader, runner, .. } = &mut self.progs[pi];
+            let may_use = reader.current().map_or(&[][..], |p| &p.may_use[..]);
+            let Some(runner) = runner.as_mut() else {
                 unreachable!("run_burst is called with a runner attached")
             };
+            // `XDP_TX` and redirects to a port of this worker go straight onto the
+            // port's transmit queue while every packet before them has been (that
+            // keeps each queue in arrival order); anything else, or once one packet
+            // has waited, waits for the end of the burst and `act`.
+            let tx_here = wiring.ports[pi].home == me;
+            // The last redirect target looked up: (ifindex, the port if usable here).
+            let mut target: Option<(u32, Option<usize>)> = None;
             // The burst's first `bpf_fib_lookup` loads the FIB state, held to its end.
             self.host.pin_fib();
             let mut burst = runner.burst(self.geometry, rxi, &mut self.host);
@@ -659,29 +676,64 @@ impl Worker {
                             // The runner keeps its bounds inside the buffer: cannot fail.
                             let _ = pool.set_meta(&mut buf, placed);
                         }
-                        let len = u64::from(meta.len);
-                        bytes += len;
-                        // Runs that happened (a detached extension's do not).
-                        let did = u64::from(!matches!(v, Verdict::Detached));
-                        ran += did;
-                        ran_bytes += did * len;
+                        bytes += u64::from(meta.len);
+                        // A detached extension's runs do not happen.
+                        if let Verdict::Detached = v {
+                            not_run += 1;
+                            skipped_bytes += u64::from(meta.len);
+                        }
                         Outcome::Ran(v)
                     }
                     // Not ours: dropping the handle gives nothing back (as `handle` does).
-                    Err(PoolError::Foreign { .. }) => continue,
+                    Err(PoolError::Foreign { .. }) => {
+                        not_run += 1;
+                        continue;
+                    }
                     Err(_) => {
-                        bytes += u64::from(pool.meta(&buf).map_or(0, |m| m.len));
+                        not_run += 1;
+                        other_bytes += u64::from(pool.meta(&buf).map_or(0, |m| m.len));
                         Outcome::Unhandled
                     }
                 };
-                if let Outcome::Ran(Verdict::Action { action: act::DROP, .. }) = outcome {
+                let Outcome::Ran(Verdict::Action { action, redirect }) = outcome else {
+                    later.push((buf, outcome));
+                    continue;
+                };
+                if action == act::DROP {
                     // `freeing` has room for a whole burst: never refused.
                     match freeing.push(buf) {
                         Ok(()) => dropped += 1,
                         Err(buf) => later.push((buf, outcome)),
                     }
-                } else {
+                    continue;
+                }
+                let q = match (action, redirect) {
+                    _ if !later.is_empty() => None,
+                    (act::TX, _) if tx_here => Some(pi),
+                    (act::REDIRECT, Some(Redirect::Port { ifindex })) => match target {
+                        Some((i, q)) if i == ifindex => q,
+                        _ => {
+                            // As `decide` and `transmit`: a port this extension may use,
+                            // transmitted by this worker.
+                            let q = wiring.port_of_ifindex(ifindex).map(usize::from).filter(|&q| {
+                                may_use.get(q).copied().unwrap_or(false)
+                                    && wiring.ports[q].home == me
+                            });
+                            target = Some((ifindex, q));
+                            q
+                        }
+                    },
+                    _ => None,
+                };
+                let Some(q) = q else {
                     later.push((buf, outcome));
+                    continue;
+                };
+                // A full queue is flushed by `transmit`, after the burst.
+                match pending[q].push(buf) {
+                    Ok(()) if action == act::TX => sent += 1,
+                    Ok(()) => redirected += 1,
+                    Err(buf) => later.push((buf, outcome)),
                 }
             }
         }
@@ -690,13 +742,17 @@ impl Worker {
         self.drain_outbox(pi, e);
         let c = &mut self.counters.ports[pi];
         c.rx_packets += n as u64;
-        c.rx_bytes += bytes;
+        c.rx_bytes += bytes + other_bytes;
         c.verdicts.drop += dropped;
+        c.verdicts.tx += sent;
+        c.verdicts.redirect += redirected;
         c.drops.verdict += dropped;
         let ec = &mut self.counters.exts[e];
-        ec.runs += ran;
-        ec.bytes += ran_bytes;
+        ec.runs += n as u64 - not_run;
+        ec.bytes += bytes - skipped_bytes;
         ec.verdicts.drop += dropped;
+        ec.verdicts.tx += sent;
+        ec.verdicts.redirect += redirected;
         for (buf, outcome) in later.drain(..) {
             let v = match outcome {
                 Outcome::Ran(v) => v,

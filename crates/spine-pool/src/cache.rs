@@ -84,6 +84,53 @@ impl PoolCache {
         got
     }
 
+    /// Up to `n` buffers appended to `out` as freshly received packets, in one go as
+    /// [`alloc_burst`](Self::alloc_burst): the bytes of each are what `next` gives
+    /// (called once per buffer, in order), copied in right after the headroom, and the
+    /// ingress `port` and receive time `ts_ns` are recorded. The metadata is written
+    /// once per buffer, not reset at allocation and again when filled (a NIC driver's
+    /// receive: the descriptor fills the mbuf's fields). Returns how many were added
+    /// (fewer when the pool runs short or `out` fills: `next` is not called for them).
+    ///
+    /// Refused before anything is taken if `max_len`, the longest slice `next` may
+    /// give, does not fit after the headroom.
+    ///
+    /// # Panics
+    /// If `next` gives a slice longer than `max_len` (the pool's bytes stay in bounds).
+    pub fn alloc_rx_burst<'b>(
+        &mut self,
+        out: &mut Burst,
+        n: usize,
+        max_len: usize,
+        port: u32,
+        ts_ns: u64,
+        mut next: impl FnMut() -> &'b [u8],
+    ) -> Result<usize, PoolError> {
+        let cfg = self.pool.config();
+        if max_len > (cfg.buf_size - cfg.headroom) as usize {
+            return Err(PoolError::BadRange {
+                offset: cfg.headroom,
+                len: u32::try_from(max_len).unwrap_or(u32::MAX),
+                meta_len: 0,
+                buf_size: cfg.buf_size,
+            });
+        }
+        let want = n.min(out.room());
+        while self.stack.len() < want {
+            if self.pool.take_batch(&mut self.stack, self.batch) == 0 {
+                break;
+            }
+        }
+        let got = want.min(self.stack.len());
+        let from = self.stack.len() - got;
+        for &index in &self.stack[from..] {
+            // Cannot fail: `got` fits the room counted above.
+            let _ = out.push(self.pool.hand_out_rx(index, next(), port, ts_ns));
+        }
+        self.stack.truncate(from);
+        Ok(got)
+    }
+
     /// Frees every buffer of `burst`, leaving it empty; returns the first refusal (the
     /// other buffers are freed regardless). The cache makes room for the whole burst
     /// once, so each buffer costs one release and one push.
@@ -95,6 +142,14 @@ impl PoolCache {
         }
         let mut first = Ok(());
         for buf in burst.drain_front(n) {
+            // Most buffers are a linear packet's only reference: one look at the slot.
+            let buf = match self.pool.release_sole(buf) {
+                Ok(index) => {
+                    self.stack.push(index);
+                    continue;
+                }
+                Err(buf) => buf,
+            };
             match self.pool.release(buf) {
                 Ok(Some(index)) => {
                     self.stack.push(index);

@@ -548,6 +548,24 @@ impl Pool {
         }
     }
 
+    /// [`release`](Self::release) of the common case, in one look at the buffer's slot:
+    /// the only reference to a buffer that heads no chain. Frees the buffer and returns
+    /// its index; any other case (shared, chained, foreign, not owned) gives the handle
+    /// back untouched, for `release`.
+    #[inline]
+    pub(crate) fn release_sole(&self, buf: Buf) -> Result<u32, Buf> {
+        if buf.tag == self.tag {
+            if let Some(s) = self.slots.get(buf.index as usize) {
+                // Acquire as in `release`; `next` is only written by the sole holder.
+                if s.refs.load(Ordering::Acquire) == 1 && s.next.load(Ordering::Relaxed) == 0 {
+                    s.refs.store(FREE, Ordering::Relaxed);
+                    return Ok(buf.index);
+                }
+            }
+        }
+        Err(buf)
+    }
+
     /// Turns a free index from a cache's stack into a fresh handle with default metadata.
     pub(crate) fn hand_out(&self, index: u32) -> Buf {
         let s = &self.slots[index as usize];
@@ -557,6 +575,34 @@ impl Pool {
         s.meta_len.store(0, Ordering::Relaxed);
         s.port.store(0, Ordering::Relaxed);
         s.ts_ns.store(0, Ordering::Relaxed);
+        Buf { index, tag: self.tag }
+    }
+
+    /// Turns a free index into a handle of a freshly received packet: `bytes` (at most
+    /// the room after the headroom, which the caller has checked) copied in right after
+    /// the headroom, ingress `port` and receive time `ts_ns`. The receive path's
+    /// [`hand_out`](Self::hand_out) and [`write_rx`](Self::write_rx) in one: each field
+    /// of the metadata is written once, and no ownership check is made (the index came
+    /// off a free stack: nobody else holds the buffer).
+    #[inline]
+    pub(crate) fn hand_out_rx(&self, index: u32, bytes: &[u8], port: u32, ts_ns: u64) -> Buf {
+        let head = self.cfg.headroom;
+        assert!(bytes.len() <= (self.cfg.buf_size - head) as usize, "checked by the caller");
+        let s = &self.slots[index as usize];
+        s.refs.store(1, Ordering::Relaxed);
+        s.data_off.store(head, Ordering::Relaxed);
+        s.len.store(bytes.len() as u32, Ordering::Relaxed);
+        s.meta_len.store(0, Ordering::Relaxed);
+        s.port.store(port, Ordering::Relaxed);
+        s.ts_ns.store(ts_ns, Ordering::Relaxed);
+        let at = self.chunk_ptr(index).as_ptr();
+        // SAFETY: `index` came off a free stack (checked in range by the slot lookup
+        // above) and was just made owned with one reference, which this call returns:
+        // no other view of these bytes exists; headroom + len <= buf_size (asserted)
+        // keeps the copy inside the buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.add(head as usize), bytes.len())
+        };
         Buf { index, tag: self.tag }
     }
 

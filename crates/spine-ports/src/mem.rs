@@ -201,19 +201,20 @@ impl Port for MemPort {
             want = want.min(usize::try_from(left).unwrap_or(usize::MAX));
         }
         // Every template fits a buffer (checked above): the buffers are taken in bulk and
-        // filled without a per-packet size check or free, and no reference to the pool
-        // is taken per burst.
-        let first = out.len();
-        let got = cache.alloc_burst(out, want);
-        let pool = cache.pool();
-        let mut bytes = 0;
-        for buf in out.iter_mut().skip(first) {
-            let (off, len) = self.spans[self.next];
-            self.next = if self.next + 1 == self.spans.len() { 0 } else { self.next + 1 };
-            // Cannot fail: the buffer is fresh (one holder) and the template fits.
-            let _ = pool.write_rx(buf, &self.bytes[off..off + len], self.port_id, 0);
-            bytes += len as u64;
-        }
+        // filled as they are handed out (their metadata written once), without a
+        // per-packet size check or free.
+        let (spans, all) = (&self.spans, &self.bytes);
+        let mut next = self.next;
+        let mut bytes = 0u64;
+        let got = cache
+            .alloc_rx_burst(out, want, self.longest, self.port_id, 0, || {
+                let (off, len) = spans[next];
+                next = if next + 1 == spans.len() { 0 } else { next + 1 };
+                bytes += len as u64;
+                &all[off..off + len]
+            })
+            .map_err(|e| PortError::new(&self.name, e.into()))?;
+        self.next = next;
         let mut taken = got as u64;
         if got < want {
             // The next packet is lost; the next burst tries again with the one after.
@@ -234,12 +235,13 @@ impl Port for MemPort {
         let pool = cache.pool();
         let mut bad = 0;
         let chained = pkts.has_chains();
+        // Only the lengths are counted: one metadata read per buffer, no view of bytes.
         for buf in pkts.iter() {
-            match pool.data(buf) {
-                Ok(d) => {
+            match pool.meta(buf) {
+                Ok(m) => {
                     self.stats.tx_packets += 1;
                     self.stats.tx_bytes +=
-                        if chained { pool.frame_len(buf) } else { d.len() as u64 };
+                        if chained { pool.frame_len(buf) } else { u64::from(m.len) };
                 }
                 Err(_) => bad += 1,
             }

@@ -26,10 +26,18 @@ fn mem_replays_round_robin_in_order() {
     let mut seen = Vec::new();
     for _ in 0..4 {
         assert_eq!(port.rx_burst(&mut cache, &mut burst).unwrap(), 3);
-        for b in burst.iter() {
+        for b in burst.iter_mut() {
             seen.push(pool.data(b).unwrap().to_vec());
             let m = pool.meta(b).unwrap();
-            assert_eq!((m.port, m.data_off), (9, 256));
+            let len = pool.data(b).unwrap().len() as u32;
+            assert_eq!(
+                m,
+                spine_pool::BufMeta { data_off: 256, len, meta_len: 0, port: 9, ts_ns: 0 }
+            );
+            // What a program leaves behind must not show in the next receive of the buffer.
+            let left =
+                spine_pool::BufMeta { data_off: 200, len: 3, meta_len: 8, port: 1, ts_ns: 4 };
+            pool.set_meta(b, left).unwrap();
         }
         cache.free_burst(&mut burst).unwrap();
     }

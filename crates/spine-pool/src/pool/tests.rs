@@ -318,3 +318,92 @@ fn free_burst_frees_chains() {
     c.flush();
     assert_eq!(pool.shared_free(), 16);
 }
+
+#[test]
+fn alloc_rx_burst_writes_each_packet_and_its_metadata_once_filled() {
+    let pool = small(6);
+    let mut c = pool.cache();
+    // A buffer used before, with other metadata, comes back as a fresh receive.
+    let mut old = c.alloc().unwrap();
+    pool.set_meta(&mut old, BufMeta { data_off: 300, len: 9, meta_len: 40, port: 7, ts_ns: 5 })
+        .unwrap();
+    c.free(old).unwrap();
+    let packets: [&[u8]; 3] = [&[1, 2, 3], &[4; 60], &[]];
+    let mut k = 0;
+    let mut burst = Burst::with_capacity(4);
+    let got = c
+        .alloc_rx_burst(&mut burst, 3, 60, 9, 77, || {
+            k += 1;
+            packets[k - 1]
+        })
+        .unwrap();
+    assert_eq!((got, k), (3, 3));
+    for (b, p) in burst.iter().zip(packets) {
+        let m = pool.meta(b).unwrap();
+        let fresh = BufMeta { data_off: 256, len: p.len() as u32, meta_len: 0, port: 9, ts_ns: 77 };
+        assert_eq!(m, fresh);
+        assert_eq!(pool.data(b).unwrap(), p);
+        assert_eq!(pool.refs(b).unwrap(), 1);
+    }
+    // Fewer than asked when the burst fills or the pool runs short; `next` is called
+    // only for buffers handed out.
+    let got = c.alloc_rx_burst(&mut burst, 5, 1, 0, 0, || &[8]).unwrap();
+    assert_eq!((got, burst.len()), (1, 4), "the burst's room");
+    let mut other = Burst::with_capacity(8);
+    let mut calls = 0;
+    let got = c
+        .alloc_rx_burst(&mut other, 8, 1, 0, 0, || {
+            calls += 1;
+            &[8]
+        })
+        .unwrap();
+    assert_eq!((got, calls), (2, 2), "the pool's last two buffers");
+    // A longest packet that would not fit after the headroom is refused up front.
+    let e = c.alloc_rx_burst(&mut other, 1, 2048 - 256 + 1, 0, 0, || &[]).unwrap_err();
+    assert!(matches!(e, PoolError::BadRange { len: 1793, .. }), "{e:?}");
+    c.free_burst(&mut burst).unwrap();
+    c.free_burst(&mut other).unwrap();
+    c.flush();
+    assert_eq!(pool.shared_free(), 6);
+}
+
+#[test]
+#[should_panic(expected = "checked by the caller")]
+fn alloc_rx_burst_refuses_a_packet_longer_than_it_was_told() {
+    let pool = small(2);
+    let mut c = pool.cache();
+    let mut burst = Burst::with_capacity(1);
+    let long = vec![0u8; 2000];
+    let _ = c.alloc_rx_burst(&mut burst, 1, 60, 0, 0, || &long[..]);
+}
+
+#[test]
+fn free_burst_frees_sole_shared_chained_and_refuses_foreign_buffers() {
+    let pool = small(16);
+    let other = small(2);
+    let mut c = pool.cache();
+    let mut oc = other.cache();
+    let mut burst = Burst::with_capacity(5);
+    let sole = c.alloc().unwrap();
+    let shared = c.alloc().unwrap();
+    let second = pool.share(&shared).unwrap();
+    let mut head = c.alloc().unwrap();
+    let frag = c.alloc().unwrap();
+    pool.chain(&mut head, frag).unwrap();
+    let foreign = oc.alloc().unwrap();
+    let foreign_index = foreign.index();
+    for b in [sole, shared, head, foreign] {
+        burst.push(b).unwrap();
+    }
+    let e = c.free_burst(&mut burst).unwrap_err();
+    assert_eq!(e, PoolError::Foreign { index: foreign_index });
+    assert!(burst.is_empty());
+    // The shared buffer keeps its other reference; the rest (and the fragment) are free.
+    assert_eq!(pool.refs(&second).unwrap(), 1);
+    c.flush();
+    assert_eq!(pool.shared_free(), 15);
+    c.free(second).unwrap();
+    c.flush();
+    assert_eq!(pool.shared_free(), 16);
+    drop(oc);
+}
