@@ -62,8 +62,10 @@ pub(crate) enum MsgKind {
     /// An active message that arrived on tunnel port `Msg::port` for endpoint `id`,
     /// which this worker serves (its payload is the buffer's data), for `handler` from
     /// the peer's claimed sender `from`: delivered only if the endpoint may take
-    /// messages from that tunnel ([`Worker::takes_remote`]).
-    Remote { id: u32, handler: u8, from: u16 },
+    /// messages from that tunnel ([`takes_remote`]). A bulk one (`bulk`) is the whole
+    /// reassembled message in a chain of pool buffers, written into one of the
+    /// endpoint's grants there.
+    Remote { id: u32, handler: u8, from: u16, bulk: bool },
 }
 
 /// What every worker knows about a port (fixed once the adapter is built).
@@ -311,6 +313,9 @@ pub(crate) struct BurstScratch {
     kept: Burst,
     /// A chained frame's fragments while its program runs (`worker/frags.rs`).
     frags: spine_runtime::Frags,
+    /// A tunneled bulk message handed over in a chain, gathered before it is written
+    /// into its endpoint's grant ([`Worker::deliver_handed_remote`]).
+    bulk: Box<[u8]>,
 }
 
 impl BurstScratch {
@@ -322,6 +327,7 @@ impl BurstScratch {
             freeing: Burst::with_capacity(burst),
             kept: Burst::with_capacity(burst),
             frags: spine_runtime::Frags::new(buf_size, spine_runtime::MAX_FRAGS),
+            bulk: vec![0; spine_endpoint::remote::BULK_MAX].into_boxed_slice(),
         }
     }
 }
@@ -746,8 +752,8 @@ impl Worker {
                 MsgKind::Message { id, domain, ext, handler, bulk } => {
                     self.deliver_handed_message(m.buf, id, domain, ext, handler, bulk)
                 }
-                MsgKind::Remote { id, handler, from } => {
-                    self.deliver_handed_remote(m.buf, m.port, id, handler, from)
+                MsgKind::Remote { id, handler, from, bulk } => {
+                    self.deliver_handed_remote(m.buf, m.port, id, handler, from, bulk)
                 }
             }
         });
@@ -1849,11 +1855,7 @@ impl Worker {
         from: u16,
         payload: &[u8],
     ) -> Result<(), Buf> {
-        let Some(q) = self.eps.port_of(id) else { return Err(buf) };
-        let home = self.wiring.ports[usize::from(q)].home;
-        if home == self.index {
-            return Err(buf);
-        }
+        let Some(home) = self.other_home(id) else { return Err(buf) };
         let head = self.pool.headroom();
         let copied = match self.pool.frame_mut(&mut buf) {
             Ok(frame) => match frame.get_mut(head as usize..head as usize + payload.len()) {
@@ -1877,9 +1879,97 @@ impl Worker {
             let _ = self.cache.free(buf);
             return Ok(());
         }
-        let kind = MsgKind::Remote { id, handler, from };
+        let kind = MsgKind::Remote { id, handler, from, bulk: false };
+        self.push_remote(home, Msg { buf, kind, port: p, packet: 0 });
+        Ok(())
+    }
+
+    /// Hands the whole bulk message in reassembly slot `at` of tunnel port `p` (for
+    /// endpoint `id`, `handler`, from the peer's claimed sender `from`) to worker `home`,
+    /// which serves `id`: the bytes are copied out of the slot into a chain of pool
+    /// buffers (one reassembly piece, 1,024 bytes, per buffer: at most 16, within
+    /// `spine_pool::MAX_CHAIN`) that travels the hand-over ring as a bulk
+    /// [`MsgKind::Remote`]; the serving worker writes it into the endpoint's grant
+    /// ([`Worker::deliver_handed_remote`]), so no other worker touches the endpoint's
+    /// grants. The pool running dry or a buffer too small for a piece:
+    /// `msg_handoff_dropped`, every buffer taken goes back. Cold.
+    #[cold]
+    fn hand_remote_bulk(
+        &mut self,
+        home: usize,
+        p: u16,
+        at: usize,
+        id: u32,
+        handler: u8,
+        from: u16,
+    ) {
+        use spine_endpoint::remote::PIECE_MAX;
+        let pi = usize::from(p);
+        let Some(w) = self.reasm.get(pi).and_then(Option::as_ref).and_then(|r| r.message(at))
+        else {
+            return;
+        };
+        let head = self.pool.headroom();
+        let mut chain: Option<Buf> = None;
+        let mut whole = true;
+        for part in w.data.chunks(PIECE_MAX) {
+            let Some(mut buf) = self.cache.alloc() else {
+                whole = false;
+                break;
+            };
+            let copied = match self.pool.frame_mut(&mut buf) {
+                Ok(frame) => match frame.get_mut(head as usize..head as usize + part.len()) {
+                    Some(room) => {
+                        room.copy_from_slice(part);
+                        true
+                    }
+                    None => false,
+                },
+                Err(_) => false,
+            };
+            let meta = BufMeta {
+                data_off: head,
+                len: part.len() as u32,
+                meta_len: 0,
+                port: u32::from(p),
+                ts_ns: 0,
+            };
+            if !copied || self.pool.set_meta(&mut buf, meta).is_err() {
+                let _ = self.cache.free(buf);
+                whole = false;
+                break;
+            }
+            match chain.as_mut() {
+                None => chain = Some(buf),
+                Some(first) => {
+                    if let Err(e) = self.pool.chain(first, buf) {
+                        let _ = self.cache.free(e.buf);
+                        whole = false;
+                        break;
+                    }
+                }
+            }
+        }
+        match chain {
+            Some(buf) if whole => {
+                let kind = MsgKind::Remote { id, handler, from, bulk: true };
+                self.push_remote(home, Msg { buf, kind, port: p, packet: 0 });
+            }
+            partial => {
+                if let Some(buf) = partial {
+                    let _ = self.cache.free(buf);
+                }
+                self.counters.worker.msg_handoff_dropped += 1;
+            }
+        }
+    }
+
+    /// Pushes a tunneled message onto worker `home`'s hand-over ring: `msg_handed`, or
+    /// `msg_handoff_dropped` when it is full (the buffer, and any chain it heads, goes
+    /// back to the pool).
+    fn push_remote(&mut self, home: usize, msg: Msg) {
         let ring = self.out[home].as_mut().expect("a ring to every other worker");
-        match ring.push(Msg { buf, kind, port: p, packet: 0 }) {
+        match ring.push(msg) {
             Ok(()) => {
                 self.counters.worker.msg_handed += 1;
                 self.counters.worker.peer_out += 1;
@@ -1889,7 +1979,14 @@ impl Worker {
                 let _ = self.cache.free(m.buf);
             }
         }
-        Ok(())
+    }
+
+    /// The worker other than this one that serves endpoint `id` (the home of its port
+    /// in the endpoint table), if any.
+    fn other_home(&self, id: u32) -> Option<usize> {
+        let q = self.eps.port_of(id)?;
+        let home = self.wiring.ports[usize::from(q)].home;
+        (home != self.index).then_some(home)
     }
 
     /// A tunneled small message another worker handed over ([`Worker::hand_remote`]),
@@ -1898,12 +1995,39 @@ impl Worker {
     /// from that tunnel ([`takes_remote`]; `msg_delivered`), else counted
     /// `msg_remote_unhandled` as on the tunnel's worker (also when the endpoint's
     /// receive ring is full). The buffer goes back to the pool.
+    ///
+    /// A bulk one (`bulk`: the message in the chain `buf` heads,
+    /// [`Worker::hand_remote_bulk`]) is gathered into this worker's scratch and written
+    /// into the oldest of the endpoint's grants that holds it
+    /// (`AdapterEnd::deliver_bulk_granted`): only the serving worker touches the
+    /// endpoint's grants.
     #[cold]
-    fn deliver_handed_remote(&mut self, buf: Buf, p: u16, id: u32, handler: u8, from: u16) {
+    fn deliver_handed_remote(
+        &mut self,
+        buf: Buf,
+        p: u16,
+        id: u32,
+        handler: u8,
+        from: u16,
+        bulk: bool,
+    ) {
         let handlers = &self.handlers;
         let target =
             self.eps.owned.iter_mut().find(|o| o.id() == id && takes_remote(handlers, o, p));
         let delivered = match (target, self.pool.data(&buf)) {
+            (Some(o), Ok(head)) if bulk => {
+                let room = &mut self.scratch.bulk;
+                let mut n = 0;
+                let fits = std::iter::once(head).chain(self.pool.frags(&buf)).all(|part| {
+                    let Some(to) = room.get_mut(n..n + part.len()) else { return false };
+                    to.copy_from_slice(part);
+                    n += part.len();
+                    true
+                });
+                let ok = fits && o.end.deliver_bulk_granted(handler, from, &room[..n]);
+                o.woke |= ok;
+                ok
+            }
             (Some(o), Ok(payload)) => {
                 let ok = o.end.deliver_message(handler, from, payload);
                 o.woke |= ok;
@@ -1979,15 +2103,20 @@ impl Worker {
         let (handler, to, from) = (w.handler, w.to, w.from);
         let mut taken = false;
         if to != spine_endpoint::remote::TO_HANDLERS {
-            let handlers = &self.handlers;
-            let target =
-                self.eps.owned.iter_mut().find(|o| o.id() == to && takes_remote(handlers, o, p));
-            if let Some(o) = target {
-                taken = o.end.deliver_bulk_granted(handler, from as u16, w.data);
-                o.woke |= taken;
-            }
-            if taken {
-                self.counters.worker.msg_delivered += 1;
+            let here = self.eps.owned.iter().position(|o| o.id() == to);
+            if let Some(t) = here {
+                let o = &mut self.eps.owned[t];
+                if takes_remote(&self.handlers, o, p) {
+                    taken = o.end.deliver_bulk_granted(handler, from as u16, w.data);
+                    o.woke |= taken;
+                }
+                if taken {
+                    self.counters.worker.msg_delivered += 1;
+                }
+            } else if let Some(home) = self.other_home(to) {
+                // Served by another worker: handed over (counted there).
+                taken = true;
+                self.hand_remote_bulk(home, p, at, to, handler, from as u16);
             }
         } else {
             let head = self.pool.headroom() as usize;
