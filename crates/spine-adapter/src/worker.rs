@@ -59,6 +59,13 @@ pub(crate) enum MsgKind {
     /// one's buffer holds its reference (offset: 8 bytes, length: 4, little-endian) into
     /// the area of endpoint `id`, checked there on delivery.
     Message { id: u32, domain: u16, ext: u16, handler: u8, bulk: bool },
+    /// An active message that arrived on tunnel port `Msg::port` for endpoint `id`,
+    /// which this worker serves (its payload is the buffer's data), for `handler` from
+    /// the peer's claimed sender `from`: delivered only if the endpoint may take
+    /// messages from that tunnel ([`takes_remote`]). A bulk one (`bulk`) is the whole
+    /// reassembled message in a chain of pool buffers, written into one of the
+    /// endpoint's grants there.
+    Remote { id: u32, handler: u8, from: u16, bulk: bool },
 }
 
 /// What every worker knows about a port (fixed once the adapter is built).
@@ -306,6 +313,9 @@ pub(crate) struct BurstScratch {
     kept: Burst,
     /// A chained frame's fragments while its program runs (`worker/frags.rs`).
     frags: spine_runtime::Frags,
+    /// A tunneled bulk message handed over in a chain, gathered before it is written
+    /// into its endpoint's grant ([`Worker::deliver_handed_remote`]).
+    bulk: Box<[u8]>,
 }
 
 impl BurstScratch {
@@ -317,6 +327,7 @@ impl BurstScratch {
             freeing: Burst::with_capacity(burst),
             kept: Burst::with_capacity(burst),
             frags: spine_runtime::Frags::new(buf_size, spine_runtime::MAX_FRAGS),
+            bulk: vec![0; spine_endpoint::remote::BULK_MAX].into_boxed_slice(),
         }
     }
 }
@@ -796,6 +807,9 @@ impl Worker {
                 MsgKind::Endpoint { id } => self.deliver_owned(m.buf, m.port, id, m.packet),
                 MsgKind::Message { id, domain, ext, handler, bulk } => {
                     self.deliver_handed_message(m.buf, id, domain, ext, handler, bulk)
+                }
+                MsgKind::Remote { id, handler, from, bulk } => {
+                    self.deliver_handed_remote(m.buf, m.port, id, handler, from, bulk)
                 }
             }
         });
@@ -1747,6 +1761,19 @@ fn is_remote(id: u32) -> bool {
 /// `SOURCE_REMOTE | p << 16 |` the peer's claimed sender's low 16 bits, or 0xffff when
 /// an extension over there sent it (a reply then goes to that adapter's handlers, not
 /// to an endpoint).
+/// Whether owned endpoint `o` takes messages (small or bulk) that arrive on tunnel
+/// port `p` addressed to its id: when it is bound to `p`, or when its domain may use
+/// `p` (the permission a handler of the domain needs to run on that tunnel's
+/// messages). An endpoint bound to another port may be served by another worker: the
+/// message is handed over and this is checked there.
+fn takes_remote(
+    handlers: &crate::handlers::WorkerHandlers,
+    o: &crate::endpoints::Owned,
+    p: u16,
+) -> bool {
+    o.port() == p || handlers.domain_may_use(o.domain_ix(), p)
+}
+
 fn remote_source(p: u16, from: u32) -> u32 {
     let sender =
         if from & spine_runtime::SOURCE_EXTENSION != 0 { REMOTE_HANDLERS } else { from & 0xffff };
@@ -1814,13 +1841,22 @@ impl Worker {
         let payload = &payload[..n];
         let mut taken = false;
         if to != spine_endpoint::remote::TO_HANDLERS {
-            let target = self.eps.owned.iter_mut().find(|o| o.id() == to && o.port() == p);
-            if let Some(o) = target {
-                taken = o.end.deliver_message(handler, from as u16, payload);
-                o.woke |= taken;
-            }
-            if taken {
-                self.counters.worker.msg_delivered += 1;
+            match self.eps.owned.iter().position(|o| o.id() == to) {
+                Some(t) => {
+                    let o = &mut self.eps.owned[t];
+                    if takes_remote(&self.handlers, o, p) {
+                        taken = o.end.deliver_message(handler, from as u16, payload);
+                        o.woke |= taken;
+                    }
+                    if taken {
+                        self.counters.worker.msg_delivered += 1;
+                    }
+                }
+                // Served by another worker, perhaps: handed over (counted there).
+                None => match self.hand_remote(buf, p, to, handler, from as u16, payload) {
+                    Ok(()) => return,
+                    Err(b) => buf = b,
+                },
             }
         } else {
             let head = self.pool.headroom() as usize;
@@ -1855,6 +1891,213 @@ impl Worker {
             }
         }
         if !taken {
+            self.counters.worker.msg_remote_unhandled += 1;
+        }
+        let _ = self.cache.free(buf);
+    }
+
+    /// Hands the small message `payload` (for `handler`, from the peer's claimed sender
+    /// `from`) that arrived in `buf` on tunnel port `p` for endpoint `id` to the worker
+    /// that serves `id`, when that is another worker: the payload is written back at
+    /// the start of `buf`'s data room (no other buffer is taken) and `buf` travels the
+    /// hand-over ring ([`MsgKind::Remote`]), checked and delivered there
+    /// ([`Worker::deliver_handed_remote`]); `msg_handed`, or `msg_handoff_dropped` when
+    /// the ring is full (the buffer goes back to the pool). `Err(buf)` when no other
+    /// worker serves `id`: nothing was counted, the caller counts it unhandled. Cold:
+    /// only a tunneled message for an endpoint this worker does not serve comes here.
+    #[cold]
+    fn hand_remote(
+        &mut self,
+        mut buf: Buf,
+        p: u16,
+        id: u32,
+        handler: u8,
+        from: u16,
+        payload: &[u8],
+    ) -> Result<(), Buf> {
+        let Some(home) = self.other_home(id) else { return Err(buf) };
+        let head = self.pool.headroom();
+        let copied = match self.pool.frame_mut(&mut buf) {
+            Ok(frame) => match frame.get_mut(head as usize..head as usize + payload.len()) {
+                Some(room) => {
+                    room.copy_from_slice(payload);
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        };
+        let meta = BufMeta {
+            data_off: head,
+            len: payload.len() as u32,
+            meta_len: 0,
+            port: u32::from(p),
+            ts_ns: 0,
+        };
+        if !copied || self.pool.set_meta(&mut buf, meta).is_err() {
+            self.counters.worker.msg_handoff_dropped += 1;
+            let _ = self.cache.free(buf);
+            return Ok(());
+        }
+        let kind = MsgKind::Remote { id, handler, from, bulk: false };
+        self.push_remote(home, Msg { buf, kind, port: p, packet: 0 });
+        Ok(())
+    }
+
+    /// Hands the whole bulk message in reassembly slot `at` of tunnel port `p` (for
+    /// endpoint `id`, `handler`, from the peer's claimed sender `from`) to worker `home`,
+    /// which serves `id`: the bytes are copied out of the slot into a chain of pool
+    /// buffers (one reassembly piece, 1,024 bytes, per buffer: at most 16, within
+    /// `spine_pool::MAX_CHAIN`) that travels the hand-over ring as a bulk
+    /// [`MsgKind::Remote`]; the serving worker writes it into the endpoint's grant
+    /// ([`Worker::deliver_handed_remote`]), so no other worker touches the endpoint's
+    /// grants. The pool running dry or a buffer too small for a piece:
+    /// `msg_handoff_dropped`, every buffer taken goes back. Cold.
+    #[cold]
+    fn hand_remote_bulk(
+        &mut self,
+        home: usize,
+        p: u16,
+        at: usize,
+        id: u32,
+        handler: u8,
+        from: u16,
+    ) {
+        use spine_endpoint::remote::PIECE_MAX;
+        let pi = usize::from(p);
+        let Some(w) = self.reasm.get(pi).and_then(Option::as_ref).and_then(|r| r.message(at))
+        else {
+            return;
+        };
+        let head = self.pool.headroom();
+        let mut chain: Option<Buf> = None;
+        let mut whole = true;
+        for part in w.data.chunks(PIECE_MAX) {
+            let Some(mut buf) = self.cache.alloc() else {
+                whole = false;
+                break;
+            };
+            let copied = match self.pool.frame_mut(&mut buf) {
+                Ok(frame) => match frame.get_mut(head as usize..head as usize + part.len()) {
+                    Some(room) => {
+                        room.copy_from_slice(part);
+                        true
+                    }
+                    None => false,
+                },
+                Err(_) => false,
+            };
+            let meta = BufMeta {
+                data_off: head,
+                len: part.len() as u32,
+                meta_len: 0,
+                port: u32::from(p),
+                ts_ns: 0,
+            };
+            if !copied || self.pool.set_meta(&mut buf, meta).is_err() {
+                let _ = self.cache.free(buf);
+                whole = false;
+                break;
+            }
+            match chain.as_mut() {
+                None => chain = Some(buf),
+                Some(first) => {
+                    if let Err(e) = self.pool.chain(first, buf) {
+                        let _ = self.cache.free(e.buf);
+                        whole = false;
+                        break;
+                    }
+                }
+            }
+        }
+        match chain {
+            Some(buf) if whole => {
+                let kind = MsgKind::Remote { id, handler, from, bulk: true };
+                self.push_remote(home, Msg { buf, kind, port: p, packet: 0 });
+            }
+            partial => {
+                if let Some(buf) = partial {
+                    let _ = self.cache.free(buf);
+                }
+                self.counters.worker.msg_handoff_dropped += 1;
+            }
+        }
+    }
+
+    /// Pushes a tunneled message onto worker `home`'s hand-over ring: `msg_handed`, or
+    /// `msg_handoff_dropped` when it is full (the buffer, and any chain it heads, goes
+    /// back to the pool).
+    fn push_remote(&mut self, home: usize, msg: Msg) {
+        let ring = self.out[home].as_mut().expect("a ring to every other worker");
+        match ring.push(msg) {
+            Ok(()) => {
+                self.counters.worker.msg_handed += 1;
+                self.counters.worker.peer_out += 1;
+            }
+            Err(m) => {
+                self.counters.worker.msg_handoff_dropped += 1;
+                let _ = self.cache.free(m.buf);
+            }
+        }
+    }
+
+    /// The worker other than this one that serves endpoint `id` (the home of its port
+    /// in the endpoint table), if any.
+    fn other_home(&self, id: u32) -> Option<usize> {
+        let q = self.eps.port_of(id)?;
+        let home = self.wiring.ports[usize::from(q)].home;
+        (home != self.index).then_some(home)
+    }
+
+    /// A tunneled small message another worker handed over ([`Worker::hand_remote`]),
+    /// received on tunnel port `p`: delivered to endpoint `id` marked with `handler` and
+    /// the peer's claimed sender `from` if this worker serves it and it takes messages
+    /// from that tunnel ([`takes_remote`]; `msg_delivered`), else counted
+    /// `msg_remote_unhandled` as on the tunnel's worker (also when the endpoint's
+    /// receive ring is full). The buffer goes back to the pool.
+    ///
+    /// A bulk one (`bulk`: the message in the chain `buf` heads,
+    /// [`Worker::hand_remote_bulk`]) is gathered into this worker's scratch and written
+    /// into the oldest of the endpoint's grants that holds it
+    /// (`AdapterEnd::deliver_bulk_granted`): only the serving worker touches the
+    /// endpoint's grants.
+    #[cold]
+    fn deliver_handed_remote(
+        &mut self,
+        buf: Buf,
+        p: u16,
+        id: u32,
+        handler: u8,
+        from: u16,
+        bulk: bool,
+    ) {
+        let handlers = &self.handlers;
+        let target =
+            self.eps.owned.iter_mut().find(|o| o.id() == id && takes_remote(handlers, o, p));
+        let delivered = match (target, self.pool.data(&buf)) {
+            (Some(o), Ok(head)) if bulk => {
+                let room = &mut self.scratch.bulk;
+                let mut n = 0;
+                let fits = std::iter::once(head).chain(self.pool.frags(&buf)).all(|part| {
+                    let Some(to) = room.get_mut(n..n + part.len()) else { return false };
+                    to.copy_from_slice(part);
+                    n += part.len();
+                    true
+                });
+                let ok = fits && o.end.deliver_bulk_granted(handler, from, &room[..n]);
+                o.woke |= ok;
+                ok
+            }
+            (Some(o), Ok(payload)) => {
+                let ok = o.end.deliver_message(handler, from, payload);
+                o.woke |= ok;
+                ok
+            }
+            _ => false,
+        };
+        if delivered {
+            self.counters.worker.msg_delivered += 1;
+        } else {
             self.counters.worker.msg_remote_unhandled += 1;
         }
         let _ = self.cache.free(buf);
@@ -1920,13 +2163,20 @@ impl Worker {
         let (handler, to, from) = (w.handler, w.to, w.from);
         let mut taken = false;
         if to != spine_endpoint::remote::TO_HANDLERS {
-            let target = self.eps.owned.iter_mut().find(|o| o.id() == to && o.port() == p);
-            if let Some(o) = target {
-                taken = o.end.deliver_bulk_granted(handler, from as u16, w.data);
-                o.woke |= taken;
-            }
-            if taken {
-                self.counters.worker.msg_delivered += 1;
+            let here = self.eps.owned.iter().position(|o| o.id() == to);
+            if let Some(t) = here {
+                let o = &mut self.eps.owned[t];
+                if takes_remote(&self.handlers, o, p) {
+                    taken = o.end.deliver_bulk_granted(handler, from as u16, w.data);
+                    o.woke |= taken;
+                }
+                if taken {
+                    self.counters.worker.msg_delivered += 1;
+                }
+            } else if let Some(home) = self.other_home(to) {
+                // Served by another worker: handed over (counted there).
+                taken = true;
+                self.hand_remote_bulk(home, p, at, to, handler, from as u16);
             }
         } else {
             let head = self.pool.headroom() as usize;

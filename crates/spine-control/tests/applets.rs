@@ -1298,3 +1298,157 @@ fn a_handler_sends_a_region_of_its_endpoints_area_as_a_bulk_message_over_a_tunne
         (3 + 8, 2, 0)
     );
 }
+
+/// An adapter with `opts` (two workers or more, software RSS) whose port 0, `tun`, is a
+/// UDP tunnel from `local` to `peer` (worker 0 receives from it) and whose port 1,
+/// `side`, is a mem sink (worker 1 serves its endpoints); domain `closed` may use
+/// `side` only.
+fn tunnel_end_side(
+    local: SocketAddr,
+    peer: SocketAddr,
+    tag: &str,
+    opts: AdapterOptions,
+) -> Running1 {
+    assert!(opts.workers >= 2);
+    let mut b = AdapterBuilder::new(opts).unwrap();
+    let port = UdpPort::open("tun", local, peer, 0).unwrap();
+    b.add_port("tun", Device::Udp(port), None).unwrap();
+    let side = Device::Mem { port: MemPort::sink("side"), sink: true };
+    b.add_port("side", side, None).unwrap();
+    let ports = Some(vec!["side".to_string()]);
+    b.add_domain(DomainSpec { name: "closed".into(), ports, ..DomainSpec::default_domain() })
+        .unwrap();
+    Running1::start(b, tag)
+}
+
+/// Small active messages over a UDP tunnel to an endpoint that another worker serves:
+/// adapter B has two workers, worker 0 receives from the tunnel port `tun` and worker 1
+/// serves the endpoints bound to port `side`. A's application sends N messages (1 to
+/// 240 bytes, each different) addressed to B's endpoint on `side` (default domain, which
+/// may use `tun`): worker 0 hands each over through the worker ring, worker 1 delivers
+/// it. B's application gets exactly the N messages, in order, bytes exact, marked with
+/// the handler and A's endpoint id. Messages to an endpoint of domain `closed` (which
+/// may not use `tun`) are handed over too and refused by worker 1
+/// (`msg_remote_unhandled` there); messages to an id B does not have are unhandled on
+/// worker 0. The counters add up on both workers; both pools are whole.
+#[test]
+fn tunneled_messages_for_an_endpoint_another_worker_serves_are_handed_over() {
+    use spine_client::remote;
+    const N: usize = 60;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_msgs(la, lb, "hr-a");
+    let b = tunnel_end_side(lb, la, "hr-b", options_with(2));
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &Channel::udp4("side", 7000)).unwrap();
+    let closed = Channel { domain: Some("closed".into()), ..Channel::udp4("side", 7001) };
+    let mut ec = Endpoint::open(&b.sock, &closed).unwrap();
+    a.served(1);
+    b.served(2);
+    let me = ea.id().unwrap() as u32;
+    let (to, to_closed) = (eb.id().unwrap() as u32, ec.id().unwrap() as u32);
+    let msgs: Vec<Vec<u8>> =
+        (0..N).map(|i| (0..1 + (i * 7) % 240).map(|b| ((b * 3) ^ i) as u8).collect()).collect();
+    let frames: Vec<Vec<u8>> = msgs.iter().map(|m| remote::frame(3, to, me, m).unwrap()).collect();
+    send_all(&mut ea, &frames);
+    let got = replies_n(&mut eb, N);
+    let want: Vec<MarkedMsg> = msgs.iter().map(|m| (m.clone(), Some((3, me as u16)))).collect();
+    assert_eq!(got, want, "every message once, in order, bytes exact, marked");
+    // To the endpoint whose domain may not use the tunnel, and to no endpoint.
+    let refused: Vec<Vec<u8>> =
+        (0..3u8).map(|i| remote::frame(3, to_closed, me, &[i; 20]).unwrap()).collect();
+    send_all(&mut ea, &refused);
+    let nobody: Vec<Vec<u8>> =
+        (0..2u8).map(|i| remote::frame(3, to + 100, me, &[i; 20]).unwrap()).collect();
+    send_all(&mut ea, &nobody);
+    let workers = |r: &Running1| r.live.totals().workers;
+    until("B counts the refused and the unaddressed", || {
+        let w = workers(&b);
+        w[1].msg_remote_unhandled == 3 && w[0].msg_remote_unhandled == 2
+    });
+    assert_eq!(eb.recv(64, |_| {}), 0, "nothing more for the open endpoint");
+    assert_eq!(ec.recv(64, |_| {}), 0, "nothing for the closed domain's endpoint");
+    let eps = b.live.endpoints();
+    let of = |id: u32| eps.iter().find(|e| e.id as u32 == id).unwrap().counters;
+    assert_eq!((of(to).msg_delivered, of(to_closed).msg_delivered), (N as u64, 0));
+    drop((ea, eb, ec));
+    let (_ta, tb) = (a.finish(), b.finish());
+    let (w0, w1) = (&tb.workers[0], &tb.workers[1]);
+    assert_eq!(w0.msg_remote_in, N as u64 + 5, "worker 0 received every message");
+    assert_eq!(w0.msg_handed, N as u64 + 3, "handed: the open and the closed endpoint's");
+    assert_eq!((w0.msg_delivered, w1.msg_delivered), (0, N as u64));
+    assert_eq!((w0.msg_remote_unhandled, w1.msg_remote_unhandled), (2, 3));
+    assert_eq!((w0.msg_handoff_dropped, w1.msg_handoff_dropped), (0, 0));
+    assert_eq!((w1.msg_remote_in, w1.msg_handed, w0.msg_remote_bad), (0, 0, 0));
+}
+
+/// Bulk messages over a UDP tunnel to an endpoint that another worker serves: adapter B
+/// has two workers, worker 0 receives from `tun` and reassembles, worker 1 serves the
+/// endpoint bound to `side`, which granted a region of its area. Each whole message is
+/// copied out of worker 0's reassembly slot into a chain of pool buffers handed over
+/// through the worker ring; worker 1 writes it into the endpoint's grant (only the
+/// serving worker touches its grants). B's application reads exactly the bytes sent (1,
+/// 1,025, 8,000 and 16,384 bytes), marked with handler 12 and A's endpoint id. A message
+/// with no grant outstanding is handed over and counted unhandled by worker 1; one to an
+/// endpoint of domain `closed` (not allowed the tunnel) too; one to an unknown id is
+/// unhandled on worker 0. Counters exact on both workers; both pools whole (the chains
+/// all came back).
+#[test]
+fn tunneled_bulk_messages_for_an_endpoint_another_worker_serves_land_in_its_grant() {
+    use spine_client::remote;
+    let (la, lb) = free_ports();
+    let a = tunnel_end_bulk(la, lb, "hb-a");
+    let b = tunnel_end_side(lb, la, "hb-b", options_with(2));
+    let mut ea = Endpoint::open(&a.sock, &Channel::udp4("tun", 7000)).unwrap();
+    let mut eb = Endpoint::open(&b.sock, &Channel::udp4("side", 7000)).unwrap();
+    let closed = Channel { domain: Some("closed".into()), ..Channel::udp4("side", 7001) };
+    let mut ec = Endpoint::open(&b.sock, &closed).unwrap();
+    a.served(1);
+    b.served(2);
+    let me = ea.id().unwrap() as u32;
+    let (to, to_closed) = (eb.id().unwrap() as u32, ec.id().unwrap() as u32);
+    let frames_of = eb.layout().frame_size;
+    let n_frames = remote::BULK_MAX as u32 / frames_of;
+    let region = eb.reserve_area(n_frames).expect("16 KiB of area");
+    let closed_region = ec.reserve_area(n_frames).expect("16 KiB of area");
+    let data_of = |id: u32, n: usize| -> Vec<u8> {
+        (0..n).map(|i| (i * 31 + i / 257 + id as usize) as u8).collect()
+    };
+    let workers = |r: &Running1| r.live.totals().workers;
+    let mut delivered = 0u64;
+    for (id, size) in [(1u32, 1usize), (2, 1025), (3, 8000), (4, remote::BULK_MAX)] {
+        assert!(eb.grant_area(region, remote::BULK_MAX as u32));
+        let data = data_of(id, size);
+        send_all(&mut ea, &remote::bulk_frames(12, to, me, id, &data).unwrap());
+        let got = replies_n(&mut eb, 1);
+        delivered += 1;
+        assert_eq!(got.len(), 1, "exactly one message");
+        assert_eq!(got[0].1, Some((12, me as u16)), "marked with the handler and the sender");
+        assert!(got[0].0 == data, "exactly the {size} bytes sent");
+    }
+    // No grant outstanding: handed over, unhandled on worker 1.
+    send_all(&mut ea, &remote::bulk_frames(12, to, me, 10, &data_of(10, 3000)).unwrap());
+    until("worker 1 counts it unhandled", || workers(&b)[1].msg_remote_unhandled == 1);
+    // The closed domain's endpoint, granted: handed over, refused by worker 1.
+    assert!(ec.grant_area(closed_region, remote::BULK_MAX as u32));
+    send_all(&mut ea, &remote::bulk_frames(12, to_closed, me, 11, &data_of(11, 2000)).unwrap());
+    until("worker 1 refuses it", || workers(&b)[1].msg_remote_unhandled == 2);
+    // An unknown endpoint id: unhandled on worker 0.
+    send_all(&mut ea, &remote::bulk_frames(12, to + 100, me, 12, b"nobody").unwrap());
+    until("worker 0 counts it unhandled", || workers(&b)[0].msg_remote_unhandled == 1);
+    assert_eq!(eb.recv(8, |_| {}), 0, "nothing else arrived");
+    assert_eq!(ec.recv(8, |_| {}), 0, "nothing for the closed domain's endpoint");
+    let eps = b.live.endpoints();
+    let of = |id: u32| eps.iter().find(|e| e.id as u32 == id).unwrap().counters;
+    assert_eq!((of(to).msg_delivered, of(to_closed).msg_delivered), (delivered, 0));
+    eb.release_area(region, n_frames);
+    ec.release_area(closed_region, n_frames);
+    drop((ea, eb, ec));
+    let (_ta, tb) = (a.finish(), b.finish());
+    let (w0, w1) = (&tb.workers[0], &tb.workers[1]);
+    assert_eq!(w0.msg_bulk_remote_in, 7, "worker 0 reassembled every message");
+    assert_eq!(w0.msg_handed, 6, "the open endpoint's 5 and the closed one's");
+    assert_eq!((w0.msg_delivered, w1.msg_delivered), (0, delivered));
+    assert_eq!((w0.msg_remote_unhandled, w1.msg_remote_unhandled), (1, 2));
+    assert_eq!((w0.msg_handoff_dropped, w1.msg_handoff_dropped), (0, 0));
+    assert_eq!((w0.msg_bulk_piece_refused, w0.msg_bulk_discarded, w0.msg_remote_runs), (0, 0, 0));
+}
