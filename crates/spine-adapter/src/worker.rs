@@ -1757,10 +1757,6 @@ fn is_remote(id: u32) -> bool {
     id & 0xC000_0000 == spine_runtime::SOURCE_REMOTE
 }
 
-/// The source a message from tunnel port `p` carries to its handlers:
-/// `SOURCE_REMOTE | p << 16 |` the peer's claimed sender's low 16 bits, or 0xffff when
-/// an extension over there sent it (a reply then goes to that adapter's handlers, not
-/// to an endpoint).
 /// Whether owned endpoint `o` takes messages (small or bulk) that arrive on tunnel
 /// port `p` addressed to its id: when it is bound to `p`, or when its domain may use
 /// `p` (the permission a handler of the domain needs to run on that tunnel's
@@ -1774,6 +1770,10 @@ fn takes_remote(
     o.port() == p || handlers.domain_may_use(o.domain_ix(), p)
 }
 
+/// The source a message from tunnel port `p` carries to its handlers:
+/// `SOURCE_REMOTE | p << 16 |` the peer's claimed sender's low 16 bits, or 0xffff when
+/// an extension over there sent it (a reply then goes to that adapter's handlers, not
+/// to an endpoint).
 fn remote_source(p: u16, from: u32) -> u32 {
     let sender =
         if from & spine_runtime::SOURCE_EXTENSION != 0 { REMOTE_HANDLERS } else { from & 0xffff };
@@ -1916,25 +1916,7 @@ impl Worker {
         payload: &[u8],
     ) -> Result<(), Buf> {
         let Some(home) = self.other_home(id) else { return Err(buf) };
-        let head = self.pool.headroom();
-        let copied = match self.pool.frame_mut(&mut buf) {
-            Ok(frame) => match frame.get_mut(head as usize..head as usize + payload.len()) {
-                Some(room) => {
-                    room.copy_from_slice(payload);
-                    true
-                }
-                None => false,
-            },
-            Err(_) => false,
-        };
-        let meta = BufMeta {
-            data_off: head,
-            len: payload.len() as u32,
-            meta_len: 0,
-            port: u32::from(p),
-            ts_ns: 0,
-        };
-        if !copied || self.pool.set_meta(&mut buf, meta).is_err() {
+        if self.pool.write_rx(&mut buf, payload, u32::from(p), 0).is_err() {
             self.counters.worker.msg_handoff_dropped += 1;
             let _ = self.cache.free(buf);
             return Ok(());
@@ -1969,7 +1951,6 @@ impl Worker {
         else {
             return;
         };
-        let head = self.pool.headroom();
         let mut chain: Option<Buf> = None;
         let mut whole = true;
         for part in w.data.chunks(PIECE_MAX) {
@@ -1977,24 +1958,7 @@ impl Worker {
                 whole = false;
                 break;
             };
-            let copied = match self.pool.frame_mut(&mut buf) {
-                Ok(frame) => match frame.get_mut(head as usize..head as usize + part.len()) {
-                    Some(room) => {
-                        room.copy_from_slice(part);
-                        true
-                    }
-                    None => false,
-                },
-                Err(_) => false,
-            };
-            let meta = BufMeta {
-                data_off: head,
-                len: part.len() as u32,
-                meta_len: 0,
-                port: u32::from(p),
-                ts_ns: 0,
-            };
-            if !copied || self.pool.set_meta(&mut buf, meta).is_err() {
+            if self.pool.write_rx(&mut buf, part, u32::from(p), 0).is_err() {
                 let _ = self.cache.free(buf);
                 whole = false;
                 break;
