@@ -101,8 +101,17 @@ impl Worker {
             Action::Tx => self.transmit_frags(buf, p, p, seq),
             Action::Redirect(q) => self.transmit_frags(buf, q, p, seq),
             Action::Pass => self.pass_frags(buf, p, seq),
-            Action::Drop(_) => self.act(a, buf, p, e, seq),
-            _ => self.drop(buf, p, Why::Frags, seq),
+            // A cpumap entry (no entry program: spine's cpumaps refuse them) delivers
+            // the frame as `XDP_PASS`, fragments and all, as the kernel's
+            // `__xdp_build_skb_from_frame` does on the entry's CPU.
+            Action::Cpu(w) if w == self.index => self.pass_frags(buf, p, seq),
+            Action::Cpu(w) => {
+                let msg = Msg { buf, kind: MsgKind::PassFrags, port: p, packet: seq };
+                self.handoff(w, msg, p)
+            }
+            // `devmap_broadcast` sees the chain and copies it per target.
+            Action::Broadcast { .. } | Action::Drop(_) => self.act(a, buf, p, e, seq),
+            Action::Endpoint(_) => self.drop(buf, p, Why::Frags, seq),
         }
     }
 
@@ -110,7 +119,7 @@ impl Worker {
     /// for a host path, the port it serves) if that port transmits chains whole. A port
     /// with endpoints drops it (endpoints take no chains), counted `drops.frags`; a port
     /// without a host path counts it `drops.no_host_path` as for a linear frame.
-    fn pass_frags(&mut self, buf: Buf, p: u16, seq: u32) {
+    pub(crate) fn pass_frags(&mut self, buf: Buf, p: u16, seq: u32) {
         let pi = usize::from(p);
         if self.eps.on_port[pi] {
             return self.drop(buf, p, Why::Frags, seq);
