@@ -15,10 +15,12 @@
 //!   cost; linear frames never come here.
 //! - Afterwards a frame still chained may go out of its own port (`XDP_TX`), be
 //!   redirected to a port that transmits chains whole (`Port::takes_frags`), or be
-//!   passed (`XDP_PASS`) to the port's host path (a TAP, which writes it whole); the
-//!   other verdicts (endpoints, cpumaps, broadcasts), a port with endpoints, or a port
-//!   that cannot send it drop it, counted `drops.frags`. A frame the program cut back
-//!   to one buffer goes on as any linear frame.
+//!   passed (`XDP_PASS`) to the port's host path (a TAP, which writes it whole), or to
+//!   a cpumap entry (`XDP_PASS` on that worker, as the kernel's cpumap builds its skb
+//!   with every fragment), or be broadcast (`BPF_F_BROADCAST`: a copy of the whole
+//!   chain per target port, see `Worker::devmap_broadcast`); endpoints, a port with
+//!   endpoints, or a port that cannot send it drop it, counted `drops.frags`. A frame
+//!   the program cut back to one buffer goes on as any linear frame.
 //! - A chained frame on a port without a program (a host path's TAP receiving a jumbo
 //!   frame from the kernel) is passed on the same way: out of the port the host path
 //!   serves, if that port transmits chains.
