@@ -342,18 +342,21 @@ fn chains_redirected_into_a_cpumap_are_passed_whole_by_the_entry_s_worker() {
 
 /// A wire port (ifindex 10) running `trim_bcast` over devmap entries for ports `a`
 /// (20), `b` (30), `c` (40; one buffer per frame) and the wire itself, in that order.
-/// Returns the adapter and what the wire, a, b and c were sent.
-fn broadcast(frames: &[Vec<u8>], pool: PoolConfig) -> (Adapter, [Sent; 4]) {
-    let opts = AdapterOptions { workers: 1, pool, ..Default::default() };
+/// With two workers, `a` is on the second (the copy crosses to it) and the rest on the
+/// first. Returns the adapter and what the wire, a, b and c were sent.
+fn broadcast(frames: &[Vec<u8>], pool: PoolConfig, workers: usize) -> (Adapter, [Sent; 4]) {
+    let opts = AdapterOptions { workers, assign: Assign::Partition, pool, ..Default::default() };
     let mut b = AdapterBuilder::new(opts).unwrap();
     let (wire, wire_sent) = Wire::device("wire", frames, true);
     let w = b.add_port("wire", wire, Some(10)).unwrap();
     let mut sent = vec![wire_sent];
     for (name, ifindex, frags) in [("a", 20, true), ("b", 30, true), ("c", 40, false)] {
         let (dev, s) = Wire::device(name, &[], frags);
-        b.add_port(name, dev, Some(ifindex)).unwrap();
+        let q = b.add_port(name, dev, Some(ifindex)).unwrap();
+        b.set_worker(q, if workers > 1 && name == "a" { 1 } else { 0 }).unwrap();
         sent.push(s);
     }
+    b.set_worker(w, 0).unwrap();
     let e = b.load_extension("trim", &object(), Some("trim_bcast"), "default", "test").unwrap();
     b.attach(e, w).unwrap();
     for (k, ifindex) in [(0u32, 20u32), (1, 30), (2, 40), (3, 10)] {
@@ -368,8 +371,14 @@ fn broadcast(frames: &[Vec<u8>], pool: PoolConfig) -> (Adapter, [Sent; 4]) {
 /// `drops.frags` there, and still gets the frames cut back to one buffer.
 #[test]
 fn a_broadcast_chain_reaches_every_port_whole_in_buffers_of_its_own() {
+    for workers in [1, 2] {
+        broadcast_to_four(workers);
+    }
+}
+
+fn broadcast_to_four(workers: usize) {
     let frames: Vec<Vec<u8>> = LENGTHS.iter().map(|&n| frame(n)).collect();
-    let (a, [wire, pa, pb, pc]) = broadcast(&frames, PoolConfig::new(512));
+    let (a, [wire, pa, pb, pc]) = broadcast(&frames, PoolConfig::new(512), workers);
     let (t, s) = finish(a);
     let n = frames.len() as u64;
     assert_eq!(s[0], n);
@@ -387,6 +396,9 @@ fn a_broadcast_chain_reaches_every_port_whole_in_buffers_of_its_own() {
     assert_eq!((c.tx_packets, c.drops.frags, c.drops.total()), (2, n - 2, n - 2));
     let w = t.port("wire").unwrap();
     assert_eq!((w.verdicts.redirect, w.drops.total()), (n, 0));
+    if workers == 2 {
+        assert_eq!((t.workers[0].peer_out, t.workers[1].peer_in), (n, n), "a's copies crossed");
+    }
 }
 
 /// A broadcast copy the pool has no buffers for is counted `drops.no_buffer` against
@@ -404,7 +416,7 @@ fn a_broadcast_copy_the_pool_cannot_hold_is_counted_and_loses_no_buffer() {
         [(9u32, [true, false, false]), (12, [true, true, false]), (15, [true; 3])]
     {
         let pool = PoolConfig { cache_batch: 4, ..PoolConfig::new(buffers) };
-        let (a, sent) = broadcast(&frames, pool);
+        let (a, sent) = broadcast(&frames, pool, 1);
         let (t, _) = finish(a);
         for (i, name) in ["wire", "a", "b"].into_iter().enumerate() {
             let got = sent[i].lock().unwrap();
