@@ -79,6 +79,10 @@ pub struct Drops {
     /// `xdp.frags` (or that has none), a verdict or port that cannot take fragments.
     #[serde(default)]
     pub frags: u64,
+    /// The pool had no buffers for a copy a multi-buffer frame needed (a broadcast
+    /// sends each extra target a copy of its own).
+    #[serde(default)]
+    pub no_buffer: u64,
 }
 
 impl Drops {
@@ -96,6 +100,7 @@ impl Drops {
             + self.tx_full
             + self.tx_error
             + self.frags
+            + self.no_buffer
     }
 
     fn add(&mut self, o: &Drops) {
@@ -112,6 +117,7 @@ impl Drops {
         self.tx_full += o.tx_full;
         self.tx_error += o.tx_error;
         self.frags += o.frags;
+        self.no_buffer += o.no_buffer;
     }
 }
 
@@ -520,7 +526,7 @@ fn verdict_list(v: &Verdicts) -> [(&'static str, u64); 6] {
     ]
 }
 
-fn drop_list(d: &Drops) -> [(&'static str, u64); 13] {
+fn drop_list(d: &Drops) -> [(&'static str, u64); 14] {
     [
         ("verdict", d.verdict),
         ("aborted", d.aborted),
@@ -535,6 +541,7 @@ fn drop_list(d: &Drops) -> [(&'static str, u64); 13] {
         ("tx_full", d.tx_full),
         ("tx_error", d.tx_error),
         ("frags", d.frags),
+        ("no_buffer", d.no_buffer),
     ]
 }
 

@@ -43,7 +43,7 @@ impl Kind {
 }
 
 /// Drop reasons in [`Kind::Drop`] events, in the order of `counters::Drops`.
-pub const DROP_REASONS: [&str; 13] = [
+pub const DROP_REASONS: [&str; 14] = [
     "verdict",
     "aborted",
     "fault",
@@ -57,6 +57,7 @@ pub const DROP_REASONS: [&str; 13] = [
     "tx_full",
     "tx_error",
     "frags",
+    "no_buffer",
 ];
 
 /// One event: 32 bytes, written in place.

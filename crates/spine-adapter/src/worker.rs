@@ -51,6 +51,8 @@ pub(crate) enum MsgKind {
     TxFrags,
     /// A cpumap redirect: deliver as `XDP_PASS` of the ingress port.
     Pass,
+    /// As `Pass`, for a chained (multi-buffer) frame.
+    PassFrags,
     /// An endpoint map redirect: deliver to endpoint `id`, which this worker serves.
     Endpoint { id: u32 },
     /// An active message (its payload is the buffer's data) for endpoint `id`, which
@@ -124,6 +126,7 @@ enum Why {
     TxFull,
     /// After `tx_error` (which no `Why` names) in `Drops` and the trace's reasons.
     Frags = 12,
+    NoBuffer,
 }
 
 impl Why {
@@ -141,6 +144,7 @@ impl Why {
             Why::PeerFull => &mut d.peer_full,
             Why::TxFull => &mut d.tx_full,
             Why::Frags => &mut d.frags,
+            Why::NoBuffer => &mut d.no_buffer,
         };
         *c += 1;
     }
@@ -804,6 +808,7 @@ impl Worker {
                 MsgKind::Tx => self.transmit(m.buf, m.port, m.port, m.packet),
                 MsgKind::TxFrags => self.transmit_frags(m.buf, m.port, m.port, m.packet),
                 MsgKind::Pass => self.pass(m.buf, m.port, m.packet),
+                MsgKind::PassFrags => self.pass_frags(m.buf, m.port, m.packet),
                 MsgKind::Endpoint { id } => self.deliver_owned(m.buf, m.port, id, m.packet),
                 MsgKind::Message { id, domain, ext, handler, bulk } => {
                     self.deliver_handed_message(m.buf, id, domain, ext, handler, bulk)
@@ -954,7 +959,8 @@ impl Worker {
     /// every entry of its program's devmap `map` that its domain may use (as the
     /// kernel's `dev_map_enqueue_multi`, entries naming no port are skipped, and so is
     /// the ingress port with `exclude_ingress`). The buffer is shared, not copied (the
-    /// last port gets `buf` itself); with no port at all it is dropped as having no
+    /// last port gets `buf` itself; a multi-buffer frame is copied, see
+    /// [`Worker::devmap_broadcast`]); with no port at all it is dropped as having no
     /// target. Redirects without the flag never come here: the map walk is this path's
     /// own cost.
     fn broadcast(&mut self, buf: Buf, p: u16, map: u32, exclude_ingress: bool, seq: u32) {
@@ -983,9 +989,13 @@ impl Worker {
     /// Sends `buf`, packet `from.1` of port `from.0`, out of the port of every entry of devmap `m`
     /// that `may_use` allows, as the kernel's `dev_map_enqueue_multi`: entries naming no
     /// port are skipped, and so is the one naming `exclude.0` (the ingress ifindex) when
-    /// `exclude.1`. The buffer is shared, not copied (the last port gets `buf` itself);
-    /// `full` counts a copy the pool could not share. `Err(buf)` when no entry qualifies
-    /// (or `m` is no devmap of `u32` keys).
+    /// `exclude.1`. A linear buffer is shared, not copied (the last port gets `buf`
+    /// itself); `full` counts a copy the pool could not share. A chained (multi-buffer)
+    /// frame is copied whole for every port but the last (`PoolCache::clone_frame`), a
+    /// copy the pool has no buffers for counted `drops.no_buffer` against its port, and
+    /// sent only to ports that transmit chains (each other port counts it `drops.frags`,
+    /// no copy made). `Err(buf)` when no entry qualifies (or `m` is no devmap of `u32`
+    /// keys).
     pub(crate) fn devmap_broadcast(
         &mut self,
         buf: Buf,
@@ -1000,6 +1010,13 @@ impl Worker {
             return Err(buf);
         }
         let (mut key, mut next, mut value) = ([0u8; 4], [0u8; 4], [0u8; 8]);
+        // A multi-buffer frame: each target but the last gets a copy of its own (the
+        // kernel's `xdpf_clone`; a shared chain could not go out of an AF_XDP socket),
+        // and goes only to ports that send chains (the others count it `drops.frags`,
+        // where the kernel's `is_valid_dst` skips a device without
+        // `NETDEV_XDP_ACT_NDO_XMIT_SG`).
+        let chained = self.pool.has_frags(&buf);
+        let mut refused = false;
         let mut prev: Option<u16> = None;
         let mut first = true;
         while m.next_key((!first).then_some(&key[..]), &mut next).is_ok() {
@@ -1016,17 +1033,39 @@ impl Worker {
             if !may_use(self, q) {
                 continue;
             }
+            if chained && !self.wiring.ports[usize::from(q)].frags {
+                // Not copied for a port that would drop it.
+                self.count_drop(q, Why::Frags, seq);
+                refused = true;
+                continue;
+            }
             if let Some(pq) = prev {
-                match self.pool.share(&buf) {
-                    Ok(copy) => self.transmit(copy, pq, p, seq),
-                    Err(_) => full(self, pq),
+                if chained {
+                    match self.cache.clone_frame(&buf) {
+                        Some(copy) => self.transmit_frags(copy, pq, p, seq),
+                        None => self.count_drop(pq, Why::NoBuffer, seq),
+                    }
+                } else {
+                    match self.pool.share(&buf) {
+                        Ok(copy) => self.transmit(copy, pq, p, seq),
+                        Err(_) => full(self, pq),
+                    }
                 }
             }
             prev = Some(q);
         }
         match prev {
+            Some(q) if chained => {
+                self.transmit_frags(buf, q, p, seq);
+                Ok(())
+            }
             Some(q) => {
                 self.transmit(buf, q, p, seq);
+                Ok(())
+            }
+            // Every qualifying port refused the chain (counted there).
+            None if refused => {
+                let _ = self.cache.free(buf);
                 Ok(())
             }
             None => Err(buf),
@@ -1618,7 +1657,10 @@ impl Worker {
         }
     }
 
-    fn drop(&mut self, buf: Buf, p: u16, why: Why, seq: u32) {
+    /// Counts (and traces) a drop of a packet of port `p` without freeing anything: for
+    /// a copy that could not be made, and by [`Worker::drop`].
+    #[inline]
+    fn count_drop(&mut self, p: u16, why: Why, seq: u32) {
         why.count(&mut self.counters.ports[p as usize].drops);
         if self.trace.is_some() {
             let ev = Event {
@@ -1632,6 +1674,10 @@ impl Worker {
             };
             self.record(ev);
         }
+    }
+
+    fn drop(&mut self, buf: Buf, p: u16, why: Why, seq: u32) {
+        self.count_drop(p, why, seq);
         let _ = self.cache.free(buf);
     }
 

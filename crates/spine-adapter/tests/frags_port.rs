@@ -5,6 +5,8 @@
 //! `bpf_xdp_adjust_tail`, and the frame goes out of a port (XDP_TX, or a redirect)
 //! whose transmit sees exactly the bytes the kernel's helpers would leave. A plain
 //! `xdp` program never sees a chained frame: it is dropped and counted `drops.frags`.
+//! Chains also go through cpumaps (delivered as `XDP_PASS` on the entry's worker) and
+//! broadcasts (a copy per target, each its own buffers).
 //! Every test checks that every buffer, fragments included, is back in the pool.
 
 mod common;
@@ -12,7 +14,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::TempDir;
-use spine_adapter::{Adapter, AdapterBuilder, AdapterOptions, Device};
+use spine_adapter::{Adapter, AdapterBuilder, AdapterOptions, Assign, Device};
 use spine_ports::{Burst, MemPort, PoolCache, PoolConfig, Port, PortError, PortStats};
 
 /// Receives from a mem port (chained with `with_frags`) and records every frame it is
@@ -265,4 +267,200 @@ fn passed_chains_reach_the_host_path_whole_and_the_host_s_chains_reach_the_wire(
     assert!(*host_sent.lock().unwrap() == linear);
     assert!(*wire_sent.lock().unwrap() == from_host);
     assert_eq!(t.port("host").unwrap().drops.frags, n - 2);
+}
+
+/// A wire port on worker 0 running `trim_cpu` with port `host` (on worker `host_on`)
+/// as its host path, and cpumap entries for workers 0 and 1.
+fn through_cpumap(frames: &[Vec<u8>], host_takes_frags: bool, host_on: usize) -> (Adapter, Sent) {
+    let opts = AdapterOptions {
+        workers: 2,
+        assign: Assign::Partition,
+        pool: PoolConfig::new(512),
+        ..Default::default()
+    };
+    let mut b = AdapterBuilder::new(opts).unwrap();
+    let (wire, _) = Wire::device("wire", frames, true);
+    let (host, host_sent) = Wire::device("host", &[], host_takes_frags);
+    let w = b.add_port("wire", wire, None).unwrap();
+    let h = b.add_port("host", host, None).unwrap();
+    b.set_host_path(w, h).unwrap();
+    b.set_worker(w, 0).unwrap();
+    b.set_worker(h, host_on).unwrap();
+    let e = b.load_extension("trim", &object(), Some("trim_cpu"), "default", "test").unwrap();
+    b.attach(e, w).unwrap();
+    for cpu in [0u32, 1] {
+        b.update_map(e, "cpus", &cpu.to_le_bytes(), &64u32.to_le_bytes()).unwrap();
+    }
+    (b.build().unwrap(), host_sent)
+}
+
+fn sorted(mut v: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    v.sort();
+    v
+}
+
+/// A chain redirected into a cpumap is delivered whole as `XDP_PASS` by the entry's
+/// worker, the receiving one (key 0: even lengths) or the other (key 1: odd lengths),
+/// as the kernel's cpumap builds an skb with every fragment; the host path gets exactly
+/// the bytes the program left. A host path that sends one buffer per frame drops the
+/// chains, counted `drops.frags`.
+#[test]
+fn chains_redirected_into_a_cpumap_are_passed_whole_by_the_entry_s_worker() {
+    let lengths = [ROOM + 1, ROOM + 100, 2000, 4000, 9000, 3 * ROOM + 5, 8999, 300];
+    let frames: Vec<Vec<u8>> = lengths.iter().map(|&n| frame(n)).collect();
+    let odd = lengths.iter().filter(|&&n| n % 2 == 1).count() as u64;
+    let n = frames.len() as u64;
+    let want: Vec<Vec<u8>> = frames.iter().map(|f| trimmed(f)).collect();
+    for host_on in [0, 1] {
+        let (a, host_sent) = through_cpumap(&frames, true, host_on);
+        let (t, s) = finish(a);
+        assert_eq!(s[0], n);
+        assert_eq!(sorted(host_sent.lock().unwrap().clone()), sorted(want.clone()));
+        let w = t.port("wire").unwrap();
+        assert_eq!((w.verdicts.redirect, w.to_host, w.drops.total()), (n, n, 0), "{w:?}");
+        let h = t.port("host").unwrap();
+        assert_eq!((h.tx_packets, h.drops.total()), (n, 0), "{h:?}");
+        let bytes: usize = want.iter().map(Vec::len).sum();
+        assert_eq!(h.tx_bytes, bytes as u64, "sent bytes count every fragment");
+        // Odd lengths went to worker 1 (the cpumap); every frame that worker 0
+        // delivered (even lengths) crossed to worker 1 when the host path is there, and
+        // every one worker 1 delivered crossed back when it is not.
+        let (w0, w1) = (&t.workers[0], &t.workers[1]);
+        if host_on == 0 {
+            assert_eq!((w0.peer_out, w1.peer_in, w1.peer_out, w0.peer_in), (odd, odd, odd, odd));
+        } else {
+            assert_eq!((w0.peer_out, w1.peer_in, w1.peer_out), (n, n, 0));
+        }
+    }
+    let (a, host_sent) = through_cpumap(&frames, false, 0);
+    let (t, _) = finish(a);
+    let linear: Vec<Vec<u8>> = want.iter().filter(|f| f.len() <= ROOM).cloned().collect();
+    assert_eq!(linear.len(), 3, "1,793 and 1,892 bytes are trimmed back into the head; 300");
+    assert_eq!(sorted(host_sent.lock().unwrap().clone()), sorted(linear));
+    assert_eq!(t.port("host").unwrap().drops.frags, n - 3);
+}
+
+/// A wire port (ifindex 10) running `trim_bcast` over devmap entries for ports `a`
+/// (20), `b` (30), `c` (40; one buffer per frame) and the wire itself, in that order.
+/// With two workers, `a` is on the second (the copy crosses to it) and the rest on the
+/// first. Returns the adapter and what the wire, a, b and c were sent.
+fn broadcast(frames: &[Vec<u8>], pool: PoolConfig, workers: usize) -> (Adapter, [Sent; 4]) {
+    let opts = AdapterOptions { workers, assign: Assign::Partition, pool, ..Default::default() };
+    let mut b = AdapterBuilder::new(opts).unwrap();
+    let (wire, wire_sent) = Wire::device("wire", frames, true);
+    let w = b.add_port("wire", wire, Some(10)).unwrap();
+    let mut sent = vec![wire_sent];
+    for (name, ifindex, frags) in [("a", 20, true), ("b", 30, true), ("c", 40, false)] {
+        let (dev, s) = Wire::device(name, &[], frags);
+        let q = b.add_port(name, dev, Some(ifindex)).unwrap();
+        b.set_worker(q, if workers > 1 && name == "a" { 1 } else { 0 }).unwrap();
+        sent.push(s);
+    }
+    b.set_worker(w, 0).unwrap();
+    let e = b.load_extension("trim", &object(), Some("trim_bcast"), "default", "test").unwrap();
+    b.attach(e, w).unwrap();
+    for (k, ifindex) in [(0u32, 20u32), (1, 30), (2, 40), (3, 10)] {
+        b.update_map(e, "ports", &k.to_le_bytes(), &ifindex.to_le_bytes()).unwrap();
+    }
+    (b.build().unwrap(), sent.try_into().unwrap())
+}
+
+/// `BPF_F_BROADCAST` of a chain: every port that sends chains gets the whole frame as
+/// the program left it, each in buffers of its own (the last target the original, the
+/// others copies); a port that sends one buffer per frame drops it, counted
+/// `drops.frags` there, and still gets the frames cut back to one buffer.
+#[test]
+fn a_broadcast_chain_reaches_every_port_whole_in_buffers_of_its_own() {
+    for workers in [1, 2] {
+        broadcast_to_four(workers);
+    }
+}
+
+fn broadcast_to_four(workers: usize) {
+    let frames: Vec<Vec<u8>> = LENGTHS.iter().map(|&n| frame(n)).collect();
+    let (a, [wire, pa, pb, pc]) = broadcast(&frames, PoolConfig::new(512), workers);
+    let (t, s) = finish(a);
+    let n = frames.len() as u64;
+    assert_eq!(s[0], n);
+    let want: Vec<Vec<u8>> = frames.iter().map(|f| trimmed(f)).collect();
+    for (name, sent) in [("wire", &wire), ("a", &pa), ("b", &pb)] {
+        assert!(*sent.lock().unwrap() == want, "port {name} got every frame whole");
+        let p = t.port(name).unwrap();
+        let bytes: usize = want.iter().map(Vec::len).sum();
+        assert_eq!((p.tx_packets, p.tx_bytes), (n, bytes as u64), "{name}: {p:?}");
+    }
+    let linear: Vec<Vec<u8>> = want.iter().filter(|f| f.len() <= ROOM).cloned().collect();
+    assert_eq!(linear.len(), 2);
+    assert!(*pc.lock().unwrap() == linear);
+    let c = t.port("c").unwrap();
+    assert_eq!((c.tx_packets, c.drops.frags, c.drops.total()), (2, n - 2, n - 2));
+    let w = t.port("wire").unwrap();
+    assert_eq!((w.verdicts.redirect, w.drops.total()), (n, 0));
+    if workers == 2 {
+        assert_eq!((t.workers[0].peer_out, t.workers[1].peer_in), (n, n), "a's copies crossed");
+    }
+}
+
+/// A broadcast copy the pool has no buffers for is counted `drops.no_buffer` against
+/// its port; the copies made and the original still go out whole, and every buffer,
+/// those of a copy given up mid-way included, is back in the pool. A 9,000-byte chain
+/// (five buffers, trimmed to 8,900) to a, b, c and the wire: c sends no chains, so it
+/// gets no copy (`drops.frags`); a and b each need a copy of five buffers, the wire
+/// takes the original.
+#[test]
+fn a_broadcast_copy_the_pool_cannot_hold_is_counted_and_loses_no_buffer() {
+    let frames = vec![frame(9000)];
+    let want = vec![trimmed(&frames[0])];
+    // Pool size: which of wire, a, b got the frame.
+    for (buffers, sent_to) in
+        [(9u32, [true, false, false]), (12, [true, true, false]), (15, [true; 3])]
+    {
+        let pool = PoolConfig { cache_batch: 4, ..PoolConfig::new(buffers) };
+        let (a, sent) = broadcast(&frames, pool, 1);
+        let (t, _) = finish(a);
+        for (i, name) in ["wire", "a", "b"].into_iter().enumerate() {
+            let got = sent[i].lock().unwrap();
+            let p = t.port(name).unwrap();
+            if sent_to[i] {
+                assert!(*got == want, "{name} got the frame whole ({buffers} buffers)");
+                assert_eq!((p.tx_packets, p.drops.no_buffer), (1, 0), "{name}: {p:?}");
+            } else {
+                assert!(got.is_empty(), "{name} ({buffers} buffers)");
+                assert_eq!((p.tx_packets, p.drops.no_buffer), (0, 1), "{name}: {p:?}");
+            }
+        }
+        let c = t.port("c").unwrap();
+        assert_eq!((c.tx_packets, c.drops.frags, c.drops.total()), (0, 1, 1));
+        assert!(sent[3].lock().unwrap().is_empty());
+        assert_eq!(t.port("wire").unwrap().drops.total(), 0);
+    }
+}
+
+/// A broadcast of a chain whose every target sends one buffer per frame: each counts
+/// it `drops.frags`, nothing is copied, and the ingress port counts no other drop.
+#[test]
+fn a_broadcast_chain_with_no_port_that_sends_chains_is_counted_by_each_target() {
+    let frames: Vec<Vec<u8>> = [9000usize, 4000].iter().map(|&n| frame(n)).collect();
+    let opts = AdapterOptions { workers: 1, pool: PoolConfig::new(512), ..Default::default() };
+    let mut b = AdapterBuilder::new(opts).unwrap();
+    let (wire, wire_sent) = Wire::device("wire", &frames, true);
+    let w = b.add_port("wire", wire, Some(10)).unwrap();
+    let (c, c_sent) = Wire::device("c", &[], false);
+    let (d, d_sent) = Wire::device("d", &[], false);
+    b.add_port("c", c, Some(40)).unwrap();
+    b.add_port("d", d, Some(50)).unwrap();
+    let e = b.load_extension("trim", &object(), Some("trim_bcast"), "default", "test").unwrap();
+    b.attach(e, w).unwrap();
+    for (k, ifindex) in [(0u32, 40u32), (2, 50)] {
+        b.update_map(e, "ports", &k.to_le_bytes(), &ifindex.to_le_bytes()).unwrap();
+    }
+    let (t, _) = finish(b.build().unwrap());
+    for name in ["c", "d"] {
+        let p = t.port(name).unwrap();
+        assert_eq!((p.tx_packets, p.drops.frags, p.drops.total()), (0, 2, 2), "{p:?}");
+    }
+    assert!(c_sent.lock().unwrap().is_empty() && d_sent.lock().unwrap().is_empty());
+    assert!(wire_sent.lock().unwrap().is_empty());
+    let w = t.port("wire").unwrap();
+    assert_eq!((w.verdicts.redirect, w.drops.total()), (2, 0), "{w:?}");
 }

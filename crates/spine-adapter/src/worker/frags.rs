@@ -15,10 +15,12 @@
 //!   cost; linear frames never come here.
 //! - Afterwards a frame still chained may go out of its own port (`XDP_TX`), be
 //!   redirected to a port that transmits chains whole (`Port::takes_frags`), or be
-//!   passed (`XDP_PASS`) to the port's host path (a TAP, which writes it whole); the
-//!   other verdicts (endpoints, cpumaps, broadcasts), a port with endpoints, or a port
-//!   that cannot send it drop it, counted `drops.frags`. A frame the program cut back
-//!   to one buffer goes on as any linear frame.
+//!   passed (`XDP_PASS`) to the port's host path (a TAP, which writes it whole), or to
+//!   a cpumap entry (`XDP_PASS` on that worker, as the kernel's cpumap builds its skb
+//!   with every fragment), or be broadcast (`BPF_F_BROADCAST`: a copy of the whole
+//!   chain per target port, see `Worker::devmap_broadcast`); endpoints, a port with
+//!   endpoints, or a port that cannot send it drop it, counted `drops.frags`. A frame
+//!   the program cut back to one buffer goes on as any linear frame.
 //! - A chained frame on a port without a program (a host path's TAP receiving a jumbo
 //!   frame from the kernel) is passed on the same way: out of the port the host path
 //!   serves, if that port transmits chains.
@@ -101,8 +103,17 @@ impl Worker {
             Action::Tx => self.transmit_frags(buf, p, p, seq),
             Action::Redirect(q) => self.transmit_frags(buf, q, p, seq),
             Action::Pass => self.pass_frags(buf, p, seq),
-            Action::Drop(_) => self.act(a, buf, p, e, seq),
-            _ => self.drop(buf, p, Why::Frags, seq),
+            // A cpumap entry (no entry program: spine's cpumaps refuse them) delivers
+            // the frame as `XDP_PASS`, fragments and all, as the kernel's
+            // `__xdp_build_skb_from_frame` does on the entry's CPU.
+            Action::Cpu(w) if w == self.index => self.pass_frags(buf, p, seq),
+            Action::Cpu(w) => {
+                let msg = Msg { buf, kind: MsgKind::PassFrags, port: p, packet: seq };
+                self.handoff(w, msg, p)
+            }
+            // `devmap_broadcast` sees the chain and copies it per target.
+            Action::Broadcast { .. } | Action::Drop(_) => self.act(a, buf, p, e, seq),
+            Action::Endpoint(_) => self.drop(buf, p, Why::Frags, seq),
         }
     }
 
@@ -110,7 +121,7 @@ impl Worker {
     /// for a host path, the port it serves) if that port transmits chains whole. A port
     /// with endpoints drops it (endpoints take no chains), counted `drops.frags`; a port
     /// without a host path counts it `drops.no_host_path` as for a linear frame.
-    fn pass_frags(&mut self, buf: Buf, p: u16, seq: u32) {
+    pub(crate) fn pass_frags(&mut self, buf: Buf, p: u16, seq: u32) {
         let pi = usize::from(p);
         if self.eps.on_port[pi] {
             return self.drop(buf, p, Why::Frags, seq);

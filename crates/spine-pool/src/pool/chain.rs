@@ -137,3 +137,53 @@ impl Pool {
         .take(MAX_CHAIN)
     }
 }
+
+impl crate::PoolCache {
+    /// A copy of the frame `src` heads, in buffers of its own: the head's metadata and
+    /// bytes (XDP metadata included) at the same offsets, then a copy of every fragment,
+    /// chained in order. `src` only needs a reference (it may be shared). `None` when the
+    /// pool runs short: every buffer taken for the copy is back in the pool then. What a
+    /// broadcast does with a multi-buffer frame (as the kernel's `xdpf_clone`, a copy
+    /// per destination, never a shared frame, which an AF_XDP socket could not send).
+    pub fn clone_frame(&mut self, src: &Buf) -> Option<Buf> {
+        let pool = self.pool().clone();
+        let meta = pool.meta(src).ok()?;
+        let mut head = self.alloc()?;
+        let from = (meta.data_off - meta.meta_len) as usize;
+        let to = (meta.data_off + meta.len) as usize;
+        let copied = pool.set_meta(&mut head, meta).and_then(|()| {
+            let bytes = pool.frame(src)?.get(from..to).unwrap_or_default();
+            pool.frame_mut(&mut head)?[from..to].copy_from_slice(bytes);
+            Ok(())
+        });
+        if copied.is_err() {
+            let _ = self.free(head);
+            return None;
+        }
+        let offsets = pool
+            .chain_iter(src.index)
+            .map(|i| pool.slots[i as usize].data_off.load(Ordering::Relaxed));
+        for (off, bytes) in offsets.zip(pool.frags(src)) {
+            let Some(mut f) = self.alloc() else {
+                let _ = self.free(head);
+                return None;
+            };
+            let copied = pool.set_data(&mut f, off, bytes.len() as u32).and_then(|()| {
+                pool.data_mut(&mut f)?.copy_from_slice(bytes);
+                Ok(())
+            });
+            if let Err(e) = copied {
+                let _ = self.free(f);
+                let _ = self.free(head);
+                debug_assert!(false, "a fragment's range fits a fresh buffer: {e}");
+                return None;
+            }
+            if let Err(e) = pool.chain(&mut head, f) {
+                let _ = self.free(e.buf);
+                let _ = self.free(head);
+                return None;
+            }
+        }
+        Some(head)
+    }
+}

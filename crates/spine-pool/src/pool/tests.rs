@@ -407,3 +407,74 @@ fn free_burst_frees_sole_shared_chained_and_refuses_foreign_buffers() {
     assert_eq!(pool.shared_free(), 16);
     drop(oc);
 }
+
+#[test]
+fn clone_frame_copies_head_metadata_and_fragments_into_buffers_of_its_own() {
+    let pool = small(16);
+    let mut c = pool.cache();
+    let mut head = c.alloc().unwrap();
+    pool.write(&mut head, b"the head").unwrap();
+    let meta = BufMeta { data_off: 300, len: 8, meta_len: 16, port: 7, ts_ns: 99 };
+    pool.frame_mut(&mut head).unwrap()[284..300].copy_from_slice(&[0xee; 16]);
+    pool.frame_mut(&mut head).unwrap()[300..308].copy_from_slice(b"the head");
+    pool.set_meta(&mut head, meta).unwrap();
+    for (i, part) in [&b"one"[..], b"two", b"three"].into_iter().enumerate() {
+        let mut f = c.alloc().unwrap();
+        pool.set_data(&mut f, i as u32 * 10, part.len() as u32).unwrap();
+        pool.data_mut(&mut f).unwrap().copy_from_slice(part);
+        pool.chain(&mut head, f).unwrap();
+    }
+    // The source may be shared (a broadcast holds it once per target).
+    let other = pool.share(&head).unwrap();
+    let mut copy = c.clone_frame(&head).unwrap();
+    assert_ne!(copy.index(), head.index());
+    assert_eq!(pool.meta(&copy).unwrap(), meta);
+    assert_eq!(pool.frame(&copy).unwrap()[284..308], pool.frame(&head).unwrap()[284..308]);
+    let parts: Vec<&[u8]> = pool.frags(&copy).collect();
+    assert_eq!(parts, [&b"one"[..], b"two", b"three"]);
+    assert_eq!(pool.frame_len(&copy), pool.frame_len(&head));
+    assert_eq!(pool.refs(&copy).unwrap(), 1, "the copy is its own: writable");
+    // Writing the copy's fragments leaves the source's alone.
+    let mut f = pool.unchain(&mut copy).unwrap().unwrap();
+    assert_eq!(pool.meta(&f).unwrap().data_off, 0, "offsets are kept");
+    pool.data_mut(&mut f).unwrap().copy_from_slice(b"ONE");
+    assert_eq!(pool.frags(&head).next().unwrap(), b"one");
+    pool.chain(&mut copy, f).unwrap();
+    assert_eq!(pool.frame_len(&copy), pool.frame_len(&head));
+    for b in [copy, head, other] {
+        c.free(b).unwrap();
+    }
+    c.flush();
+    assert_eq!(pool.shared_free(), 16);
+}
+
+#[test]
+fn clone_frame_gives_every_buffer_back_when_the_pool_runs_short() {
+    // A chain of four buffers, then a pool with room for the head and `k` fragments of
+    // the copy only, for every `k` short of the whole.
+    for spare in 0..4u32 {
+        let pool = small(8);
+        let mut c = pool.cache();
+        let mut head = c.alloc().unwrap();
+        pool.write(&mut head, b"head").unwrap();
+        for part in [&b"a"[..], b"bb", b"ccc"] {
+            let mut f = c.alloc().unwrap();
+            pool.write(&mut f, part).unwrap();
+            pool.chain(&mut head, f).unwrap();
+        }
+        let held: Vec<Buf> = (0..4 - spare).map(|_| c.alloc().unwrap()).collect();
+        assert!(c.clone_frame(&head).is_none(), "{spare} buffers cannot hold four");
+        // Exactly `spare` buffers are free again: all the failed copy took.
+        let more: Vec<Buf> = std::iter::from_fn(|| c.alloc()).collect();
+        assert_eq!(more.len() as u32, spare);
+        for b in more.into_iter().chain(held) {
+            c.free(b).unwrap();
+        }
+        let copy = c.clone_frame(&head).unwrap();
+        assert_eq!(pool.frags(&copy).collect::<Vec<_>>(), [&b"a"[..], b"bb", b"ccc"]);
+        c.free(copy).unwrap();
+        c.free(head).unwrap();
+        c.flush();
+        assert_eq!(pool.shared_free(), 8, "every buffer is back");
+    }
+}
