@@ -127,16 +127,25 @@ pub(crate) struct WorkerHandlers {
 }
 
 impl WorkerHandlers {
-    /// Once per round: picks up a new table (cold). Costs one `Acquire` load and one
-    /// comparison when nothing changed.
+    /// Once per round: picks up a new table (cold; `true` then). Costs one `Acquire`
+    /// load and one comparison when nothing changed.
     #[inline]
-    pub fn refresh(&mut self, me: usize) {
-        if self.reader.refresh_changed() {
+    pub fn refresh(&mut self, me: usize) -> bool {
+        let changed = self.reader.refresh_changed();
+        if changed {
             self.rebuild(me);
         }
         if self.reader.seen() != self.last {
             self.acknowledge(me);
         }
+        changed
+    }
+
+    /// The table the runners run and the domains by index, for the worker's host
+    /// (`spine_msg_post_to` checks its target against them).
+    #[cold]
+    pub fn table(&self) -> (Option<Arc<HandlerTable>>, Arc<[String]>) {
+        (self.reader.current().cloned(), self.domains.clone())
     }
 
     /// The index of domain `name` (cold: a short walk comparing names).
@@ -202,6 +211,9 @@ pub(crate) struct Posted {
     pub domain: u16,
     /// The sender's extension id.
     pub source: u16,
+    /// The one extension whose handler runs (`spine_msg_post_to`); `None`: every
+    /// extension of the domain that registered it.
+    pub target: Option<u16>,
     pub handler: u8,
     len: u8,
     data: [u8; MSG_MAX],
@@ -224,7 +236,8 @@ pub(crate) struct PostQueue {
 
 impl PostQueue {
     pub fn new(capacity: usize) -> Self {
-        let empty = Posted { domain: 0, source: 0, handler: 0, len: 0, data: [0; MSG_MAX] };
+        let empty =
+            Posted { domain: 0, source: 0, target: None, handler: 0, len: 0, data: [0; MSG_MAX] };
         PostQueue { slots: vec![empty; capacity.max(1)].into_boxed_slice(), head: 0, len: 0 }
     }
 
@@ -243,6 +256,10 @@ impl PostQueue {
         let slot = &mut self.slots[at];
         slot.domain = domain;
         slot.source = source;
+        slot.target = match msg.to {
+            spine_runtime::Dest::Extension(ext) => Some(ext),
+            _ => None,
+        };
         slot.handler = msg.handler;
         // An outbox message is at most MSG_MAX (240) bytes.
         slot.len = p.len() as u8;
@@ -304,6 +321,9 @@ impl Host for MsgHost<'_> {
     }
     fn fib(&self) -> Option<&FibEnv> {
         self.inner.fib()
+    }
+    fn post_target(&mut self, domain: &str, ext: Option<u16>) -> Result<(), i64> {
+        self.inner.post_target(domain, ext)
     }
     fn bulk_len(&self) -> u64 {
         match self.data {

@@ -362,7 +362,10 @@ impl Worker {
         let wiring = &*self.wiring;
         self.eps.refresh(self.index, |p| wiring.ports[usize::from(p)].home);
         // Every message of this round runs under this version of the handler table.
-        self.handlers.refresh(self.index);
+        if self.handlers.refresh(self.index) {
+            let (table, domains) = self.handlers.table();
+            self.host.set_targets(table, domains);
+        }
         if !self.eps.released.is_empty() {
             self.free_released();
         }
@@ -1248,7 +1251,7 @@ impl Worker {
         let id = match msg.to {
             Dest::Endpoint(id) if is_remote(id) => return self.send_remote(domain, ext, id, msg),
             Dest::Endpoint(id) => id,
-            Dest::Handlers => return self.post(domain, ext, msg),
+            Dest::Handlers | Dest::Extension(_) => return self.post(domain, ext, msg),
         };
         self.deliver_local(id, domain, ext, msg, |end| {
             end.deliver_message(msg.handler, ext, msg.payload())
@@ -1349,7 +1352,11 @@ impl Worker {
             let mut ran = false;
             for r in 0..self.handlers.runners.len() {
                 let h = &mut self.handlers.runners[r];
-                if h.domain != p.domain || h.number != p.handler || !h.runner.is_attached() {
+                if h.domain != p.domain
+                    || h.number != p.handler
+                    || p.target.is_some_and(|t| t != h.ext)
+                    || !h.runner.is_attached()
+                {
                     continue;
                 }
                 ran = true;
@@ -1721,6 +1728,7 @@ impl Worker {
             }
         }
         self.counters.worker.trace_lines = self.host.trace_lines;
+        self.counters.worker.msg_post_refused = self.host.post_refused;
     }
 
     /// Stopping: transmits what is queued (retrying a full queue for up to `patience`

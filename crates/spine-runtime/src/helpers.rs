@@ -817,6 +817,40 @@ impl Env for XdpEnv<'_> {
                     }
                 }
             }
+            helper::SPINE_MSG_POST_TO => {
+                // `spine_msg_post_to(ctx, to, data, len, delay_ns)`: as `spine_msg_post`,
+                // to handler `to & 0xff` of the extension `to` names (its id + 1 in bits
+                // 16..32; 0: every extension of the domain), which the host checks is of
+                // the sender's domain now, so the sender learns of a bad id at once.
+                let (to, len, delay) = (a[1], a[3], a[4]);
+                let Some((handler, target)) = spine_abi::msg_post::decode(to) else {
+                    return Ok(neg(errno::EINVAL));
+                };
+                if delay != 0 {
+                    neg(errno::EINVAL)
+                } else if len > crate::msg::MSG_MAX as u64 {
+                    neg(errno::E2BIG)
+                } else {
+                    let data = mem.slice(a[2], len as usize).ok_or_else(bad_ptr)?;
+                    // SAFETY: `running` is the extension the runner runs now, kept alive
+                    // by the runner for the whole invocation (not borrowed from `self`).
+                    let running: &Extension = unsafe { &*self.running };
+                    let domain = running.domain();
+                    match self.host().post_target(domain.name(), target) {
+                        Err(e) => neg(e),
+                        Ok(()) => {
+                            let dest = match target {
+                                Some(ext) => crate::msg::Dest::Extension(ext),
+                                None => crate::msg::Dest::Handlers,
+                            };
+                            match self.outbox.push(dest, handler, data) {
+                                Ok(()) => 0,
+                                Err(e) => neg(e),
+                            }
+                        }
+                    }
+                }
+            }
             // The coarse clock is the monotonic one read at tick resolution: the same
             // base, so the precise reading is a valid coarse one.
             helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS | helper::KTIME_GET_COARSE_NS => {

@@ -28,6 +28,10 @@ pub enum Dest {
     Endpoint(u32),
     /// Handler `handler` of every extension of the sender's domain (`spine_msg_post`).
     Handlers,
+    /// Handler `handler` of the one extension of the sender's domain with this id
+    /// (`spine_msg_post_to`; the host checked it exists in that domain when it was
+    /// posted).
+    Extension(u16),
 }
 
 /// One message an invocation sent.
