@@ -301,6 +301,9 @@ pub mod msg_post {
     /// Bits that must be clear (8..16 and 32..64): a post with any set is refused
     /// (`-EINVAL`), so they stay free for later use.
     pub const RESERVED_MASK: u64 = !0xffff_00ff;
+    /// The longest delay a post may ask for (10 s): a delayed message holds a slot of
+    /// its worker's bounded queue until it is due; a longer one is refused (`-EINVAL`).
+    pub const DELAY_MAX_NS: u64 = 10_000_000_000;
 
     /// `to` for handler `handler` of extension `ext` alone (`SPINE_MSG_TO(ext,
     /// handler)` in `include/spine_helpers.h`).

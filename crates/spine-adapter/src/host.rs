@@ -36,6 +36,11 @@ pub struct WorkerHost {
     domains: Arc<[String]>,
     /// `spine_msg_post_to` calls refused (`msg_post_refused`).
     pub post_refused: u64,
+    /// Rooms left this round in the worker's queue of delayed posts (set at the top of
+    /// each round; each delayed post takes one at the call).
+    pub delay_room: usize,
+    /// Delayed posts refused for want of room (`msg_post_delay_full`).
+    pub post_delay_full: u64,
 }
 
 impl WorkerHost {
@@ -56,6 +61,8 @@ impl WorkerHost {
             targets: None,
             domains: Arc::from(Vec::new()),
             post_refused: 0,
+            delay_room: 0,
+            post_delay_full: 0,
         }
     }
 
@@ -148,6 +155,18 @@ impl Host for WorkerHost {
             self.post_refused += 1;
             Err(spine_abi::errno::ENOENT)
         }
+    }
+
+    /// Every message an invocation sends is routed into the worker's queues before the
+    /// round ends, so the rooms counted at the top of the round cover every delayed post
+    /// accepted in it.
+    fn reserve_delayed(&mut self) -> Result<(), i64> {
+        if self.delay_room == 0 {
+            self.post_delay_full += 1;
+            return Err(spine_abi::errno::ENOSPC);
+        }
+        self.delay_room -= 1;
+        Ok(())
     }
 
     #[inline]

@@ -366,6 +366,8 @@ impl Worker {
             let (table, domains) = self.handlers.table();
             self.host.set_targets(table, domains);
         }
+        // Every delayed post accepted this round takes one of these rooms at its call.
+        self.host.delay_room = self.handlers.delayed.room();
         if !self.eps.released.is_empty() {
             self.free_released();
         }
@@ -388,6 +390,9 @@ impl Worker {
         }
         // Extension → extension messages posted before now (not while stopping: a
         // chain of posts must not keep a stopping worker busy).
+        if rx && self.handlers.delayed.len() > 0 {
+            self.release_delayed();
+        }
         if rx && self.handlers.posted.len() > 0 {
             work += self.run_posted();
         }
@@ -1322,11 +1327,30 @@ impl Worker {
     /// for the domain's handlers, run by [`Worker::run_posted`] in a later round:
     /// `msg_posted`, or `msg_post_dropped` when the queue is full.
     fn post(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
+        if msg.due_ns().is_some() {
+            // Its room was reserved at the call ([`WorkerHost::reserve_delayed`]).
+            if self.handlers.delayed.push(domain, ext, msg) {
+                self.counters.worker.msg_post_delayed += 1;
+            } else {
+                self.counters.worker.msg_post_dropped += 1;
+            }
+            return;
+        }
         if self.handlers.posted.push(domain, ext, msg) {
             self.counters.worker.msg_posted += 1;
         } else {
             self.counters.worker.msg_post_dropped += 1;
         }
+    }
+
+    /// Moves the delayed posts due now into the post queue (the clock read once; a
+    /// post that finds the queue full waits for a later round), so this round's
+    /// [`Worker::run_posted`] runs them. Cold: only with delayed posts queued.
+    #[cold]
+    fn release_delayed(&mut self) {
+        let now = crate::sys::monotonic_ns();
+        let h = &mut self.handlers;
+        h.delayed.release(now, &mut h.posted);
     }
 
     /// Runs the messages posted before this call (those the runs post wait for the
@@ -1729,6 +1753,7 @@ impl Worker {
         }
         self.counters.worker.trace_lines = self.host.trace_lines;
         self.counters.worker.msg_post_refused = self.host.post_refused;
+        self.counters.worker.msg_post_delay_full = self.host.post_delay_full;
     }
 
     /// Stopping: transmits what is queued (retrying a full queue for up to `patience`

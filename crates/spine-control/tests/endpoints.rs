@@ -1302,6 +1302,66 @@ fn an_extension_posts_a_message_to_one_named_extension() {
     rig.finish();
 }
 
+/// Delayed posts (`spine_msg_post_to` with `delay_ns`): `sender` (`post_to.c`) posts to
+/// its own handler 5 a message stamped with `bpf_ktime_get_ns()` read just before the
+/// call; handler 5 counts the runs that came sooner than the delay after that stamp. For
+/// delays of 1, 20 and 50 ms each post runs exactly once (polled with the generous
+/// bound of `until`), never sooner than its delay (the observed delay ≥ the asked one,
+/// no early run counted); a delay past `DELAY_MAX_NS` is refused `-EINVAL`, a delayed
+/// post to another domain's extension `-ENOENT`. The worker's queue of delayed posts
+/// holds 64: 70 posts of 10 s (made well within those 10 s) give 64 accepted and 6
+/// refused `-ENOSPC`, counted `msg_post_delay_full`; the pool is whole at the end with
+/// those 64 still queued (a delayed post holds no buffer).
+#[test]
+fn a_delayed_post_runs_its_handler_no_sooner_than_its_delay() {
+    let dir = "../spine-runtime/tests/fixtures";
+    let (sender, b) = (fixture_in(dir, "post_to"), fixture_in(dir, "post_b"));
+    let names: Vec<String> = ["map_lookup_elem", "ktime_get_ns", "spine_msg_post_to"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, None, Some(domain));
+    let me = rig.live.load("sender", &sender, None, "msgs").unwrap().id;
+    let other = rig.live.load("b_other", &b, None, "default").unwrap().id;
+    until("every worker runs the handlers", || rig.live.handlers_settled());
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let mut sent = 0u64;
+    let mut post = |ep: &mut Endpoint, to: u64, delay: u64| {
+        let mut order = to.to_ne_bytes().to_vec();
+        order.extend_from_slice(&delay.to_ne_bytes());
+        until("room on the transmit ring", || ep.send_message(8, &order));
+        sent += 1;
+        until("the sender posted", || stats(&rig.live, "sender", 1)[0] == sent);
+        stats(&rig.live, "sender", 2)[1] as i64
+    };
+    let to = spine_abi::msg_post::to;
+    for (n, delay) in [1_000_000u64, 20_000_000, 50_000_000].into_iter().enumerate() {
+        assert_eq!(post(&mut ep, to(me, 5), delay), 0);
+        until("the delayed post ran", || stats(&rig.live, "sender", 3)[2] == n as u64 + 1);
+        let s = stats(&rig.live, "sender", 5);
+        assert_eq!(s[3], 0, "no run sooner than its delay");
+        assert!(s[4] >= delay, "observed {} ns after the post, asked {delay}", s[4]);
+    }
+    let max = spine_abi::msg_post::DELAY_MAX_NS;
+    assert_eq!(post(&mut ep, to(me, 5), max + 1), -spine_abi::errno::EINVAL);
+    assert_eq!(post(&mut ep, to(other, 9), 1_000_000), -spine_abi::errno::ENOENT);
+    let rcs: Vec<i64> = (0..70).map(|_| post(&mut ep, to(me, 5), max)).collect();
+    assert_eq!(rcs.iter().filter(|&&r| r == 0).count(), 64, "{rcs:?}");
+    assert_eq!(rcs[64..], [-spine_abi::errno::ENOSPC; 6], "{rcs:?}");
+    let w = |live: &Live| live.totals().workers[0];
+    until("the worker's counters", || w(&rig.live).msg_post_delay_full >= 6);
+    let c = w(&rig.live);
+    assert_eq!((c.msg_post_delayed, c.msg_post_delay_full, c.msg_post_runs), (3 + 64, 6, 3));
+    assert_eq!(stats(&rig.live, "sender", 3)[2], 3, "the 10 s posts have not run");
+    assert_eq!(stats(&rig.live, "b_other", 1)[0], 0);
+    drop(ep);
+    rig.finish();
+}
+
 fn sender_id(live: &Live) -> u16 {
     live.extensions().iter().find(|e| e.name == "sender").unwrap().id
 }

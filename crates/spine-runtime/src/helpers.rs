@@ -826,7 +826,7 @@ impl Env for XdpEnv<'_> {
                 let Some((handler, target)) = spine_abi::msg_post::decode(to) else {
                     return Ok(neg(errno::EINVAL));
                 };
-                if delay != 0 {
+                if delay > spine_abi::msg_post::DELAY_MAX_NS {
                     neg(errno::EINVAL)
                 } else if len > crate::msg::MSG_MAX as u64 {
                     neg(errno::E2BIG)
@@ -836,18 +836,30 @@ impl Env for XdpEnv<'_> {
                     // by the runner for the whole invocation (not borrowed from `self`).
                     let running: &Extension = unsafe { &*self.running };
                     let domain = running.domain();
-                    match self.host().post_target(domain.name(), target) {
-                        Err(e) => neg(e),
-                        Ok(()) => {
-                            let dest = match target {
-                                Some(ext) => crate::msg::Dest::Extension(ext),
-                                None => crate::msg::Dest::Handlers,
-                            };
-                            match self.outbox.push(dest, handler, data) {
-                                Ok(()) => 0,
-                                Err(e) => neg(e),
-                            }
+                    let dest = match target {
+                        Some(ext) => crate::msg::Dest::Extension(ext),
+                        None => crate::msg::Dest::Handlers,
+                    };
+                    // A full outbox refuses first, before the host reserves anything.
+                    if self.outbox.is_full() {
+                        return Ok(neg(errno::ENOSPC));
+                    }
+                    // A delayed post is due `delay` after this call, read on the clock
+                    // `bpf_ktime_get_ns` reads, so a handler never sees less.
+                    let host = self.host();
+                    let checked = host.post_target(domain.name(), target).and_then(|()| {
+                        if delay == 0 {
+                            return Ok(0);
                         }
+                        host.reserve_delayed()?;
+                        Ok(host.now_ns().saturating_add(delay).max(1))
+                    });
+                    match checked {
+                        Err(e) => neg(e),
+                        Ok(due) => match self.outbox.push_due(dest, handler, data, due) {
+                            Ok(()) => 0,
+                            Err(e) => neg(e),
+                        },
                     }
                 }
             }

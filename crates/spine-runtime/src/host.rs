@@ -71,6 +71,12 @@ pub trait Host {
     fn post_target(&mut self, _domain: &str, _ext: Option<u16>) -> Result<(), i64> {
         Ok(())
     }
+    /// A room in the queue of delayed posts for one more (`spine_msg_post_to` with a
+    /// delay), taken at the call: `Err(ENOSPC)` when the queue has none (the adapter's
+    /// counts it). The default has room for every post.
+    fn reserve_delayed(&mut self) -> Result<(), i64> {
+        Ok(())
+    }
     /// The MTU of interface `ifindex`, for `bpf_check_mtu`; `None` (the helper answers
     /// `-ENODEV`) for an interface the host does not know. The default asks the FIB's
     /// interfaces ([`Host::fib`]; configured, or mirrored from the kernel).
