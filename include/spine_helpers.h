@@ -201,6 +201,25 @@ struct spine_remote_msg_hdr {
 static long (*spine_msg_post)(void *ctx, __u32 handler, const void *data,
 			      __u32 len) = (void *)0x53500002;
 
+/* spine_msg_post to one named extension: `to` = SPINE_MSG_TO(ext, handler) names handler
+ * `handler` of extension `ext` alone (the id the host uses: its endpoint socket answers
+ * {"extension":{"name":N}} with it), SPINE_MSG_TO_ALL(handler) every extension of the
+ * sender's domain that registered it, as spine_msg_post. The extension must be of the
+ * sender's own domain and register a handler, checked at the call. With delay_ns > 0
+ * the handler runs no sooner than delay_ns after this call (on bpf_ktime_get_ns's clock;
+ * at most SPINE_MSG_DELAY_MAX_NS), from the sender's worker's queue of delayed posts
+ * (64; checked once a round, so later by up to a round). Returns 0 once queued, or
+ * -ENOENT (no such extension in the sender's domain; counted msg_post_refused), -EINVAL
+ * (a reserved bit of `to` set, or a delay past the maximum), -ENOSPC (the delayed
+ * queue is full: msg_post_delay_full; or the outbox as for spine_msg_post), -E2BIG.
+ * Granted only by a domain that lists "spine_msg_post_to". */
+#define SPINE_MSG_DELAY_MAX_NS 10000000000ull
+#define SPINE_MSG_TO(ext, handler) \
+	((((__u64)(ext) + 1) << 16) | ((__u64)(handler) & 0xff))
+#define SPINE_MSG_TO_ALL(handler) ((__u64)(handler) & 0xff)
+static long (*spine_msg_post_to)(void *ctx, __u64 to, const void *data, __u32 len,
+				 __u64 delay_ns) = (void *)0x53500007;
+
 /* Bulk active messages. A client may send a message that carries no payload but a
  * reference to bulk data in its endpoint's buffer area (Endpoint::send_bulk_message:
  * offset and length, checked by the adapter against that endpoint's area). Its handlers

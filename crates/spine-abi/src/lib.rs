@@ -203,6 +203,12 @@ pub mod helper {
     /// active message to a host endpoint, a reference to `len` bytes at `offset` of
     /// that endpoint's buffer area (checked against it on delivery).
     pub const SPINE_MSG_SEND_BULK: u32 = 0x5350_0006;
+    /// spine's `spine_msg_post_to(ctx, to, data, len, delay_ns)`: `spine_msg_post` to
+    /// handler `to & 0xff` of one named extension of the sender's domain (its id + 1 in
+    /// bits 16..32 of `to`, as a host's message descriptor names it; 0 there: every
+    /// extension of the domain, as `spine_msg_post`), delivered no earlier than
+    /// `delay_ns` nanoseconds later (0: the next round). See [`crate::msg_post`].
+    pub const SPINE_MSG_POST_TO: u32 = 0x5350_0007;
 
     /// The kernel kfuncs spine offers, numbered in spine's own range (see
     /// [`crate::kfunc`]): the object loader turns a call to the extern kfunc of that
@@ -279,8 +285,41 @@ pub mod helper {
             SPINE_MSG_BULK_READ => "spine_msg_bulk_read",
             SPINE_MSG_BULK_WRITE => "spine_msg_bulk_write",
             SPINE_MSG_SEND_BULK => "spine_msg_send_bulk",
+            SPINE_MSG_POST_TO => "spine_msg_post_to",
             _ => return None,
         })
+    }
+}
+
+/// The `to` argument of `spine_msg_post_to` (see [`helper::SPINE_MSG_POST_TO`]).
+pub mod msg_post {
+    /// The handler number: bits 0..8.
+    pub const HANDLER_MASK: u64 = 0xff;
+    /// The target extension's id + 1 is in bits 16..32 (0: every extension of the
+    /// sender's domain that registered the handler).
+    pub const TARGET_SHIFT: u32 = 16;
+    /// Bits that must be clear (8..16 and 32..64): a post with any set is refused
+    /// (`-EINVAL`), so they stay free for later use.
+    pub const RESERVED_MASK: u64 = !0xffff_00ff;
+    /// The longest delay a post may ask for (10 s): a delayed message holds a slot of
+    /// its worker's bounded queue until it is due; a longer one is refused (`-EINVAL`).
+    pub const DELAY_MAX_NS: u64 = 10_000_000_000;
+
+    /// `to` for handler `handler` of extension `ext` alone (`SPINE_MSG_TO(ext,
+    /// handler)` in `include/spine_helpers.h`).
+    pub const fn to(ext: u16, handler: u8) -> u64 {
+        ((ext as u64 + 1) << TARGET_SHIFT) | handler as u64
+    }
+
+    /// The handler and the target extension (`None`: every extension of the domain) a
+    /// `to` names; `None` when a reserved bit is set.
+    pub const fn decode(to: u64) -> Option<(u8, Option<u16>)> {
+        if to & RESERVED_MASK != 0 {
+            return None;
+        }
+        let target = (to >> TARGET_SHIFT) as u16;
+        let ext = if target == 0 { None } else { Some(target - 1) };
+        Some(((to & HANDLER_MASK) as u8, ext))
     }
 }
 
@@ -377,4 +416,19 @@ pub mod errno {
     pub const ERANGE: i64 = 34;
     pub const EDEADLK: i64 = 35;
     pub const EOPNOTSUPP: i64 = 95;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::msg_post;
+
+    #[test]
+    fn a_post_names_one_extension_by_its_id_plus_one_in_bits_16_to_32() {
+        assert_eq!(msg_post::to(0, 9), 0x1_0009);
+        assert_eq!(msg_post::decode(msg_post::to(41, 200)), Some((200, Some(41))));
+        assert_eq!(msg_post::decode(9), Some((9, None)), "0 there: every extension");
+        assert_eq!(msg_post::decode(msg_post::to(0xfffe, 1)), Some((1, Some(0xfffe))));
+        assert_eq!(msg_post::decode(msg_post::to(3, 9) | 1 << 8), None, "bits 8..16");
+        assert_eq!(msg_post::decode(1 << 32 | 9), None, "bits 32..64");
+    }
 }

@@ -558,6 +558,7 @@ impl AdapterBuilder {
             let nports = devs.len();
             let eps = crate::endpoints::WorkerEps::new(shared.endpoints.slot.reader(), nports);
             let handlers = shared.handlers.worker(index);
+            let (table, domains) = handlers.table();
             let rx_ports = (0..nports as u16).filter(|&p| devs[p as usize].is_some()).collect();
             // Reassembly room for bulk messages on each tunnel port this worker owns.
             let expiry_ns = opts.bulk_expiry_ms.saturating_mul(1_000_000);
@@ -583,9 +584,13 @@ impl AdapterBuilder {
                 inbox,
                 rx: Burst::with_capacity(opts.burst),
                 counters: Counters::new(nports, exts.len()),
-                host: WorkerHost::new(index, opts.seed, opts.log)
-                    .with_fib(opts.fib.clone())
-                    .with_log(log.clone()),
+                host: {
+                    let mut host = WorkerHost::new(index, opts.seed, opts.log)
+                        .with_fib(opts.fib.clone())
+                        .with_log(log.clone());
+                    host.set_targets(table, domains);
+                    host
+                },
                 trace: opts.trace_events.map(TraceRing::new),
                 packet_seq: 0,
                 scratch: BurstScratch::new(opts.burst, pool.buf_size() as usize),

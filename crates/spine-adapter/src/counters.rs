@@ -182,6 +182,17 @@ pub struct WorkerCounters {
     /// Handler runs on posted messages.
     #[serde(default)]
     pub msg_post_runs: u64,
+    /// `spine_msg_post_to` calls refused because the extension they name does not
+    /// exist, registers no handler or is of another domain (`-ENOENT` to the sender).
+    #[serde(default)]
+    pub msg_post_refused: u64,
+    /// Delayed posts (`spine_msg_post_to` with a delay) queued on this worker.
+    #[serde(default)]
+    pub msg_post_delayed: u64,
+    /// Delayed posts refused because the worker's queue of delayed posts was full
+    /// (`-ENOSPC` to the sender).
+    #[serde(default)]
+    pub msg_post_delay_full: u64,
     /// Messages for an endpoint another worker serves, handed to that worker through
     /// the worker rings (it counts them `msg_delivered` or `msg_undelivered`).
     #[serde(default)]

@@ -100,6 +100,7 @@ impl Handlers {
             domains: self.domains.clone(),
             domain_ports: self.domain_ports.clone(),
             posted: PostQueue::new(POST_QUEUE),
+            delayed: DelayQueue::new(DELAY_QUEUE),
         };
         w.rebuild(me);
         w
@@ -124,19 +125,30 @@ pub(crate) struct WorkerHandlers {
     domain_ports: Arc<[Box<[bool]>]>,
     /// Extension → extension messages waiting for their handlers to run.
     pub posted: PostQueue,
+    /// Delayed posts waiting to be due.
+    pub delayed: DelayQueue,
 }
 
 impl WorkerHandlers {
-    /// Once per round: picks up a new table (cold). Costs one `Acquire` load and one
-    /// comparison when nothing changed.
+    /// Once per round: picks up a new table (cold; `true` then). Costs one `Acquire`
+    /// load and one comparison when nothing changed.
     #[inline]
-    pub fn refresh(&mut self, me: usize) {
-        if self.reader.refresh_changed() {
+    pub fn refresh(&mut self, me: usize) -> bool {
+        let changed = self.reader.refresh_changed();
+        if changed {
             self.rebuild(me);
         }
         if self.reader.seen() != self.last {
             self.acknowledge(me);
         }
+        changed
+    }
+
+    /// The table the runners run and the domains by index, for the worker's host
+    /// (`spine_msg_post_to` checks its target against them).
+    #[cold]
+    pub fn table(&self) -> (Option<Arc<HandlerTable>>, Arc<[String]>) {
+        (self.reader.current().cloned(), self.domains.clone())
     }
 
     /// The index of domain `name` (cold: a short walk comparing names).
@@ -202,6 +214,9 @@ pub(crate) struct Posted {
     pub domain: u16,
     /// The sender's extension id.
     pub source: u16,
+    /// The one extension whose handler runs (`spine_msg_post_to`); `None`: every
+    /// extension of the domain that registered it.
+    pub target: Option<u16>,
     pub handler: u8,
     len: u8,
     data: [u8; MSG_MAX],
@@ -224,7 +239,8 @@ pub(crate) struct PostQueue {
 
 impl PostQueue {
     pub fn new(capacity: usize) -> Self {
-        let empty = Posted { domain: 0, source: 0, handler: 0, len: 0, data: [0; MSG_MAX] };
+        let empty =
+            Posted { domain: 0, source: 0, target: None, handler: 0, len: 0, data: [0; MSG_MAX] };
         PostQueue { slots: vec![empty; capacity.max(1)].into_boxed_slice(), head: 0, len: 0 }
     }
 
@@ -239,14 +255,24 @@ impl PostQueue {
             return false;
         }
         let at = (self.head + self.len) % self.slots.len();
-        let p = msg.payload();
-        let slot = &mut self.slots[at];
-        slot.domain = domain;
-        slot.source = source;
-        slot.handler = msg.handler;
-        // An outbox message is at most MSG_MAX (240) bytes.
-        slot.len = p.len() as u8;
-        slot.data[..p.len()].copy_from_slice(p);
+        fill(&mut self.slots[at], domain, source, msg);
+        self.len += 1;
+        true
+    }
+
+    /// Whether the queue has no room for another message.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.len == self.slots.len()
+    }
+
+    /// Queues `p` as it is (a delayed post come due); `false` when full.
+    fn push_posted(&mut self, p: &Posted) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        let at = (self.head + self.len) % self.slots.len();
+        self.slots[at] = *p;
         self.len += 1;
         true
     }
@@ -261,6 +287,103 @@ impl PostQueue {
         self.len -= 1;
         Some(p)
     }
+}
+
+/// Delayed posts a worker's queue holds (about 16 KiB, allocated with the worker): a
+/// delayed post asks for room at the call and is refused `-ENOSPC` when there is none.
+pub(crate) const DELAY_QUEUE: usize = 64;
+
+/// Posts not due yet (`spine_msg_post_to` with a delay), in a fixed array: nothing
+/// allocates after [`DelayQueue::new`]. Once a round the worker moves those due into
+/// its [`PostQueue`] ([`DelayQueue::release`]): one comparison with the earliest due
+/// time while none is due, one walk of the array when some are (those due in the same
+/// round move in the order they were posted).
+#[derive(Debug)]
+pub(crate) struct DelayQueue {
+    slots: Box<[Posted]>,
+    due: Box<[u64]>,
+    len: usize,
+    /// The earliest due time queued (`u64::MAX` when empty).
+    next_due: u64,
+}
+
+impl DelayQueue {
+    pub fn new(capacity: usize) -> Self {
+        let empty =
+            Posted { domain: 0, source: 0, target: None, handler: 0, len: 0, data: [0; MSG_MAX] };
+        let capacity = capacity.max(1);
+        DelayQueue {
+            slots: vec![empty; capacity].into_boxed_slice(),
+            due: vec![0; capacity].into_boxed_slice(),
+            len: 0,
+            next_due: u64::MAX,
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Rooms left.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.slots.len() - self.len
+    }
+
+    /// Queues `msg` (a delayed post: [`OutMsg::due_ns`]) from extension `source` of
+    /// domain `domain`; `false` when full (or `msg` is not delayed).
+    pub fn push(&mut self, domain: u16, source: u16, msg: &OutMsg) -> bool {
+        let Some(due) = msg.due_ns() else { return false };
+        if self.len == self.slots.len() {
+            return false;
+        }
+        fill(&mut self.slots[self.len], domain, source, msg);
+        self.due[self.len] = due;
+        self.len += 1;
+        self.next_due = self.next_due.min(due);
+        true
+    }
+
+    /// Moves the posts due at `now` (CLOCK_MONOTONIC) into `into` while it has room (a
+    /// post that finds none stays for a later round); returns how many moved.
+    pub fn release(&mut self, now: u64, into: &mut PostQueue) -> usize {
+        if now < self.next_due {
+            return 0;
+        }
+        let (mut kept, mut moved, mut next) = (0, 0, u64::MAX);
+        for i in 0..self.len {
+            let due = self.due[i];
+            if due <= now && into.push_posted(&self.slots[i]) {
+                moved += 1;
+                continue;
+            }
+            if kept != i {
+                self.slots[kept] = self.slots[i];
+                self.due[kept] = due;
+            }
+            next = next.min(due);
+            kept += 1;
+        }
+        self.len = kept;
+        self.next_due = next;
+        moved
+    }
+}
+
+/// Writes `msg` from extension `source` of domain `domain` into `slot`.
+fn fill(slot: &mut Posted, domain: u16, source: u16, msg: &OutMsg) {
+    let p = msg.payload();
+    slot.domain = domain;
+    slot.source = source;
+    slot.target = match msg.to {
+        spine_runtime::Dest::Extension(ext) => Some(ext),
+        _ => None,
+    };
+    slot.handler = msg.handler;
+    // An outbox message is at most MSG_MAX (240) bytes.
+    slot.len = p.len() as u8;
+    slot.data[..p.len()].copy_from_slice(p);
 }
 
 /// Where the data of the message being handled lies, for `spine_msg_bulk_len/read/write`.
@@ -304,6 +427,12 @@ impl Host for MsgHost<'_> {
     }
     fn fib(&self) -> Option<&FibEnv> {
         self.inner.fib()
+    }
+    fn post_target(&mut self, domain: &str, ext: Option<u16>) -> Result<(), i64> {
+        self.inner.post_target(domain, ext)
+    }
+    fn reserve_delayed(&mut self) -> Result<(), i64> {
+        self.inner.reserve_delayed()
     }
     fn bulk_len(&self) -> u64 {
         match self.data {
@@ -365,5 +494,36 @@ mod tests {
             q.pop().unwrap()
         };
         assert_eq!((p.domain, p.source, p.handler, p.payload()), (5, 6, 9, &[7u8; 3][..]));
+    }
+
+    #[test]
+    fn the_delay_queue_releases_only_what_is_due_in_post_order_and_is_bounded() {
+        let msg = |b: u8, due: u64| {
+            let mut m = OutMsg::new(spine_runtime::Dest::Extension(3), 5, &[b]).unwrap();
+            m.set_due_ns(due);
+            m
+        };
+        let mut d = DelayQueue::new(3);
+        let mut q = PostQueue::new(2);
+        assert!(!d.push(1, 2, &OutMsg::new(spine_runtime::Dest::Handlers, 5, b"x").unwrap()));
+        assert!(d.push(1, 2, &msg(0, 300)));
+        assert!(d.push(1, 2, &msg(1, 100)));
+        assert!(d.push(1, 2, &msg(2, 200)));
+        assert!(!d.push(1, 2, &msg(3, 50)), "full: refused");
+        assert_eq!((d.len(), d.room()), (3, 0));
+        assert_eq!(d.release(99, &mut q), 0, "nothing due before 100");
+        assert_eq!(d.release(250, &mut q), 2);
+        let got: Vec<(u8, Option<u16>)> =
+            std::iter::from_fn(|| q.pop()).map(|p| (p.payload()[0], p.target)).collect();
+        assert_eq!(got, [(1, Some(3)), (2, Some(3))]);
+        assert_eq!((d.len(), d.room()), (1, 2));
+        // A post queue with no room keeps what is due for a later round.
+        assert!(q.push(0, 0, &msg(9, 0)) && q.push(0, 0, &msg(9, 0)));
+        assert_eq!(d.release(1_000, &mut q), 0);
+        assert_eq!(d.len(), 1);
+        q.pop();
+        assert_eq!(d.release(1_000, &mut q), 1);
+        assert_eq!(d.len(), 0);
+        assert_eq!(d.release(u64::MAX, &mut q), 0);
     }
 }

@@ -30,6 +30,17 @@ pub struct WorkerHost {
     pinned: Option<spine_fib::FibSnapshot>,
     /// The log the control API follows.
     log_buf: Option<Arc<LogBuf>>,
+    /// This round's handler table and the adapter's domains by index, which
+    /// `spine_msg_post_to` checks its target against ([`WorkerHost::set_targets`]).
+    targets: Option<Arc<crate::handlers::HandlerTable>>,
+    domains: Arc<[String]>,
+    /// `spine_msg_post_to` calls refused (`msg_post_refused`).
+    pub post_refused: u64,
+    /// Rooms left this round in the worker's queue of delayed posts (set at the top of
+    /// each round; each delayed post takes one at the call).
+    pub delay_room: usize,
+    /// Delayed posts refused for want of room (`msg_post_delay_full`).
+    pub post_delay_full: u64,
 }
 
 impl WorkerHost {
@@ -47,7 +58,23 @@ impl WorkerHost {
             in_burst: false,
             pinned: None,
             log_buf: None,
+            targets: None,
+            domains: Arc::from(Vec::new()),
+            post_refused: 0,
+            delay_room: 0,
+            post_delay_full: 0,
         }
+    }
+
+    /// The handler table the worker runs this round and the adapter's domains (cold:
+    /// called when the worker picks up a new table).
+    pub(crate) fn set_targets(
+        &mut self,
+        table: Option<Arc<crate::handlers::HandlerTable>>,
+        domains: Arc<[String]>,
+    ) {
+        self.targets = table;
+        self.domains = domains;
     }
 
     pub(crate) fn with_log(mut self, buf: Arc<LogBuf>) -> Self {
@@ -111,6 +138,35 @@ impl Host for WorkerHost {
 
     fn thread_cpu_ns(&mut self) -> Option<u64> {
         crate::sys::thread_cpu_ns()
+    }
+
+    /// A named target must register a handler in this round's table and be of the
+    /// sender's domain; anything else is refused `ENOENT` and counted. A post to every
+    /// extension of the domain is always accepted (its runs are counted later).
+    fn post_target(&mut self, domain: &str, ext: Option<u16>) -> Result<(), i64> {
+        let Some(ext) = ext else { return Ok(()) };
+        let found = self.targets.as_ref().and_then(|t| t.entries.iter().find(|e| e.ext == ext));
+        let same = found.is_some_and(|e| {
+            self.domains.get(usize::from(e.domain)).is_some_and(|d| d.as_str() == domain)
+        });
+        if same {
+            Ok(())
+        } else {
+            self.post_refused += 1;
+            Err(spine_abi::errno::ENOENT)
+        }
+    }
+
+    /// Every message an invocation sends is routed into the worker's queues before the
+    /// round ends, so the rooms counted at the top of the round cover every delayed post
+    /// accepted in it.
+    fn reserve_delayed(&mut self) -> Result<(), i64> {
+        if self.delay_room == 0 {
+            self.post_delay_full += 1;
+            return Err(spine_abi::errno::ENOSPC);
+        }
+        self.delay_room -= 1;
+        Ok(())
     }
 
     #[inline]

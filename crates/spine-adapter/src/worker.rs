@@ -366,7 +366,12 @@ impl Worker {
         let wiring = &*self.wiring;
         self.eps.refresh(self.index, |p| wiring.ports[usize::from(p)].home);
         // Every message of this round runs under this version of the handler table.
-        self.handlers.refresh(self.index);
+        if self.handlers.refresh(self.index) {
+            let (table, domains) = self.handlers.table();
+            self.host.set_targets(table, domains);
+        }
+        // Every delayed post accepted this round takes one of these rooms at its call.
+        self.host.delay_room = self.handlers.delayed.room();
         if !self.eps.released.is_empty() {
             self.free_released();
         }
@@ -389,6 +394,9 @@ impl Worker {
         }
         // Extension → extension messages posted before now (not while stopping: a
         // chain of posts must not keep a stopping worker busy).
+        if rx && self.handlers.delayed.len() > 0 {
+            self.release_delayed();
+        }
         if rx && self.handlers.posted.len() > 0 {
             work += self.run_posted();
         }
@@ -1287,7 +1295,7 @@ impl Worker {
         let id = match msg.to {
             Dest::Endpoint(id) if is_remote(id) => return self.send_remote(domain, ext, id, msg),
             Dest::Endpoint(id) => id,
-            Dest::Handlers => return self.post(domain, ext, msg),
+            Dest::Handlers | Dest::Extension(_) => return self.post(domain, ext, msg),
         };
         self.deliver_local(id, domain, ext, msg, |end| {
             end.deliver_message(msg.handler, ext, msg.payload())
@@ -1358,11 +1366,30 @@ impl Worker {
     /// for the domain's handlers, run by [`Worker::run_posted`] in a later round:
     /// `msg_posted`, or `msg_post_dropped` when the queue is full.
     fn post(&mut self, domain: u16, ext: u16, msg: &spine_runtime::OutMsg) {
+        if msg.due_ns().is_some() {
+            // Its room was reserved at the call ([`WorkerHost::reserve_delayed`]).
+            if self.handlers.delayed.push(domain, ext, msg) {
+                self.counters.worker.msg_post_delayed += 1;
+            } else {
+                self.counters.worker.msg_post_dropped += 1;
+            }
+            return;
+        }
         if self.handlers.posted.push(domain, ext, msg) {
             self.counters.worker.msg_posted += 1;
         } else {
             self.counters.worker.msg_post_dropped += 1;
         }
+    }
+
+    /// Moves the delayed posts due now into the post queue (the clock read once; a
+    /// post that finds the queue full waits for a later round), so this round's
+    /// [`Worker::run_posted`] runs them. Cold: only with delayed posts queued.
+    #[cold]
+    fn release_delayed(&mut self) {
+        let now = crate::sys::monotonic_ns();
+        let h = &mut self.handlers;
+        h.delayed.release(now, &mut h.posted);
     }
 
     /// Runs the messages posted before this call (those the runs post wait for the
@@ -1388,7 +1415,11 @@ impl Worker {
             let mut ran = false;
             for r in 0..self.handlers.runners.len() {
                 let h = &mut self.handlers.runners[r];
-                if h.domain != p.domain || h.number != p.handler || !h.runner.is_attached() {
+                if h.domain != p.domain
+                    || h.number != p.handler
+                    || p.target.is_some_and(|t| t != h.ext)
+                    || !h.runner.is_attached()
+                {
                     continue;
                 }
                 ran = true;
@@ -1767,6 +1798,8 @@ impl Worker {
             }
         }
         self.counters.worker.trace_lines = self.host.trace_lines;
+        self.counters.worker.msg_post_refused = self.host.post_refused;
+        self.counters.worker.msg_post_delay_full = self.host.post_delay_full;
     }
 
     /// Stopping: transmits what is queued (retrying a full queue for up to `patience`

@@ -1236,6 +1236,136 @@ fn an_extension_posts_messages_to_another_extensions_handler() {
     rig.finish();
 }
 
+/// `spine_msg_post_to` from an extension to one named extension: `sender`
+/// (`post_to.c`, domain `msgs`) posts, for each message an endpoint sends its handler 8,
+/// to the `to` the message carries. `b1` and `b2` (both `post_b.c`, handler 9) are of
+/// `msgs`, `b_other` (the same object) of the default domain. A post to `b2` alone runs
+/// only `b2`'s handler, then one to `b1` only `b1`'s; a post to every extension of the
+/// domain runs both; `b_other`'s id (another domain's extension) and an id no extension
+/// has are refused `-ENOENT` at the call and counted `msg_post_refused`, a reserved bit
+/// of `to` is refused `-EINVAL`; `b_other`'s handler never runs. A domain that does not
+/// grant `spine_msg_post_to` refuses the object.
+#[test]
+fn an_extension_posts_a_message_to_one_named_extension() {
+    let dir = "../spine-runtime/tests/fixtures";
+    let (sender, b) = (fixture_in(dir, "post_to"), fixture_in(dir, "post_b"));
+    let names: Vec<String> = ["map_lookup_elem", "ktime_get_ns", "spine_msg_post_to"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, None, Some(domain));
+    rig.live.load("sender", &sender, None, "msgs").unwrap();
+    let b1 = rig.live.load("b1", &b, None, "msgs").unwrap().id;
+    let b2 = rig.live.load("b2", &b, None, "msgs").unwrap().id;
+    let other = rig.live.load("b_other", &b, None, "default").unwrap().id;
+    let refused = rig.live.load("sender_elsewhere", &sender, None, "default").unwrap_err();
+    assert!(refused.to_string().contains("spine_msg_post_to"), "not granted: {refused}");
+    until("every worker runs the handlers", || rig.live.handlers_settled());
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let mut sent = 0u64;
+    // Sends `to` to the sender's handler 8 and returns the post's return code.
+    let mut post = |ep: &mut Endpoint, to: u64| {
+        let mut order = to.to_ne_bytes().to_vec();
+        order.extend_from_slice(&0u64.to_ne_bytes());
+        until("room on the transmit ring", || ep.send_message(8, &order));
+        sent += 1;
+        until("the sender posted", || stats(&rig.live, "sender", 1)[0] == sent);
+        stats(&rig.live, "sender", 2)[1] as i64
+    };
+    let count = |ext: &str| stats(&rig.live, ext, 1)[0];
+    let to = spine_abi::msg_post::to;
+    assert_eq!(post(&mut ep, to(b2, 9)), 0);
+    until("b2 ran", || count("b2") == 1);
+    assert_eq!(post(&mut ep, to(b1, 9)), 0);
+    until("b1 ran", || count("b1") == 1);
+    assert_eq!(count("b2"), 1, "the post to b1 did not run b2");
+    let source = u64::from(spine_runtime::SOURCE_EXTENSION | u32::from(sender_id(&rig.live)));
+    assert_eq!(stats(&rig.live, "b1", 4)[3], source, "the sender's id as the source");
+    // Every extension of the domain.
+    assert_eq!(post(&mut ep, 9), 0);
+    until("both ran", || count("b1") == 2 && count("b2") == 2);
+    // Another domain's extension, and an id no extension has: refused at the call.
+    assert_eq!(post(&mut ep, to(other, 9)), -spine_abi::errno::ENOENT);
+    assert_eq!(post(&mut ep, to(60_000, 9)), -spine_abi::errno::ENOENT);
+    assert_eq!(post(&mut ep, to(b1, 9) | 1 << 8), -spine_abi::errno::EINVAL);
+    assert_eq!(post(&mut ep, to(b1, 9) | 1 << 40), -spine_abi::errno::EINVAL);
+    let w = |live: &Live| live.totals().workers[0];
+    until("the worker's counters", || w(&rig.live).msg_post_refused >= 2);
+    let c = w(&rig.live);
+    assert_eq!((c.msg_post_refused, c.msg_posted, c.msg_post_runs), (2, 3, 4));
+    assert_eq!((count("b1"), count("b2"), count("b_other")), (2, 2, 0));
+    drop(ep);
+    rig.finish();
+}
+
+/// Delayed posts (`spine_msg_post_to` with `delay_ns`): `sender` (`post_to.c`) posts to
+/// its own handler 5 a message stamped with `bpf_ktime_get_ns()` read just before the
+/// call; handler 5 counts the runs that came sooner than the delay after that stamp. For
+/// delays of 1, 20 and 50 ms each post runs exactly once (polled with the generous
+/// bound of `until`), never sooner than its delay (the observed delay ≥ the asked one,
+/// no early run counted); a delay past `DELAY_MAX_NS` is refused `-EINVAL`, a delayed
+/// post to another domain's extension `-ENOENT`. The worker's queue of delayed posts
+/// holds 64: 70 posts of 10 s (made well within those 10 s) give 64 accepted and 6
+/// refused `-ENOSPC`, counted `msg_post_delay_full`; the pool is whole at the end with
+/// those 64 still queued (a delayed post holds no buffer).
+#[test]
+fn a_delayed_post_runs_its_handler_no_sooner_than_its_delay() {
+    let dir = "../spine-runtime/tests/fixtures";
+    let (sender, b) = (fixture_in(dir, "post_to"), fixture_in(dir, "post_b"));
+    let names: Vec<String> = ["map_lookup_elem", "ktime_get_ns", "spine_msg_post_to"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    let domain = DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() };
+    let rig = Rig::build(1, None, Some(domain));
+    let me = rig.live.load("sender", &sender, None, "msgs").unwrap().id;
+    let other = rig.live.load("b_other", &b, None, "default").unwrap().id;
+    until("every worker runs the handlers", || rig.live.handlers_settled());
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("wire", 9999) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let mut sent = 0u64;
+    let mut post = |ep: &mut Endpoint, to: u64, delay: u64| {
+        let mut order = to.to_ne_bytes().to_vec();
+        order.extend_from_slice(&delay.to_ne_bytes());
+        until("room on the transmit ring", || ep.send_message(8, &order));
+        sent += 1;
+        until("the sender posted", || stats(&rig.live, "sender", 1)[0] == sent);
+        stats(&rig.live, "sender", 2)[1] as i64
+    };
+    let to = spine_abi::msg_post::to;
+    for (n, delay) in [1_000_000u64, 20_000_000, 50_000_000].into_iter().enumerate() {
+        assert_eq!(post(&mut ep, to(me, 5), delay), 0);
+        until("the delayed post ran", || stats(&rig.live, "sender", 3)[2] == n as u64 + 1);
+        let s = stats(&rig.live, "sender", 5);
+        assert_eq!(s[3], 0, "no run sooner than its delay");
+        assert!(s[4] >= delay, "observed {} ns after the post, asked {delay}", s[4]);
+    }
+    let max = spine_abi::msg_post::DELAY_MAX_NS;
+    assert_eq!(post(&mut ep, to(me, 5), max + 1), -spine_abi::errno::EINVAL);
+    assert_eq!(post(&mut ep, to(other, 9), 1_000_000), -spine_abi::errno::ENOENT);
+    let rcs: Vec<i64> = (0..70).map(|_| post(&mut ep, to(me, 5), max)).collect();
+    assert_eq!(rcs.iter().filter(|&&r| r == 0).count(), 64, "{rcs:?}");
+    assert_eq!(rcs[64..], [-spine_abi::errno::ENOSPC; 6], "{rcs:?}");
+    let w = |live: &Live| live.totals().workers[0];
+    until("the worker's counters", || w(&rig.live).msg_post_delay_full >= 6);
+    let c = w(&rig.live);
+    assert_eq!((c.msg_post_delayed, c.msg_post_delay_full, c.msg_post_runs), (3 + 64, 6, 3));
+    assert_eq!(stats(&rig.live, "sender", 3)[2], 3, "the 10 s posts have not run");
+    assert_eq!(stats(&rig.live, "b_other", 1)[0], 0);
+    drop(ep);
+    rig.finish();
+}
+
+fn sender_id(live: &Live) -> u16 {
+    live.extensions().iter().find(|e| e.name == "sender").unwrap().id
+}
+
 /// Bulk active messages end to end: a client reserves two frames of its buffer area,
 /// writes 1,000 bytes across the frame boundary and sends a bulk message for handler 12
 /// (`bulk.c`, loaded after the endpoint opened), which reads them with

@@ -86,6 +86,7 @@ pub const SPINE_HELPERS: &[u32] = &[
     spine_abi::helper::SPINE_MSG_BULK_READ,
     spine_abi::helper::SPINE_MSG_BULK_WRITE,
     spine_abi::helper::SPINE_MSG_SEND_BULK,
+    spine_abi::helper::SPINE_MSG_POST_TO,
 ];
 
 /// What an active-message handler may not call: helpers that act on a packet or its

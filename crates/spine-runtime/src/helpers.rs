@@ -817,6 +817,52 @@ impl Env for XdpEnv<'_> {
                     }
                 }
             }
+            helper::SPINE_MSG_POST_TO => {
+                // `spine_msg_post_to(ctx, to, data, len, delay_ns)`: as `spine_msg_post`,
+                // to handler `to & 0xff` of the extension `to` names (its id + 1 in bits
+                // 16..32; 0: every extension of the domain), which the host checks is of
+                // the sender's domain now, so the sender learns of a bad id at once.
+                let (to, len, delay) = (a[1], a[3], a[4]);
+                let Some((handler, target)) = spine_abi::msg_post::decode(to) else {
+                    return Ok(neg(errno::EINVAL));
+                };
+                if delay > spine_abi::msg_post::DELAY_MAX_NS {
+                    neg(errno::EINVAL)
+                } else if len > crate::msg::MSG_MAX as u64 {
+                    neg(errno::E2BIG)
+                } else {
+                    let data = mem.slice(a[2], len as usize).ok_or_else(bad_ptr)?;
+                    // SAFETY: `running` is the extension the runner runs now, kept alive
+                    // by the runner for the whole invocation (not borrowed from `self`).
+                    let running: &Extension = unsafe { &*self.running };
+                    let domain = running.domain();
+                    let dest = match target {
+                        Some(ext) => crate::msg::Dest::Extension(ext),
+                        None => crate::msg::Dest::Handlers,
+                    };
+                    // A full outbox refuses first, before the host reserves anything.
+                    if self.outbox.is_full() {
+                        return Ok(neg(errno::ENOSPC));
+                    }
+                    // A delayed post is due `delay` after this call, read on the clock
+                    // `bpf_ktime_get_ns` reads, so a handler never sees less.
+                    let host = self.host();
+                    let checked = host.post_target(domain.name(), target).and_then(|()| {
+                        if delay == 0 {
+                            return Ok(0);
+                        }
+                        host.reserve_delayed()?;
+                        Ok(host.now_ns().saturating_add(delay).max(1))
+                    });
+                    match checked {
+                        Err(e) => neg(e),
+                        Ok(due) => match self.outbox.push_due(dest, handler, data, due) {
+                            Ok(()) => 0,
+                            Err(e) => neg(e),
+                        },
+                    }
+                }
+            }
             // The coarse clock is the monotonic one read at tick resolution: the same
             // base, so the precise reading is a valid coarse one.
             helper::KTIME_GET_NS | helper::KTIME_GET_BOOT_NS | helper::KTIME_GET_COARSE_NS => {

@@ -61,6 +61,22 @@ pub trait Host {
     fn bulk_write(&mut self, _offset: u64, _data: &[u8]) -> Result<(), i64> {
         Err(spine_abi::errno::EINVAL)
     }
+    /// Whether an extension of domain `domain` may post (`spine_msg_post_to`) to
+    /// extension `ext` (`None`: every extension of its domain): `Err` with the helper's
+    /// errno (positive) to refuse it, `ENOENT` for an extension that does not exist or
+    /// is of another domain (a tenant learns nothing of other domains' extensions). The
+    /// default accepts every post (a host that routes no messages: the runtime's tests
+    /// read the outbox); the adapter's checks this round's handler table and counts
+    /// what it refuses.
+    fn post_target(&mut self, _domain: &str, _ext: Option<u16>) -> Result<(), i64> {
+        Ok(())
+    }
+    /// A room in the queue of delayed posts for one more (`spine_msg_post_to` with a
+    /// delay), taken at the call: `Err(ENOSPC)` when the queue has none (the adapter's
+    /// counts it). The default has room for every post.
+    fn reserve_delayed(&mut self) -> Result<(), i64> {
+        Ok(())
+    }
     /// The MTU of interface `ifindex`, for `bpf_check_mtu`; `None` (the helper answers
     /// `-ENODEV`) for an interface the host does not know. The default asks the FIB's
     /// interfaces ([`Host::fib`]; configured, or mirrored from the kernel).

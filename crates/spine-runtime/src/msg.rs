@@ -28,6 +28,10 @@ pub enum Dest {
     Endpoint(u32),
     /// Handler `handler` of every extension of the sender's domain (`spine_msg_post`).
     Handlers,
+    /// Handler `handler` of the one extension of the sender's domain with this id
+    /// (`spine_msg_post_to`; the host checked it exists in that domain when it was
+    /// posted).
+    Extension(u16),
 }
 
 /// One message an invocation sent.
@@ -41,12 +45,16 @@ pub struct OutMsg {
     /// (at least 1) in the destination endpoint's buffer area; `bulk_len` 0 otherwise.
     bulk_off: u64,
     bulk_len: u32,
+    /// For a delayed post (`spine_msg_post_to` with a delay): CLOCK_MONOTONIC time, in
+    /// nanoseconds, before which its handler must not run; 0 otherwise.
+    due_ns: u64,
 }
 
 impl OutMsg {
     /// A message of `data` (`None` when longer than [`MSG_MAX`]).
     pub fn new(to: Dest, handler: u8, data: &[u8]) -> Option<OutMsg> {
-        let mut m = OutMsg { to, handler, len: 0, data: [0; MSG_MAX], bulk_off: 0, bulk_len: 0 };
+        let mut m =
+            OutMsg { to, handler, len: 0, data: [0; MSG_MAX], bulk_off: 0, bulk_len: 0, due_ns: 0 };
         m.data.get_mut(..data.len())?.copy_from_slice(data);
         m.len = data.len() as u8;
         Some(m)
@@ -54,6 +62,16 @@ impl OutMsg {
 
     pub fn payload(&self) -> &[u8] {
         &self.data[..usize::from(self.len)]
+    }
+
+    /// A delayed post's due time (CLOCK_MONOTONIC nanoseconds; `None`: not delayed).
+    pub fn due_ns(&self) -> Option<u64> {
+        (self.due_ns != 0).then_some(self.due_ns)
+    }
+
+    /// Makes this a post due at `due_ns` (0: not delayed).
+    pub fn set_due_ns(&mut self, due_ns: u64) {
+        self.due_ns = due_ns;
     }
 
     /// A bulk message's reference (offset, length) in its endpoint's area; `None` for a
@@ -79,6 +97,7 @@ impl Default for Outbox {
             data: [0; MSG_MAX],
             bulk_off: 0,
             bulk_len: 0,
+            due_ns: 0,
         };
         Outbox { msgs: Box::new([empty; OUTBOX_SLOTS]), len: 0 }
     }
@@ -88,6 +107,22 @@ impl Outbox {
     /// Queues a message; `Err` with the helper's errno (positive) when `data` is longer
     /// than [`MSG_MAX`] (`E2BIG`) or the outbox is full (`ENOSPC`).
     pub(crate) fn push(&mut self, to: Dest, handler: u8, data: &[u8]) -> Result<(), i64> {
+        self.push_due(to, handler, data, 0)
+    }
+
+    /// Whether the outbox has no room for another message.
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == OUTBOX_SLOTS
+    }
+
+    /// [`Outbox::push`] of a post due at `due_ns` (CLOCK_MONOTONIC; 0: not delayed).
+    pub(crate) fn push_due(
+        &mut self,
+        to: Dest,
+        handler: u8,
+        data: &[u8],
+        due_ns: u64,
+    ) -> Result<(), i64> {
         if data.len() > MSG_MAX {
             return Err(spine_abi::errno::E2BIG);
         }
@@ -99,6 +134,7 @@ impl Outbox {
         slot.len = data.len() as u8;
         slot.data[..data.len()].copy_from_slice(data);
         slot.bulk_len = 0;
+        slot.due_ns = due_ns;
         self.len += 1;
         Ok(())
     }
@@ -120,6 +156,7 @@ impl Outbox {
         slot.len = 0;
         slot.bulk_off = off;
         slot.bulk_len = len.max(1);
+        slot.due_ns = 0;
         self.len += 1;
         Ok(())
     }

@@ -301,3 +301,58 @@ fn spine_msg_send_bulk_queues_a_reference_and_bulk_write_needs_an_endpoint() {
         .to_string();
     assert!(err.contains("spine_msg_bulk_write"), "names the helper: {err}");
 }
+
+/// `spine_msg_post_to` (`post_to.c`, handler 8 posting to the `to` and with the delay
+/// its message carries): a named target queues `Dest::Extension(id)`, `to` 0 in bits
+/// 16..32 `Dest::Handlers`; a delay makes the message due that long after the call
+/// (read on the host's clock after the handler's own `bpf_ktime_get_ns`); a reserved bit
+/// of `to` and a delay past `DELAY_MAX_NS` queue nothing; on both engines. A domain
+/// granting only `spine_msg_post` refuses the object, naming the helper.
+#[test]
+fn spine_msg_post_to_queues_a_named_or_delayed_post_on_both_engines() {
+    let obj = compile("post_to");
+    let grants = ["map_lookup_elem", "ktime_get_ns", "spine_msg_post_to"];
+    let order = |to: u64, delay: u64| {
+        let mut o = to.to_ne_bytes().to_vec();
+        o.extend_from_slice(&delay.to_ne_bytes());
+        o
+    };
+    let max = spine_abi::msg_post::DELAY_MAX_NS;
+    for engine in [EngineKind::Interpreter, EngineKind::Jit] {
+        let loaded = load(&obj, engine, granting(&grants)).unwrap();
+        let numbers: Vec<Option<u8>> = loaded.handlers.iter().map(|h| h.handler()).collect();
+        assert_eq!(numbers, [Some(8), Some(5)]);
+        let mut post = XdpRunner::new(loaded.handlers[0].clone(), 0).unwrap();
+        let mut send = |to: u64, delay: u64| {
+            let mut m = Frame::new(Geometry::TEST_RUN);
+            m.load_message(&order(to, delay)).unwrap();
+            // The clock reads 1000, 2000, ...: the handler's stamp, then the helper's.
+            let mut host = FixedHost::new(1);
+            assert_eq!(post.run_message(&mut m, 3, &mut host).unwrap(), 0);
+            post.outbox()
+                .iter()
+                .map(|m| (m.to, m.handler, m.due_ns(), m.payload().to_vec()))
+                .collect::<Vec<_>>()
+        };
+        let stamped = |delay: u64| {
+            let mut p = 1000u64.to_ne_bytes().to_vec();
+            p.extend_from_slice(&delay.to_ne_bytes());
+            p
+        };
+        let to = spine_abi::msg_post::to;
+        assert_eq!(send(to(4, 5), 0), [(Dest::Extension(4), 5, None, stamped(0))], "{engine:?}");
+        assert_eq!(send(9, 0), [(Dest::Handlers, 9, None, stamped(0))], "{engine:?}");
+        assert_eq!(
+            send(to(4, 5), 500),
+            [(Dest::Extension(4), 5, Some(2500), stamped(500))],
+            "{engine:?}: due 500 ns after the helper's clock reading"
+        );
+        assert!(send(to(4, 5) | 1 << 12, 0).is_empty(), "{engine:?}: a reserved bit");
+        assert!(send(to(4, 5), max + 1).is_empty(), "{engine:?}: past the longest delay");
+        assert_eq!(send(to(4, 5), max).len(), 1, "{engine:?}: the longest delay");
+    }
+    let err = load(&obj, EngineKind::Jit, granting(&["map_lookup_elem", "ktime_get_ns"]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spine_msg_post_to") || err.contains("0x53500007"), "{err}");
+}

@@ -207,6 +207,11 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
         h::KFUNC_DYNPTR_CLONE => ([Dynptr, DynptrUninit, d, d, d], RetType::Integer),
         h::SPINE_MSG_SEND => ([CtxOrNull, Anything, Anything, mem_ro, ConstSize], RetType::Integer),
         h::SPINE_MSG_POST => ([CtxOrNull, Anything, mem_ro, ConstSize, d], RetType::Integer),
+        // `spine_msg_post_to(ctx, to, data, len, delay_ns)`: `to` (handler and target
+        // extension) and `delay_ns` are plain scalars the helper checks.
+        h::SPINE_MSG_POST_TO => {
+            ([CtxOrNull, Anything, mem_ro, ConstSize, Anything], RetType::Integer)
+        }
         h::SPINE_MSG_BULK_LEN => ([Ctx, d, d, d, d], RetType::Integer),
         h::SPINE_MSG_BULK_READ => ([Ctx, Anything, UninitMem, ConstSize, d], RetType::Integer),
         h::SPINE_MSG_BULK_WRITE => ([Ctx, Anything, mem_ro, ConstSize, d], RetType::Integer),
@@ -234,7 +239,7 @@ pub fn kernel_helper_proto(id: u32) -> Option<HelperProto> {
 }
 
 /// Every helper id spine knows (those of [`spine_abi::helper`]).
-pub const KNOWN_HELPERS: [u32; 58] = [
+pub const KNOWN_HELPERS: [u32; 59] = [
     h::MAP_LOOKUP_ELEM,
     h::MAP_UPDATE_ELEM,
     h::MAP_DELETE_ELEM,
@@ -293,6 +298,7 @@ pub const KNOWN_HELPERS: [u32; 58] = [
     h::SPINE_MSG_BULK_READ,
     h::SPINE_MSG_BULK_WRITE,
     h::SPINE_MSG_SEND_BULK,
+    h::SPINE_MSG_POST_TO,
 ];
 
 /// A table of kernel prototypes for a chosen set of helpers.
