@@ -61,11 +61,6 @@ struct Node {
     base1: u32,
 }
 
-/// Node slot 0, kept for the single IPv4 lookup to read where a direct-index entry is
-/// a leaf: no child nodes, one leaf run from child 0 (`leaves[0]`, read and not used).
-/// No direct-index entry or node names it.
-const PAD: Node = Node { vector: 0, leafvec: 1, base0: 0, base1: 0 };
-
 /// Paints the children of a node at bit `pos` with the prefixes `ps` (inside the
 /// node, longer than `pos`, RIB order) that end in its stride, and marks in the
 /// returned vector the children that hold longer ones, whose run of `ps` goes to
@@ -164,41 +159,12 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
 
     #[inline(always)]
     fn find_generic(&self, addr: A) -> u32 {
-        if A::BITS <= 32 {
-            return self.find_flat(addr);
-        }
         // An empty structure has no direct index yet (allocated on first update).
         let e = self.dp.get(addr.bits(0, S) as usize).copied().unwrap_or(LEAF | NONE);
         if e & LEAF != 0 {
             return e & !LEAF;
         }
         self.walk(e, addr)
-    }
-
-    /// The single IPv4 lookup, without branching on what the direct-index entry
-    /// holds: a leaf entry reads node slot 0 ([`PAD`]) and `leaves[0]`, and the
-    /// entry's own value is chosen at the end, both by masks rather than branches.
-    /// Whether an address ends in the direct index or in a node is close to random
-    /// for uniformly spread addresses; as a branch, each wrong guess threw away the
-    /// work of the lookups after it and the overlap of their cache misses. Only a
-    /// child node (a prefix longer than `S + 6` bits, rare) still branches, to the walk.
-    #[inline(always)]
-    fn find_flat(&self, addr: A) -> u32 {
-        let Some(&e) = self.dp.get(addr.bits(0, S) as usize) else {
-            return NONE;
-        };
-        // All ones for a leaf entry, else zero.
-        let leaf = ((e as i32) >> 31) as u32;
-        let Some(n) = self.nodes.get((e & !leaf) as usize) else {
-            return NONE;
-        };
-        let c = addr.bits(S, 6);
-        if n.vector >> c & 1 != 0 {
-            return self.walk_from(n.base1 + (n.vector & below(c)).count_ones(), addr, S + 6);
-        }
-        let at = n.base0 + (n.leafvec & upto(c)).count_ones() - 1;
-        let v = self.leaves.get(at as usize).copied().unwrap_or(NONE);
-        (e & !LEAF & leaf) | (v & !leaf)
     }
 
     /// IPv4 lookups of a burst as a pipeline of stages over every lane, each stage
@@ -376,7 +342,6 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
     fn ensure_dp(&mut self) {
         if self.dp.is_empty() {
             self.dp = vec![LEAF | NONE; 1 << S];
-            self.reset_nodes();
         }
     }
 
@@ -499,16 +464,9 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
         Node { vector, leafvec, base0, base1 }
     }
 
-    /// Empties the nodes but for [`PAD`] in slot 0.
-    fn reset_nodes(&mut self) {
-        self.nodes.clear();
-        self.nodes.push(PAD);
-        self.defaults.clear();
-        self.defaults.push(NONE);
-    }
-
     fn rebuild_all(&mut self) {
-        self.reset_nodes();
+        self.nodes.clear();
+        self.defaults.clear();
         self.leaves.clear();
         self.node_blocks = Blocks::default();
         self.leaf_blocks = Blocks::default();
