@@ -706,9 +706,11 @@ impl XdpBurst<'_> {
         let args = [ctx_ptr as u64, 0, 0, 0, 0];
         // The attached program first, without the tail-call loop's reference counting;
         // the targets of its tail calls (rare) out of line.
-        let mut result = invoke(&r.ext, r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, args, limits);
+        let mut result =
+            invoke(&r.ext, r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, args, limits);
         if result.is_ok() && env.tail.is_some() {
-            result = follow_tail_calls(r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, args, limits);
+            result =
+                follow_tail_calls(r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, args, limits);
         }
         // The invocation is over: what it held (inner maps, reserved records) is let go.
         if !env.held.is_empty() {
@@ -777,7 +779,12 @@ fn invoke(
 /// counted it already.
 #[cold]
 #[inline(never)]
-fn invoke_fault(ext: &Extension, cpu: usize, env: &mut XdpEnv<'static>, fault: Fault) -> Box<Fault> {
+fn invoke_fault(
+    ext: &Extension,
+    cpu: usize,
+    env: &mut XdpEnv<'static>,
+    fault: Fault,
+) -> Box<Fault> {
     if !env.fault_recorded {
         record_fault(ext, cpu, &fault, env.host());
     }
@@ -799,9 +806,7 @@ fn follow_tail_calls(
     limits: RunLimits,
 ) -> Result<u32, Box<Fault>> {
     loop {
-        let Some(target) = env.tail.take() else {
-            unreachable!("called with a pending tail call")
-        };
+        let Some(target) = env.tail.take() else { unreachable!("called with a pending tail call") };
         let r0 = invoke(&target, cpu, jit, mem, stack, env, args, limits)?;
         if env.tail.is_none() {
             return Ok(r0);
