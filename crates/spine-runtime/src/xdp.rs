@@ -795,7 +795,6 @@ fn invoke_fault(
 /// the tail calls those make, on the same context until one returns.
 #[cold]
 #[inline(never)]
-#[expect(clippy::too_many_arguments, reason = "the runner's fields, borrowed apart")]
 fn follow_tail_calls(
     cpu: usize,
     jit: &mut spine_jit::RunSlot<XdpEnv<'static>>,
