@@ -236,6 +236,18 @@ pub fn compile(insns: &[Insn], opts: &JitOptions) -> Result<JitProgram, JitError
     Ok(JitProgram { code })
 }
 
+/// How a run in a kept context ended when a helper, the budget or a check recorded
+/// something: takes both (the next run starts with neither) before anything unwinds.
+#[cold]
+#[inline(never)]
+fn ended(ctx: &mut runtime::RunCtx, r0: u64) -> Result<u64, Fault> {
+    let outcome = ctx.outcome.take();
+    if let Some(payload) = ctx.panic.take() {
+        std::panic::resume_unwind(payload);
+    }
+    outcome.unwrap_or(Ok(r0))
+}
+
 /// A compiled program, ready to run any number of times (shared between threads).
 #[derive(Debug)]
 pub struct JitProgram {
@@ -378,13 +390,15 @@ impl JitProgram {
         let entry: runtime::EntryFn = unsafe { std::mem::transmute(self.code.as_ptr()) };
         // SAFETY: as in `enter_at`; the slot's trampolines are `E`'s (its type says so).
         let r0 = unsafe { entry(ctx, args[0], args[1], args[2], args[3], args[4]) };
-        mem.truncate(base_len);
-        // Both taken before anything unwinds: the next run starts with neither.
-        let outcome = ctx.outcome.take();
-        if let Some(payload) = ctx.panic.take() {
-            std::panic::resume_unwind(payload);
+        if mem.len() > base_len {
+            mem.truncate(base_len);
         }
-        outcome.unwrap_or(Ok(r0))
+        // The common end: `exit` reached, nothing recorded. Two compares, no store; the
+        // rest (taking the outcome apart, resuming a panic) is out of line.
+        if ctx.outcome.is_none() && ctx.panic.is_none() {
+            return Ok(r0);
+        }
+        ended(ctx, r0)
     }
 
     /// Runs the code; `rt: None` passes the environment pointer as the runtime pointer

@@ -347,7 +347,8 @@ impl XdpRunner {
         let handler = u32::from(self.ext.handler().unwrap_or(0));
         let rx = RxInfo { ingress_ifindex: source, rx_queue_index: handler };
         let mut b = self.burst(geometry, rx, host);
-        b.egress = (bounds.end - bounds.data) as u32;
+        // `spine_msg_md.len`, in the slot XDP's `egress_ifindex` (0) takes.
+        b.r.set_egress((bounds.end - bounds.data) as u32);
         b.run_one::<true>(buf, bounds)
     }
 
@@ -512,6 +513,9 @@ impl XdpRunner {
             std::ptr::addr_of_mut!((*ctx).ingress_ifindex).write_volatile(rx.ingress_ifindex);
             std::ptr::addr_of_mut!((*ctx).rx_queue_index).write_volatile(rx.rx_queue_index);
         }
+        // Nothing writes the context's `egress_ifindex` slot during a run (the program
+        // may only read the context, and no helper writes that field): once per burst.
+        self.set_egress(0);
         let env = &mut self.env;
         env.outbox.clear();
         env.host = erase_host(host);
@@ -525,7 +529,16 @@ impl XdpRunner {
         if !env.held.is_empty() {
             env.held.release(env.maps);
         }
-        XdpBurst { r: self, detached: false, egress: 0, _host: std::marker::PhantomData }
+        XdpBurst { r: self, detached: false, _host: std::marker::PhantomData }
+    }
+
+    /// What the context's `egress_ifindex` slot holds for the runs of a burst: 0 for
+    /// XDP, the message length for a handler (`spine_msg_md.len`).
+    #[inline(always)]
+    fn set_egress(&mut self, v: u32) {
+        let ctx: *mut XdpCtx = self.env.ctx;
+        // SAFETY: `ctx` points to the box this runner owns; the write is in bounds.
+        unsafe { std::ptr::addr_of_mut!((*ctx).egress_ifindex).write_volatile(v) };
     }
 
     /// Runs the extension on every frame of `frames` (buffer and bounds, updated as
@@ -583,9 +596,6 @@ pub struct XdpBurst<'r> {
     r: &'r mut XdpRunner,
     /// A fault in this burst detached the extension: it runs no more.
     detached: bool,
-    /// What the context's `egress_ifindex` slot holds for each run: 0 for XDP, the
-    /// message length for a handler (`spine_msg_md.len`).
-    egress: u32,
     /// The host the runner's environment points to, borrowed for the burst.
     _host: std::marker::PhantomData<&'r mut dyn Host>,
 }
@@ -671,60 +681,37 @@ impl XdpBurst<'_> {
             std::ptr::addr_of_mut!((*ctx_ptr).data).write_volatile(base + bounds.data as u64);
             std::ptr::addr_of_mut!((*ctx_ptr).data_end).write_volatile(end);
             std::ptr::addr_of_mut!((*ctx_ptr).data_meta).write_volatile(meta);
-            std::ptr::addr_of_mut!((*ctx_ptr).egress_ifindex).write_volatile(self.egress);
         }
         let pkt = Region { start: meta, len: end - meta, writable: true };
         // SAFETY: the frame buffer is borrowed for all of this call and nothing else
         // references it while the program runs; after it returns the stale region is
-        // never used (no engine runs on `mem` before the next `set`).
-        unsafe { r.mem.set(r.pkt_region, pkt) };
+        // never used (no engine runs on `mem` before the next `set`). `pkt_region` was
+        // registered with the runner and `mem` is never cut below the runner's regions.
+        unsafe { r.mem.set_unchecked(r.pkt_region, pkt) };
         // Each packet is its own invocation: nothing of the previous one carries over.
         let env = &mut r.env;
         env.frame = base as *mut u8;
-        env.tail = None;
-        env.tail_calls = 0;
-        env.fault_recorded = false;
+        // The tail-call state is reset lazily: only a run that made a tail call changed
+        // it, and every such run counted it in `tail_calls` (`tail` and
+        // `fault_recorded` are only ever set after a counted tail call).
+        if env.tail_calls != 0 {
+            env.tail_calls = 0;
+            env.tail = None;
+            env.fault_recorded = false;
+        }
         env.redirect = None;
         env.deadline = None;
         env.cpu_deadline = None;
         let limits = RunLimits { points: env.budget.points };
         let args = [ctx_ptr as u64, 0, 0, 0, 0];
-        let mut target: Option<Arc<Extension>> = None;
-        // The engine's result is taken apart at once: moving the whole `Result<u64, Fault>`
-        // around costs a store-forwarding stall per packet.
-        let result = loop {
-            let ext: &Extension = target.as_deref().unwrap_or(&*r.ext);
-            if ext.stats().zeroed_stack > 0 {
-                r.stack.zero_top(ext.stats().zeroed_stack);
-            }
-            env.running = ext;
-            let res = match &ext.engine {
-                Engine::Interp(vm) => vm.run(args, &mut r.mem, &mut r.stack, env, limits),
-                // In the run context the runner keeps (only what a run changes is
-                // written per packet).
-                // SAFETY: the JIT registered `helpers::native_helpers`, which take the
-                // `XdpEnv` passed here as their runtime pointer; `mem` has held the
-                // region of `stack` since the runner was made.
-                Engine::Jit(code) => unsafe {
-                    code.run_in(&mut r.jit, args, &mut r.mem, &mut r.stack, env, limits)
-                },
-            };
-            let r0 = match res {
-                Ok(r0) => r0,
-                Err(fault) => {
-                    // A fault in a tail call's target run from a callee is counted there.
-                    if !env.fault_recorded {
-                        let cpu = r.cpu;
-                        record_fault(ext, cpu, &fault, env.host());
-                    }
-                    break Err(Box::new(fault));
-                }
-            };
-            match env.tail.take() {
-                Some(next) => target = Some(next),
-                None => break Ok(r0 as u32),
-            }
-        };
+        // The attached program first, without the tail-call loop's reference counting;
+        // the targets of its tail calls (rare) out of line.
+        let mut result =
+            invoke(&r.ext, r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, args, limits);
+        if result.is_ok() && env.tail.is_some() {
+            result =
+                follow_tail_calls(r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, args, limits);
+        }
         // The invocation is over: what it held (inner maps, reserved records) is let go.
         if !env.held.is_empty() {
             env.held.release(env.maps);
@@ -750,6 +737,79 @@ impl XdpBurst<'_> {
             end: (end - base) as usize,
         };
         result
+    }
+}
+
+/// One run of `ext`'s code on the invocation's state, its fault counted against `ext`
+/// (unless a nested run already counted it); r0 truncated to 32 bits. The engine's
+/// result is taken apart at once: moving the whole `Result<u64, Fault>` around costs a
+/// store-forwarding stall per packet.
+#[inline(always)]
+#[expect(clippy::too_many_arguments, reason = "the runner's fields, borrowed apart")]
+fn invoke(
+    ext: &Extension,
+    cpu: usize,
+    jit: &mut spine_jit::RunSlot<XdpEnv<'static>>,
+    mem: &mut Memory,
+    stack: &mut Stack,
+    env: &mut XdpEnv<'static>,
+    args: [u64; 5],
+    limits: RunLimits,
+) -> Result<u32, Box<Fault>> {
+    if ext.stats().zeroed_stack > 0 {
+        stack.zero_top(ext.stats().zeroed_stack);
+    }
+    env.running = ext;
+    let res = match &ext.engine {
+        Engine::Interp(vm) => vm.run(args, mem, stack, env, limits),
+        // In the run context the runner keeps (only what a run changes is written per
+        // packet).
+        // SAFETY: the JIT registered `helpers::native_helpers`, which take the `XdpEnv`
+        // passed here as their runtime pointer; `mem` has held the region of `stack`
+        // since the runner was made.
+        Engine::Jit(code) => unsafe { code.run_in(jit, args, mem, stack, env, limits) },
+    };
+    match res {
+        Ok(r0) => Ok(r0 as u32),
+        Err(fault) => Err(invoke_fault(ext, cpu, env, fault)),
+    }
+}
+
+/// A run faulted: counted against `ext` unless a tail call's target run from a callee
+/// counted it already.
+#[cold]
+#[inline(never)]
+fn invoke_fault(
+    ext: &Extension,
+    cpu: usize,
+    env: &mut XdpEnv<'static>,
+    fault: Fault,
+) -> Box<Fault> {
+    if !env.fault_recorded {
+        record_fault(ext, cpu, &fault, env.host());
+    }
+    Box::new(fault)
+}
+
+/// The attached program ended with a tail call: runs its target, and the targets of
+/// the tail calls those make, on the same context until one returns.
+#[cold]
+#[inline(never)]
+fn follow_tail_calls(
+    cpu: usize,
+    jit: &mut spine_jit::RunSlot<XdpEnv<'static>>,
+    mem: &mut Memory,
+    stack: &mut Stack,
+    env: &mut XdpEnv<'static>,
+    args: [u64; 5],
+    limits: RunLimits,
+) -> Result<u32, Box<Fault>> {
+    loop {
+        let Some(target) = env.tail.take() else { unreachable!("called with a pending tail call") };
+        let r0 = invoke(&target, cpu, jit, mem, stack, env, args, limits)?;
+        if env.tail.is_none() {
+            return Ok(r0);
+        }
     }
 }
 

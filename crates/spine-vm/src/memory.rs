@@ -80,6 +80,19 @@ impl Memory {
         self.regions[idx] = r;
     }
 
+    /// As [`Memory::set`], without checking `idx` (the per-packet rewrite of a region
+    /// registered for good, whose index the caller holds).
+    ///
+    /// # Safety
+    /// As for [`Memory::push`]; and `idx` is a registered region's (below
+    /// [`Memory::len`]).
+    #[inline(always)]
+    pub unsafe fn set_unchecked(&mut self, idx: usize, r: Region) {
+        debug_assert!(idx < self.len, "region {idx} not registered");
+        // SAFETY: `idx < self.len <= MAX_REGIONS` (the caller's contract).
+        unsafe { *self.regions.get_unchecked_mut(idx) = r };
+    }
+
     /// Drops every region from `len` on (the per-invocation ones).
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
