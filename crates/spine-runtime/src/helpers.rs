@@ -1127,9 +1127,18 @@ pub(crate) fn native_helpers() -> Vec<NativeHelper> {
             NativeHelper::new(helper::MAP_DELETE_ELEM, native_delete),
             NativeHelper::new(helper::GET_SMP_PROCESSOR_ID, native_cpu),
             NativeHelper::new(helper::CSUM_DIFF, native_csum_diff),
-            NativeHelper::with_memory(helper::XDP_ADJUST_HEAD, native_adjust_head),
-            NativeHelper::with_memory(helper::XDP_ADJUST_META, native_adjust_meta),
-            NativeHelper::with_memory(helper::XDP_ADJUST_TAIL, native_adjust_tail),
+            NativeHelper::with_memory(
+                helper::XDP_ADJUST_HEAD,
+                native_adjust::<{ helper::XDP_ADJUST_HEAD }>,
+            ),
+            NativeHelper::with_memory(
+                helper::XDP_ADJUST_META,
+                native_adjust::<{ helper::XDP_ADJUST_META }>,
+            ),
+            NativeHelper::with_memory(
+                helper::XDP_ADJUST_TAIL,
+                native_adjust::<{ helper::XDP_ADJUST_TAIL }>,
+            ),
         ]
     }
 }
@@ -1230,8 +1239,9 @@ unsafe fn env_and_mem<'a, 'e>(
     unsafe { (&mut *rt.cast::<XdpEnv<'e>>(), &mut *mem) }
 }
 
-/// `bpf_xdp_adjust_head` without the `Env::call` dispatch: the same `adjust_head`.
-unsafe extern "C" fn native_adjust_head(
+/// `bpf_xdp_adjust_head`, `_meta` or `_tail` (`ID`) without the `Env::call` dispatch:
+/// the same `XdpEnv::adjust_*`.
+unsafe extern "C" fn native_adjust<const ID: u32>(
     ctx: u64,
     delta: u64,
     _: u64,
@@ -1243,39 +1253,11 @@ unsafe extern "C" fn native_adjust_head(
     // SAFETY: the contract of `native_helpers`.
     let (env, mem) = unsafe { env_and_mem(rt, mem) };
     debug_assert_eq!(ctx, env.ctx as u64);
-    env.adjust_head(mem, i64::from(delta as i32))
-}
-
-/// `bpf_xdp_adjust_meta`, as [`native_adjust_head`].
-unsafe extern "C" fn native_adjust_meta(
-    ctx: u64,
-    delta: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    rt: *mut c_void,
-    mem: *mut Memory,
-) -> u64 {
-    // SAFETY: the contract of `native_helpers`.
-    let (env, mem) = unsafe { env_and_mem(rt, mem) };
-    debug_assert_eq!(ctx, env.ctx as u64);
-    env.adjust_meta(mem, i64::from(delta as i32))
-}
-
-/// `bpf_xdp_adjust_tail`, as [`native_adjust_head`].
-unsafe extern "C" fn native_adjust_tail(
-    ctx: u64,
-    delta: u64,
-    _: u64,
-    _: u64,
-    _: u64,
-    rt: *mut c_void,
-    mem: *mut Memory,
-) -> u64 {
-    // SAFETY: the contract of `native_helpers`.
-    let (env, mem) = unsafe { env_and_mem(rt, mem) };
-    debug_assert_eq!(ctx, env.ctx as u64);
-    env.adjust_tail(mem, delta as i32)
+    match ID {
+        helper::XDP_ADJUST_HEAD => env.adjust_head(mem, i64::from(delta as i32)),
+        helper::XDP_ADJUST_META => env.adjust_meta(mem, i64::from(delta as i32)),
+        _ => env.adjust_tail(mem, delta as i32),
+    }
 }
 
 /// `bpf_csum_diff` without a region search: the verifier proved `from_size` readable
