@@ -161,6 +161,25 @@ fn bounded_loop_indexing_a_map_value() {
     assert_eq!(v.loop_heads, vec![8]);
 }
 
+/// The largest fixed offset a packet check proves a range from is the kernel's
+/// `MAX_PACKET_OFF`, 65535 (one past it: `attacks/meta_checked_past_max_packet_offset.s`).
+#[test]
+fn a_check_at_the_largest_packet_offset_proves_a_range() {
+    for (start, bound) in [(8, 0), (0, 4)] {
+        let v = accept(&format!(
+            "ldxw %r2, [%r1+{start}]
+             ldxw %r3, [%r1+{bound}]
+             mov %r4, %r2
+             add %r4, 65535
+             jgt %r4, %r3, out
+             ldxb %r0, [%r2+0]
+             out: mov %r0, 2
+             exit"
+        ));
+        assert!(v.insn_info[5].access.is_some(), "data_meta at {start}");
+    }
+}
+
 #[test]
 fn unbounded_loop_over_the_packet() {
     let v = accept(

@@ -6,7 +6,7 @@ use crate::cond::{branch_taken, refine, Cmp};
 use crate::error::LeakTarget;
 use crate::reg::{Kind, Reg};
 use crate::scalar::Scalar;
-use crate::state::{FrameKind, State};
+use crate::state::{FrameKind, State, MAX_PACKET_LEN};
 use spine_isa::{op, Insn};
 
 /// A packet-family pointer a helper invalidated.
@@ -332,8 +332,16 @@ fn packet_side(a: &Reg, b: &Reg, cmp: Cmp) -> Option<Option<(Kind, u32, i32)>> {
         Cmp::Lt => Some(off + 1),
         _ => None,
     };
+    // As the kernel's `find_good_pkt_pointers`, nothing is learned from a pointer whose
+    // fixed offset exceeds `MAX_PACKET_LEN` (its `MAX_PACKET_OFF`): `meta + 0x10000 <=
+    // data` proves nothing, and a read through `meta` after it is refused as in the
+    // kernel. The kernel also gives up when the variable part may exceed it, alone or with
+    // the offset; spine keeps the range there (the comparison is exact in 64 bits below
+    // `MAX_VAR_OFF`, and its widened loop pointers, past `MAX_PACKET_LEN` after a step,
+    // need it), which is how it accepts packet walks the kernel can only unroll.
     let no_wrap = p.v.smax < MAX_VAR_OFF && p.v.smin > -MAX_VAR_OFF;
-    Some(fact.filter(|r| *r >= 0 && *r < MAX_VAR_OFF && no_wrap).map(|r| (p.kind, p.id, r as i32)))
+    let near = (0..=MAX_PACKET_LEN as i64).contains(&off) && no_wrap;
+    Some(fact.filter(|r| *r >= 0 && near).map(|r| (p.kind, p.id, r as i32)))
 }
 
 /// What a conditional jump teaches on one of its sides, applied to the state that
