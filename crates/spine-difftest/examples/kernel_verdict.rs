@@ -34,7 +34,15 @@ fn main() -> ExitCode {
             })
             .collect(),
     };
-    let obj = match spine_obj::parse_with(&bytes, &opts) {
+    // SECTION may name a function in a known section (the selftests' many programs under
+    // one `SEC("xdp")`): then no type is forced on it, as `prog verify --section` does.
+    let parsed = match spine_obj::parse_with(&bytes, &opts) {
+        Err(spine_obj::ObjError::NoSuchSection { .. }) => {
+            spine_obj::parse_with(&bytes, &ParseOptions { section_types: Vec::new(), ..opts })
+        }
+        r => r,
+    };
+    let obj = match parsed {
         Ok(o) => o,
         Err(e) => {
             eprintln!("{path}: {e}");

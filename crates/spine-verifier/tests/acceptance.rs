@@ -161,6 +161,56 @@ fn bounded_loop_indexing_a_map_value() {
     assert_eq!(v.loop_heads, vec![8]);
 }
 
+/// Two lookups of one key, the first checked: where the second equals it, it is not
+/// null either (the kernel's `check_cond_jmp_op`; the selftests' `jne/jeq infer not null,
+/// PTR_TO_MAP_VALUE_OR_NULL`), for `!=` and `==` (the other side:
+/// `attacks/map_value_unequal_to_checked_one.s`).
+#[test]
+fn a_value_equal_to_a_checked_one_is_not_null() {
+    for (test, read) in [
+        ("jne %r6, %r7, out", "ldxdw %r0, [%r7+0]"),
+        ("jeq %r6, %r7, same\n ja out", "same: ldxdw %r0, [%r7+8]"),
+    ] {
+        accept(&format!(
+            "stdw [%r10-8], 0
+             mov %r2, %r10
+             add %r2, -8
+             lddw %r1, map[1]
+             call 1
+             mov %r6, %r0
+             mov %r2, %r10
+             add %r2, -8
+             lddw %r1, map[1]
+             call 1
+             mov %r7, %r0
+             jeq %r6, 0, out
+             {test}
+             {read}
+             out: mov %r0, 2
+             exit"
+        ));
+    }
+}
+
+/// The largest fixed offset a packet check proves a range from is the kernel's
+/// `MAX_PACKET_OFF`, 65535 (one past it: `attacks/meta_checked_past_max_packet_offset.s`).
+#[test]
+fn a_check_at_the_largest_packet_offset_proves_a_range() {
+    for (start, bound) in [(8, 0), (0, 4)] {
+        let v = accept(&format!(
+            "ldxw %r2, [%r1+{start}]
+             ldxw %r3, [%r1+{bound}]
+             mov %r4, %r2
+             add %r4, 65535
+             jgt %r4, %r3, out
+             ldxb %r0, [%r2+0]
+             out: mov %r0, 2
+             exit"
+        ));
+        assert!(v.insn_info[5].access.is_some(), "data_meta at {start}");
+    }
+}
+
 #[test]
 fn unbounded_loop_over_the_packet() {
     let v = accept(

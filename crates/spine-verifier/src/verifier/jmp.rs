@@ -6,7 +6,7 @@ use crate::cond::{branch_taken, refine, Cmp};
 use crate::error::LeakTarget;
 use crate::reg::{Kind, Reg};
 use crate::scalar::Scalar;
-use crate::state::{FrameKind, State};
+use crate::state::{FrameKind, State, MAX_PACKET_LEN};
 use spine_isa::{op, Insn};
 
 /// A packet-family pointer a helper invalidated.
@@ -24,6 +24,9 @@ enum PtrCmp {
     Packet,
     /// Allowed, teaches nothing.
     Opaque,
+    /// A nullable map value (this id) compared for equality with a value of the same
+    /// map known not to be null: where they are equal it is not null either.
+    SameAs { id: u32, equal_when_taken: bool },
 }
 
 impl Verifier<'_> {
@@ -75,19 +78,19 @@ impl Verifier<'_> {
             // A scalar compared with a pointer (a null test) decides by its value.
             self.need(st, operands);
             let how = Self::classify_ptr_cmp(i, cmp, jmp32, &a, &b)?;
+            // A value that may hold a lock keeps its id, which names the element a lock
+            // is taken through (`reg_may_point_to_spin_lock`).
+            let keep = [&a, &b].iter().any(|r| match r.kind {
+                Kind::MapValueOrNull { map } => {
+                    self.maps.get(usize::from(map)).is_some_and(|m| m.spin_lock.is_some())
+                }
+                _ => false,
+            });
             match how {
                 PtrCmp::Known(true) => (Some(Edit::Keep), None),
                 PtrCmp::Known(false) => (None, Some(Edit::Keep)),
                 PtrCmp::Opaque => (Some(Edit::Keep), Some(Edit::Keep)),
                 PtrCmp::Null { id, ref_id, null_when_taken } => {
-                    // A value that may hold a lock keeps its id, which names the element
-                    // a lock is taken through (`reg_may_point_to_spin_lock`).
-                    let keep = [&a, &b].iter().any(|r| match r.kind {
-                        Kind::MapValueOrNull { map } => {
-                            self.maps.get(usize::from(map)).is_some_and(|m| m.spin_lock.is_some())
-                        }
-                        _ => false,
-                    });
                     let null = |is_null| Edit::Null { id, ref_id, is_null, keep };
                     (Some(null(null_when_taken)), Some(null(!null_when_taken)))
                 }
@@ -95,6 +98,14 @@ impl Verifier<'_> {
                     packet_side(&a, &b, cmp).map(Edit::Packet),
                     packet_side(&a, &b, cmp.negate()).map(Edit::Packet),
                 ),
+                PtrCmp::SameAs { id, equal_when_taken } => {
+                    let not_null = Edit::Null { id, ref_id: 0, is_null: false, keep };
+                    if equal_when_taken {
+                        (Some(not_null), Some(Edit::Keep))
+                    } else {
+                        (Some(Edit::Keep), Some(not_null))
+                    }
+                }
             }
         };
         match (taken, fall) {
@@ -145,6 +156,18 @@ impl Verifier<'_> {
                 // Valid addresses are never 0 (the low half of one may be).
                 if p.kind.is_pointer() && !matches!(p.kind, Kind::Trunc32 { .. }) {
                     return Ok(PtrCmp::Known(cmp == Cmp::Ne));
+                }
+            }
+        }
+        // As the kernel's `check_cond_jmp_op` for a maybe-null pointer compared with one
+        // that is not: the equal side proves the nullable one not null. Only values of
+        // one map here (spine refuses comparing pointers of different regions).
+        for (p, other) in [(a, b), (b, a)] {
+            if let (Kind::MapValueOrNull { map: m }, Kind::MapValue { map: n }) =
+                (p.kind, other.kind)
+            {
+                if eq && m == n && p.ref_id == 0 {
+                    return Ok(PtrCmp::SameAs { id: p.id, equal_when_taken: cmp == Cmp::Eq });
                 }
             }
         }
@@ -332,8 +355,16 @@ fn packet_side(a: &Reg, b: &Reg, cmp: Cmp) -> Option<Option<(Kind, u32, i32)>> {
         Cmp::Lt => Some(off + 1),
         _ => None,
     };
+    // As the kernel's `find_good_pkt_pointers`, nothing is learned from a pointer whose
+    // fixed offset exceeds `MAX_PACKET_LEN` (its `MAX_PACKET_OFF`): `meta + 0x10000 <=
+    // data` proves nothing, and a read through `meta` after it is refused as in the
+    // kernel. The kernel also gives up when the variable part may exceed it, alone or with
+    // the offset; spine keeps the range there (the comparison is exact in 64 bits below
+    // `MAX_VAR_OFF`, and its widened loop pointers, past `MAX_PACKET_LEN` after a step,
+    // need it), which is how it accepts packet walks the kernel can only unroll.
     let no_wrap = p.v.smax < MAX_VAR_OFF && p.v.smin > -MAX_VAR_OFF;
-    Some(fact.filter(|r| *r >= 0 && *r < MAX_VAR_OFF && no_wrap).map(|r| (p.kind, p.id, r as i32)))
+    let near = (0..=MAX_PACKET_LEN as i64).contains(&off) && no_wrap;
+    Some(fact.filter(|r| *r >= 0 && near).map(|r| (p.kind, p.id, r as i32)))
 }
 
 /// What a conditional jump teaches on one of its sides, applied to the state that
