@@ -70,6 +70,11 @@ pub struct AdapterOptions {
     pub bulk_retx_slots: usize,
     /// NACKs of one bulk message the sender honours.
     pub bulk_retx_max: u32,
+    /// Bulk messages in reassembly per tunnel port (1..=64).
+    pub bulk_reasm_slots: usize,
+    /// The largest bulk message a tunnel port reassembles, in bytes (1,024..=16,384):
+    /// each slot's size; a longer message's pieces are refused.
+    pub bulk_reasm_bytes: usize,
 }
 
 impl Default for AdapterOptions {
@@ -100,6 +105,8 @@ impl AdapterOptions {
             bulk_nack_ms: a.bulk_nack_ms,
             bulk_retx_slots: a.bulk_retx_slots,
             bulk_retx_max: a.bulk_retx_max,
+            bulk_reasm_slots: a.bulk_reasm_slots,
+            bulk_reasm_bytes: a.bulk_reasm_bytes,
         }
     }
 }
@@ -577,8 +584,10 @@ impl AdapterBuilder {
             let nack_ns = opts.bulk_nack_ms.saturating_mul(1_000_000);
             let reasm = (0..nports)
                 .map(|p| {
-                    (devs[p].is_some() && wiring.ports[p].tunnel)
-                        .then(|| crate::reasm::Reassembly::new(expiry_ns, nack_ns))
+                    (devs[p].is_some() && wiring.ports[p].tunnel).then(|| {
+                        let (n, bytes) = (opts.bulk_reasm_slots, opts.bulk_reasm_bytes);
+                        crate::reasm::Reassembly::new(n, bytes, expiry_ns, nack_ns)
+                    })
                 })
                 .collect();
             // Room for retransmission only where there is a tunnel to send over.

@@ -73,6 +73,10 @@ pub struct AdapterConfig {
     pub bulk_retx_slots: usize,
     /// NACKs of one bulk message the sender honours.
     pub bulk_retx_max: u32,
+    /// Bulk messages in reassembly per tunnel port.
+    pub bulk_reasm_slots: usize,
+    /// The largest bulk message a tunnel port reassembles, in bytes.
+    pub bulk_reasm_bytes: usize,
 }
 
 impl Default for AdapterConfig {
@@ -92,6 +96,8 @@ impl Default for AdapterConfig {
             bulk_nack_ms: crate::reasm::DEFAULT_NACK_NS / 1_000_000,
             bulk_retx_slots: crate::retx::DEFAULT_SLOTS,
             bulk_retx_max: crate::retx::DEFAULT_MAX_RESENDS,
+            bulk_reasm_slots: crate::reasm::SLOTS,
+            bulk_reasm_bytes: spine_endpoint::remote::BULK_MAX,
         }
     }
 }
@@ -640,6 +646,13 @@ fn parse_adapter(top: &mut Table<'_>) -> Result<AdapterConfig, ConfigError> {
         }
         if let Some(n) = t.opt_int("bulk_retx_max", 0, 64)? {
             a.bulk_retx_max = n as u32;
+        }
+        if let Some(n) = t.opt_int("bulk_reasm_slots", 1, crate::reasm::MAX_SLOTS as i64)? {
+            a.bulk_reasm_slots = n as usize;
+        }
+        let (piece, most) = (spine_endpoint::remote::PIECE_MAX, spine_endpoint::remote::BULK_MAX);
+        if let Some(n) = t.opt_int("bulk_reasm_bytes", piece as i64, most as i64)? {
+            a.bulk_reasm_bytes = n as usize;
         }
         t.finish()?;
     }

@@ -2165,7 +2165,9 @@ impl Worker {
         };
         let w = &mut self.counters.worker;
         match offered {
-            None | Some((Offer::Duplicate | Offer::Mismatch, _)) => w.msg_bulk_piece_refused += 1,
+            None | Some((Offer::Duplicate | Offer::Mismatch | Offer::TooBig, _)) => {
+                w.msg_bulk_piece_refused += 1
+            }
             Some((Offer::Stored, _)) => {}
             Some((Offer::Late, _)) => {
                 w.msg_bulk_piece_late += 1;

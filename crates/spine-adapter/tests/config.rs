@@ -202,3 +202,24 @@ fn the_bulk_retransmission_settings_are_configurable_and_checked() {
         assert!(err.contains(key), "{text}: {err}");
     }
 }
+
+/// `[adapter] bulk_reasm_slots` and `bulk_reasm_bytes`: the defaults (4 slots of
+/// 16,384 bytes), values taken, and values out of range refused naming the key.
+#[test]
+fn the_reassembly_limits_are_configurable_and_checked() {
+    let dir = Path::new("/etc/spine");
+    let o = AdapterOptions::from_config(&Config::parse("", dir).unwrap().adapter);
+    assert_eq!((o.bulk_reasm_slots, o.bulk_reasm_bytes), (4, 16384));
+    let text = "[adapter]\nbulk_reasm_slots = 64\nbulk_reasm_bytes = 1024\n";
+    let o = AdapterOptions::from_config(&Config::parse(text, dir).unwrap().adapter);
+    assert_eq!((o.bulk_reasm_slots, o.bulk_reasm_bytes), (64, 1024));
+    for (text, key) in [
+        ("bulk_reasm_slots = 0", "adapter.bulk_reasm_slots"),
+        ("bulk_reasm_slots = 65", "adapter.bulk_reasm_slots"),
+        ("bulk_reasm_bytes = 1023", "adapter.bulk_reasm_bytes"),
+        ("bulk_reasm_bytes = 16385", "adapter.bulk_reasm_bytes"),
+    ] {
+        let err = Config::parse(&format!("[adapter]\n{text}\n"), dir).expect_err(text).to_string();
+        assert!(err.contains(key), "{text}: {err}");
+    }
+}

@@ -141,21 +141,13 @@ impl Worker {
             let expired = r.expire(now);
             self.counters.worker.msg_bulk_expired += u64::from(expired);
             work += expired as usize;
-            // At most one NACK per slot a round: gathered first, then sent.
-            let mut due = [None; crate::reasm::SLOTS];
-            let mut n = 0;
-            r.nacks(now, |c| {
-                if let Some(d) = due.get_mut(n) {
-                    *d = Some(c);
-                    n += 1;
-                }
-            });
-            for c in due.iter().flatten() {
-                if self.send_ctl(pi as u16, c) {
+            // Each due message once (its delay restarts as it is taken).
+            while let Some(c) = self.reasm[pi].as_mut().and_then(|r| r.next_nack(now)) {
+                if self.send_ctl(pi as u16, &c) {
                     self.counters.worker.msg_bulk_nacks_out += 1;
                 }
+                work += 1;
             }
-            work += n;
         }
         let dropped = self.retx.expire(now);
         self.counters.worker.msg_bulk_retx_expired += u64::from(dropped);

@@ -380,3 +380,108 @@ fn hostile_acks_and_nacks_are_refused_and_resends_stay_capped() {
     assert_eq!((wb.msg_bulk_remote_in, wb.msg_bulk_acks_out), (1, 3), "one ACK + two re-ACKs");
     assert_eq!(wb.msg_bulk_nacks_out, 0);
 }
+
+/// Configured reassembly limits (`bulk_reasm_slots` 2, `bulk_reasm_bytes` 2,048 on B):
+/// a 2,048-byte message arrives and runs; every piece of a 3,000-byte one is refused
+/// (`msg_bulk_piece_refused`; nothing NACKed, nothing run) and A's kept copy of it
+/// expires unacknowledged; three partial messages evict one (two slots).
+#[test]
+fn configured_reassembly_limits_refuse_longer_messages_and_bound_the_slots() {
+    let opts_a = AdapterOptions { bulk_expiry_ms: 300, ..options() };
+    let opts_b = AdapterOptions { bulk_reasm_slots: 2, bulk_reasm_bytes: 2048, ..options() };
+    let (a, b, _relay, mut ea, src) = lossy_pair("rl", opts_a, opts_b);
+    let fits = data_of(4, 2048);
+    send_bulk(&mut ea, src, &fits);
+    assert_eq!(bulk_answer(&replies_n(&mut ea, 1)[0].0), bulk_sum(&fits));
+    send_bulk(&mut ea, src, &data_of(5, 3000));
+    until("B refuses the 3,000-byte message's pieces", || worker(&b).msg_bulk_piece_refused == 3);
+    until("A's copy of it expires", || worker(&a).msg_bulk_retx_expired == 1);
+    let me = ea.id().unwrap() as u32;
+    let firsts: Vec<Vec<u8>> = (500..503)
+        .map(|id| {
+            remote::bulk_frames(12, remote::TO_HANDLERS, me, id, &[1; 2000]).unwrap().remove(0)
+        })
+        .collect();
+    send_all(&mut ea, &firsts);
+    until("B evicts one of three", || worker(&b).msg_bulk_discarded == 1);
+    assert_eq!(runs(&b), 1);
+    drop(ea);
+    let (_ta, tb) = (a.finish(), b.finish());
+    let wb = &tb.workers[0];
+    assert_eq!((wb.msg_bulk_remote_in, wb.msg_bulk_acks_out), (1, 1));
+}
+
+/// A's end for [`acknowledgements_reach_the_worker_that_sent_the_message`]: two
+/// workers, port 0 the tunnel (worker 0), port 1 `side` a mem sink (worker 1 serves its
+/// endpoints), domain `msgs` with the message helpers and every port.
+fn two_worker_end(local: SocketAddr, peer: SocketAddr, tag: &str) -> Running1 {
+    let mut b = AdapterBuilder::new(options_with(2)).unwrap();
+    let port = UdpPort::open("tun", local, peer, 0).unwrap();
+    b.add_port("tun", Device::Udp(port), None).unwrap();
+    let side = Device::Mem { port: MemPort::sink("side"), sink: true };
+    b.add_port("side", side, None).unwrap();
+    let names: Vec<String> = [
+        "map_lookup_elem",
+        "map_update_elem",
+        "spine_msg_send",
+        "spine_msg_bulk_len",
+        "spine_msg_bulk_read",
+        "spine_msg_send_bulk",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let helpers = Some(DomainSpec::helper_ids(&names).unwrap());
+    b.add_domain(DomainSpec { name: "msgs".into(), helpers, ..DomainSpec::default_domain() })
+        .unwrap();
+    Running1::start(b, tag)
+}
+
+/// Acknowledgements reach the worker that sent the message: on A (two workers), the
+/// handler `bulk_fwd.c` runs on worker 1, which serves the application's endpoint on
+/// `side`, and sends a region of its area as a bulk message over the tunnel, which
+/// worker 0 owns; the link loses piece 4 of it once. B's NACK and ACK arrive on worker
+/// 0, which hands them (by the worker index in the message id) to worker 1; worker 1
+/// resends the piece from its own store and frees it on the ACK. The answer comes back
+/// with the right checksums; worker 0 keeps nothing and refuses nothing.
+#[test]
+fn acknowledgements_reach_the_worker_that_sent_the_message() {
+    let (la, lb) = free_ports();
+    let relay = Relay::new(la, lb);
+    let a = two_worker_end(la, relay.for_a, "rw-a");
+    let b = tunnel_end_bulk(lb, relay.for_b, "rw-b");
+    a.live.load("fwd", &build("tests/fixtures", "bulk_fwd"), None, "msgs").unwrap();
+    b.live.load("sum", &build("tests/fixtures", "bulk_sum"), None, "msgs").unwrap();
+    until("the workers run the handler tables", || {
+        a.live.handlers_settled() && b.live.handlers_settled()
+    });
+    let chan = Channel { domain: Some("msgs".into()), ..Channel::udp4("side", 7000) };
+    let mut ea = Endpoint::open(&a.sock, &chan).unwrap();
+    a.served(1);
+    let mut lost = false;
+    relay.set_rule(move |way, s| {
+        let hit = way == Way::AtoB && matches!(s, Seen::Piece { index: 4, .. }) && !lost;
+        lost |= hit;
+        hit
+    });
+    let off = ea.reserve_area(5).expect("area frames for the data");
+    let data = data_of(6, 7000);
+    assert!(ea.write_area(off, &data));
+    let mut request = off.to_ne_bytes().to_vec();
+    request.extend_from_slice(&(data.len() as u32).to_ne_bytes());
+    request.extend_from_slice(&[0; 4]);
+    until("room for the request", || ea.send_message(13, &request));
+    let got = replies_n(&mut ea, 1);
+    assert_eq!(bulk_answer(&got[0].0), bulk_sum(&data), "the 7,000-byte region");
+    until("worker 1 gets the ACK", || a.live.totals().workers[1].msg_bulk_acks_in == 1);
+    drop(ea);
+    let (ta, tb) = (a.finish(), b.finish());
+    let (w0, w1) = (&ta.workers[0], &ta.workers[1]);
+    assert_eq!((w1.msg_bulk_remote_out, w0.msg_bulk_remote_out), (1, 0), "worker 1 sent it");
+    assert!(w1.msg_bulk_nacks_in >= 1 && w1.msg_bulk_pieces_resent >= 1);
+    assert_eq!((w0.msg_bulk_nacks_in, w0.msg_bulk_acks_in, w0.msg_bulk_ctl_refused), (0, 0, 0));
+    assert_eq!(w1.msg_bulk_ctl_refused + w1.msg_bulk_resend_capped, 0);
+    assert!(w0.msg_handed >= 3, "the NACK, the ACK and the answer handed to worker 1");
+    let wb = &tb.workers[0];
+    assert_eq!((wb.msg_bulk_remote_in, wb.msg_remote_runs, wb.msg_bulk_acks_out), (1, 1, 1));
+}
