@@ -22,7 +22,7 @@
 //!
 //! Retransmission (the receiver's side): a message that has had no new piece for the
 //! NACK delay (`[adapter] bulk_nack_ms`, well below the expiry; 0: never) is due a NACK
-//! naming its missing pieces ([`Reassembly::nacks`]), again every delay until it is
+//! naming its missing pieces ([`Reassembly::next_nack`]), again every delay until it is
 //! whole or expires; the worker sends them and ACKs every whole message. The last
 //! [`DONE`] messages made whole are remembered, so a late copy of one of their pieces
 //! (a resend that crossed the ACK) is refused ([`Offer::Late`]) instead of starting a

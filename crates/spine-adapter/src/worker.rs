@@ -2147,9 +2147,11 @@ impl Worker {
     /// port's reassembly slots (`crate::reasm`); anything refused is counted
     /// `msg_bulk_piece_refused`, incomplete messages evicted `msg_bulk_discarded`,
     /// expired ones `msg_bulk_expired` (also swept every round,
-    /// [`Worker::expire_reassemblies`]). The
-    /// piece that completes a message (`msg_bulk_remote_in`) runs its handlers
-    /// ([`Worker::run_remote_bulk`]); the buffer always goes back to the pool.
+    /// [`Worker::sweep_bulk`], which sends the NACKs due). The piece that completes a
+    /// message (`msg_bulk_remote_in`) is ACKed to the peer (`msg_bulk_acks_out`) and
+    /// runs its handlers ([`Worker::run_remote_bulk`]); a piece of a message made whole
+    /// a moment ago is refused as late (`msg_bulk_piece_late`) and the message ACKed
+    /// again. The buffer always goes back to the pool.
     #[cold]
     fn remote_piece(&mut self, mut buf: Buf, p: u16) {
         use crate::reasm::Offer;
@@ -2270,15 +2272,19 @@ impl Worker {
     /// of `domain` run on endpoint `k`'s message (`from`: `SOURCE_EXTENSION` | its id;
     /// the domain must be allowed the port), or by endpoint `k`'s client itself with a
     /// `Desc::REMOTE` descriptor (`domain` `None`, `from` the endpoint's id; the port
-    /// is the one its channel binds it to). Split into
-    /// pieces (`spine_endpoint::remote::encode_piece_header`), each read out of the
-    /// area straight into its own pool buffer behind the headers, queued out of the
-    /// tunnel port named in `id` under a message id of this worker's
-    /// (`msg_bulk_remote_out`). Refused (`msg_bulk_remote_refused`, nothing sent) when
-    /// the port is no tunnel or the domain may not use it, `len` is over
-    /// `remote::BULK_MAX` or the range is outside the area; cut short when the pool
-    /// runs dry (also `msg_bulk_remote_refused`: the receiver discards the incomplete
-    /// message).
+    /// is the one its channel binds it to). Copied whole into an entry of this worker's
+    /// retransmit store (`crate::retx`; the oldest unacknowledged one evicted when
+    /// full, `msg_bulk_retx_evicted`), then split into pieces
+    /// (`spine_endpoint::remote::encode_piece_header`), each copied into its own pool
+    /// buffer behind the headers (straight from the area with a store of 0 entries),
+    /// queued out of the tunnel port named in `id` under a message id of this worker's
+    /// (its index in the top byte; `msg_bulk_remote_out`); the peer's NACKs and ACK
+    /// then act on the kept copy (`worker/retx.rs`). Refused
+    /// (`msg_bulk_remote_refused`, nothing sent, nothing kept) when the port is no
+    /// tunnel or the domain may not use it, `len` is over `remote::BULK_MAX` or the
+    /// range is outside the area; cut short when the pool runs dry (also
+    /// `msg_bulk_remote_refused`, the copy forgotten: the receiver discards the
+    /// incomplete message).
     #[cold]
     fn send_remote_bulk(
         &mut self,
