@@ -258,8 +258,10 @@ fn lost_pieces_of_bulk_messages_are_nacked_and_sent_again_and_run_once() {
 /// runs; a later message goes through; both pools whole.
 #[test]
 fn a_peer_nacking_forever_gets_at_most_the_capped_resends() {
-    let opts_a = AdapterOptions { bulk_expiry_ms: 300, bulk_retx_max: 3, ..options() };
-    let opts_b = AdapterOptions { bulk_expiry_ms: 600, bulk_nack_ms: 10, ..options() };
+    // B NACKs every 10 ms for a second: far more than the cap, with room to spare
+    // on a loaded machine.
+    let opts_a = AdapterOptions { bulk_expiry_ms: 500, bulk_retx_max: 3, ..options() };
+    let opts_b = AdapterOptions { bulk_expiry_ms: 1000, bulk_nack_ms: 10, ..options() };
     let (a, b, relay, mut ea, src) = lossy_pair("rc", opts_a, opts_b);
     let first: Arc<Mutex<Option<u32>>> = Arc::default();
     let f = first.clone();
