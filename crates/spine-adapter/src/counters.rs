@@ -276,7 +276,9 @@ pub struct WorkerCounters {
     pub msg_bulk_pieces_resent: u64,
     /// ACK and NACK frames refused: malformed (short, a bad kind, a total of 0 or over
     /// 16 KiB, a bitmap out of range) or naming no message kept for that port (never
-    /// sent, already ACKed, expired, evicted; another `from` or total).
+    /// sent, already ACKed, expired, evicted; another `from` or total). The ACKs and
+    /// NACKs of bulk messages an application built and sent as frames itself land
+    /// here too: the adapter keeps no copy of those.
     #[serde(default)]
     pub msg_bulk_ctl_refused: u64,
     /// NACKs refused because their message was already resent `[adapter]
