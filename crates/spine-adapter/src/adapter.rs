@@ -61,6 +61,20 @@ pub struct AdapterOptions {
     /// whole (from its first piece) before it is discarded and its reassembly slot
     /// freed (`msg_bulk_expired`), in ms.
     pub bulk_expiry_ms: u64,
+    /// How long a bulk message in reassembly may go without a new piece before the
+    /// receiver NACKs its missing pieces, in ms (0, or not below `bulk_expiry_ms`:
+    /// never).
+    pub bulk_nack_ms: u64,
+    /// Bulk messages each worker keeps for retransmission until the peer ACKs them
+    /// (0: none kept, nothing resent).
+    pub bulk_retx_slots: usize,
+    /// NACKs of one bulk message the sender honours.
+    pub bulk_retx_max: u32,
+    /// Bulk messages in reassembly per tunnel port (1..=64).
+    pub bulk_reasm_slots: usize,
+    /// The largest bulk message a tunnel port reassembles, in bytes (1,024..=16,384):
+    /// each slot's size; a longer message's pieces are refused.
+    pub bulk_reasm_bytes: usize,
 }
 
 impl Default for AdapterOptions {
@@ -88,6 +102,11 @@ impl AdapterOptions {
             fib: None,
             fib_mirror: None,
             bulk_expiry_ms: a.bulk_expiry_ms,
+            bulk_nack_ms: a.bulk_nack_ms,
+            bulk_retx_slots: a.bulk_retx_slots,
+            bulk_retx_max: a.bulk_retx_max,
+            bulk_reasm_slots: a.bulk_reasm_slots,
+            bulk_reasm_bytes: a.bulk_reasm_bytes,
         }
     }
 }
@@ -562,12 +581,19 @@ impl AdapterBuilder {
             let rx_ports = (0..nports as u16).filter(|&p| devs[p as usize].is_some()).collect();
             // Reassembly room for bulk messages on each tunnel port this worker owns.
             let expiry_ns = opts.bulk_expiry_ms.saturating_mul(1_000_000);
+            let nack_ns = opts.bulk_nack_ms.saturating_mul(1_000_000);
             let reasm = (0..nports)
                 .map(|p| {
-                    (devs[p].is_some() && wiring.ports[p].tunnel)
-                        .then(|| crate::reasm::Reassembly::new(expiry_ns))
+                    (devs[p].is_some() && wiring.ports[p].tunnel).then(|| {
+                        let (n, bytes) = (opts.bulk_reasm_slots, opts.bulk_reasm_bytes);
+                        crate::reasm::Reassembly::new(n, bytes, expiry_ns, nack_ns)
+                    })
                 })
                 .collect();
+            // Room for retransmission only where there is a tunnel to send over.
+            let tunnels = wiring.ports.iter().any(|p| p.tunnel);
+            let retx_slots = if tunnels { opts.bulk_retx_slots } else { 0 };
+            let retx = crate::retx::RetxStore::new(retx_slots, expiry_ns, opts.bulk_retx_max);
             workers.push(Worker {
                 index,
                 pool: pool.clone(),
@@ -597,6 +623,7 @@ impl AdapterBuilder {
                 eps,
                 handlers,
                 reasm,
+                retx,
                 bulk_seq: 0,
             });
         }

@@ -66,6 +66,17 @@ pub struct AdapterConfig {
     /// Milliseconds a bulk message arriving over a tunnel in pieces may take to be
     /// whole before it is discarded (`msg_bulk_expired`).
     pub bulk_expiry_ms: u64,
+    /// Milliseconds a bulk message in reassembly may go without a new piece before the
+    /// receiver NACKs its missing pieces (0: never); below `bulk_expiry_ms`.
+    pub bulk_nack_ms: u64,
+    /// Bulk messages each worker keeps for retransmission until ACKed (0: none).
+    pub bulk_retx_slots: usize,
+    /// NACKs of one bulk message the sender honours.
+    pub bulk_retx_max: u32,
+    /// Bulk messages in reassembly per tunnel port.
+    pub bulk_reasm_slots: usize,
+    /// The largest bulk message a tunnel port reassembles, in bytes.
+    pub bulk_reasm_bytes: usize,
 }
 
 impl Default for AdapterConfig {
@@ -82,6 +93,11 @@ impl Default for AdapterConfig {
             peer_ring: 1024,
             pool: PoolConfig::new(4096),
             bulk_expiry_ms: crate::reasm::DEFAULT_EXPIRY_NS / 1_000_000,
+            bulk_nack_ms: crate::reasm::DEFAULT_NACK_NS / 1_000_000,
+            bulk_retx_slots: crate::retx::DEFAULT_SLOTS,
+            bulk_retx_max: crate::retx::DEFAULT_MAX_RESENDS,
+            bulk_reasm_slots: crate::reasm::SLOTS,
+            bulk_reasm_bytes: spine_endpoint::remote::BULK_MAX,
         }
     }
 }
@@ -617,6 +633,26 @@ fn parse_adapter(top: &mut Table<'_>) -> Result<AdapterConfig, ConfigError> {
         }
         if let Some(n) = t.opt_int("bulk_expiry_ms", 1, 3_600_000)? {
             a.bulk_expiry_ms = n as u64;
+        }
+        if let Some(n) = t.opt_int("bulk_nack_ms", 0, 3_600_000)? {
+            if n != 0 && n as u64 >= a.bulk_expiry_ms {
+                let why = "must be below bulk_expiry_ms (0: no NACKs)";
+                return Err(t.err("bulk_nack_ms", Problem::Invalid(why)));
+            }
+            a.bulk_nack_ms = n as u64;
+        }
+        if let Some(n) = t.opt_int("bulk_retx_slots", 0, crate::retx::MAX_SLOTS as i64)? {
+            a.bulk_retx_slots = n as usize;
+        }
+        if let Some(n) = t.opt_int("bulk_retx_max", 0, 64)? {
+            a.bulk_retx_max = n as u32;
+        }
+        if let Some(n) = t.opt_int("bulk_reasm_slots", 1, crate::reasm::MAX_SLOTS as i64)? {
+            a.bulk_reasm_slots = n as usize;
+        }
+        let (piece, most) = (spine_endpoint::remote::PIECE_MAX, spine_endpoint::remote::BULK_MAX);
+        if let Some(n) = t.opt_int("bulk_reasm_bytes", piece as i64, most as i64)? {
+            a.bulk_reasm_bytes = n as usize;
         }
         t.finish()?;
     }

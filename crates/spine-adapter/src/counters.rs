@@ -253,6 +253,46 @@ pub struct WorkerCounters {
     /// the tunnel port in pieces.
     #[serde(default)]
     pub msg_bulk_remote_out: u64,
+    /// Pieces of a bulk message made whole a moment ago (one of the last 8 per port)
+    /// that arrived again (a resend that crossed the ACK): refused, and the message
+    /// ACKed again.
+    #[serde(default)]
+    pub msg_bulk_piece_late: u64,
+    /// ACKs sent for bulk messages made whole (and again for late pieces).
+    #[serde(default)]
+    pub msg_bulk_acks_out: u64,
+    /// NACKs sent for bulk messages in reassembly with no new piece for
+    /// `[adapter] bulk_nack_ms`.
+    #[serde(default)]
+    pub msg_bulk_nacks_out: u64,
+    /// ACKs of bulk messages this worker sent: their kept copies freed.
+    #[serde(default)]
+    pub msg_bulk_acks_in: u64,
+    /// NACKs of bulk messages this worker sent, honoured: the pieces named sent again.
+    #[serde(default)]
+    pub msg_bulk_nacks_in: u64,
+    /// Pieces sent again on a NACK.
+    #[serde(default)]
+    pub msg_bulk_pieces_resent: u64,
+    /// ACK and NACK frames refused: malformed (short, a bad kind, a total of 0 or over
+    /// 16 KiB, a bitmap out of range) or naming no message kept for that port (never
+    /// sent, already ACKed, expired, evicted; another `from` or total). The ACKs and
+    /// NACKs of bulk messages an application built and sent as frames itself land
+    /// here too: the adapter keeps no copy of those.
+    #[serde(default)]
+    pub msg_bulk_ctl_refused: u64,
+    /// NACKs refused because their message was already resent `[adapter]
+    /// bulk_retx_max` times.
+    #[serde(default)]
+    pub msg_bulk_resend_capped: u64,
+    /// Kept bulk messages dropped neither ACKed nor NACKed for `[adapter]
+    /// bulk_expiry_ms`.
+    #[serde(default)]
+    pub msg_bulk_retx_expired: u64,
+    /// Kept bulk messages evicted, unacknowledged, by a newer one when the store was
+    /// full (`[adapter] bulk_retx_slots`): no longer retransmitted.
+    #[serde(default)]
+    pub msg_bulk_retx_evicted: u64,
 }
 
 /// Everything one worker counts, indexed by port and extension id.

@@ -32,6 +32,7 @@ pub mod live;
 pub mod logbuf;
 mod program;
 mod reasm;
+mod retx;
 #[expect(unsafe_code, reason = "the lock-free worker-to-worker ring hands values across threads")]
 mod ring;
 pub mod ringfollow;

@@ -1,7 +1,10 @@
 //! Reassembly of bulk messages arriving over a tunnel port in pieces
-//! (`spine_endpoint::remote::parse_piece`): a fixed set of [`SLOTS`] messages in
-//! flight per tunnel port, each with its own [`BULK_MAX`]-byte buffer, allocated once
-//! when the worker is built; nothing is allocated per piece.
+//! (`spine_endpoint::remote::parse_piece`): a fixed set of messages in flight per
+//! tunnel port (`[adapter] bulk_reasm_slots`, [`SLOTS`] unless configured, at most
+//! [`MAX_SLOTS`]), each with its own buffer of the largest message the port takes
+//! (`[adapter] bulk_reasm_bytes`, [`BULK_MAX`] unless configured, at least one
+//! piece), allocated once when the worker is built; nothing is allocated per piece. A
+//! piece of a message whose total is over that size is refused ([`Offer::TooBig`]).
 //!
 //! A piece is stored into the slot of its message (the peer's claimed sender `from`
 //! and its message id); the first piece of a new message takes a free slot or, when
@@ -16,10 +19,25 @@
 //! and stores nothing. [`parse_piece`](spine_endpoint::remote::parse_piece) has already
 //! checked the piece's own fields (its offset is a whole piece index inside the total,
 //! its length exactly that piece's), so pieces cannot overlap or pass the total.
-use spine_endpoint::remote::{Piece, BULK_MAX, PIECE_MAX};
+//!
+//! Retransmission (the receiver's side): a message that has had no new piece for the
+//! NACK delay (`[adapter] bulk_nack_ms`, well below the expiry; 0: never) is due a NACK
+//! naming its missing pieces ([`Reassembly::next_nack`]), again every delay until it is
+//! whole or expires; the worker sends them and ACKs every whole message. The last
+//! [`DONE`] messages made whole are remembered, so a late copy of one of their pieces
+//! (a resend that crossed the ACK) is refused ([`Offer::Late`]) instead of starting a
+//! message that could never complete.
+use spine_endpoint::remote::{all_pieces, Ctl, CtlKind, Piece, BULK_MAX, PIECE_MAX};
 
-/// Messages in reassembly per tunnel port.
+/// Messages in reassembly per tunnel port unless configured.
 pub(crate) const SLOTS: usize = 4;
+/// Largest configurable number of messages in reassembly per tunnel port.
+pub(crate) const MAX_SLOTS: usize = 64;
+/// Messages made whole that a port remembers (by sender and id).
+pub(crate) const DONE: usize = 8;
+/// How long a message in reassembly may go without a new piece before the receiver
+/// NACKs its missing pieces, in ns, unless configured otherwise.
+pub(crate) const DEFAULT_NACK_NS: u64 = 20_000_000;
 /// How long a message may take to arrive whole (from its first piece), in ns, unless
 /// configured otherwise.
 pub(crate) const DEFAULT_EXPIRY_NS: u64 = 1_000_000_000;
@@ -35,6 +53,8 @@ struct Slot {
     /// Bit i: piece i has arrived.
     have: u32,
     started_ns: u64,
+    /// The last piece's arrival, or the last NACK.
+    last_ns: u64,
     data: Box<[u8]>,
 }
 
@@ -50,6 +70,10 @@ pub(crate) enum Offer {
     Duplicate,
     /// Handler, destination or total differ from those of its message's first piece.
     Mismatch,
+    /// A piece of a message made whole a moment ago (one of the last [`DONE`]).
+    Late,
+    /// A piece of a message longer than the port's slots take.
+    TooBig,
 }
 
 /// A whole message, as [`Reassembly::message`] gives it.
@@ -69,22 +93,24 @@ pub(crate) struct Reassembly {
     expiry_ns: u64,
     /// The earliest time a busy slot expires (`u64::MAX`: none busy).
     next_expiry: u64,
-}
-
-/// The bits of every piece of a `total`-byte message.
-fn all_pieces(total: u32) -> u32 {
-    let n = (total as usize).div_ceil(PIECE_MAX) as u32;
-    if n >= 32 {
-        u32::MAX
-    } else {
-        (1 << n) - 1
-    }
+    /// How long a message may go without a new piece before it is NACKed, in ns
+    /// (0: never).
+    nack_ns: u64,
+    /// The (sender, id) of the last [`DONE`] messages made whole, and where the next
+    /// goes.
+    done: [(u32, u32); DONE],
+    done_at: usize,
+    /// How many of `done` are set.
+    done_len: usize,
 }
 
 impl Reassembly {
-    /// [`SLOTS`] empty slots of [`BULK_MAX`] bytes each (the only allocation), whose
-    /// messages expire `expiry_ns` after their first piece.
-    pub fn new(expiry_ns: u64) -> Self {
+    /// `slots` empty slots (1..=[`MAX_SLOTS`], clamped) of `bytes` bytes each
+    /// ([`PIECE_MAX`]..=[`BULK_MAX`], clamped; the only allocation), whose messages
+    /// expire `expiry_ns` after their first piece and are NACKed after `nack_ns`
+    /// without a new piece (0, or not below `expiry_ns`: never).
+    pub fn new(slots: usize, bytes: usize, expiry_ns: u64, nack_ns: u64) -> Self {
+        let bytes = bytes.clamp(PIECE_MAX, BULK_MAX);
         let slot = || Slot {
             busy: false,
             from: 0,
@@ -94,9 +120,40 @@ impl Reassembly {
             total: 0,
             have: 0,
             started_ns: 0,
-            data: vec![0; BULK_MAX].into_boxed_slice(),
+            last_ns: 0,
+            data: vec![0; bytes].into_boxed_slice(),
         };
-        Reassembly { slots: (0..SLOTS).map(|_| slot()).collect(), expiry_ns, next_expiry: u64::MAX }
+        Reassembly {
+            slots: (0..slots.clamp(1, MAX_SLOTS)).map(|_| slot()).collect(),
+            expiry_ns,
+            next_expiry: u64::MAX,
+            nack_ns: if nack_ns < expiry_ns { nack_ns } else { 0 },
+            done: [(0, 0); DONE],
+            done_at: 0,
+            done_len: 0,
+        }
+    }
+
+    /// A NACK for a message in reassembly that has had no new piece (nor NACK) for
+    /// the NACK delay at `now`, naming its missing pieces; its delay restarts, so
+    /// calling again until `None` gives each due message once. (Call
+    /// [`Reassembly::expire`] first.)
+    pub fn next_nack(&mut self, now: u64) -> Option<Ctl> {
+        if self.nack_ns == 0 {
+            return None;
+        }
+        let nack_ns = self.nack_ns;
+        let s = self.slots.iter_mut().find(|s| {
+            s.busy && now.saturating_sub(s.last_ns) >= nack_ns && all_pieces(s.total) & !s.have != 0
+        })?;
+        s.last_ns = now;
+        let missing = all_pieces(s.total) & !s.have;
+        Some(Ctl { kind: CtlKind::Nack, from: s.from, id: s.id, total: s.total, missing })
+    }
+
+    /// Whether message `id` from `from` is one of the last [`DONE`] made whole.
+    fn was_done(&self, from: u32, id: u32) -> bool {
+        self.done[..self.done_len].contains(&(from, id))
     }
 
     /// Whether some message is in reassembly (then the worker reads its clock and
@@ -147,6 +204,9 @@ impl Reassembly {
     /// starts a new message instead of completing a stale one.)
     pub fn offer(&mut self, p: &Piece<'_>, now: u64) -> (Offer, u32) {
         let mut discarded = 0;
+        if p.total as usize > self.slots[0].data.len() {
+            return (Offer::TooBig, discarded);
+        }
         let at = match self.slots.iter().position(|s| s.busy && s.from == p.from && s.id == p.id) {
             Some(i) => {
                 let s = &self.slots[i];
@@ -156,6 +216,9 @@ impl Reassembly {
                 i
             }
             None => {
+                if self.was_done(p.from, p.id) {
+                    return (Offer::Late, discarded);
+                }
                 let i = match self.slots.iter().position(|s| !s.busy) {
                     Some(i) => i,
                     None => {
@@ -190,6 +253,7 @@ impl Reassembly {
         };
         room.copy_from_slice(p.data);
         s.have |= bit;
+        s.last_ns = now;
         if s.have == all_pieces(s.total) {
             (Offer::Complete(at), discarded)
         } else {
@@ -208,9 +272,15 @@ impl Reassembly {
         })
     }
 
-    /// Frees slot `i` (its message has been handled).
+    /// Frees slot `i` (its message has been handled), remembering its message as
+    /// made whole.
     pub fn release(&mut self, i: usize) {
         if let Some(s) = self.slots.get_mut(i) {
+            if s.busy && s.have == all_pieces(s.total) {
+                self.done[self.done_at] = (s.from, s.id);
+                self.done_at = (self.done_at + 1) % DONE;
+                self.done_len = (self.done_len + 1).min(DONE);
+            }
             s.busy = false;
         }
         self.recompute();
@@ -222,13 +292,23 @@ mod tests {
     use super::*;
     use spine_endpoint::remote::{bulk_frames, parse_piece};
 
+    /// Every NACK due at `now`, pushed onto `got`; how many.
+    fn drain(r: &mut Reassembly, now: u64, got: &mut Vec<Ctl>) -> u32 {
+        let mut n = 0;
+        while let Some(c) = r.next_nack(now) {
+            got.push(c);
+            n += 1;
+        }
+        n
+    }
+
     fn frames(id: u32, from: u32, msg: &[u8]) -> Vec<Vec<u8>> {
         bulk_frames(12, 0xffff_ffff, from, id, msg).unwrap()
     }
 
     #[test]
     fn pieces_in_any_order_make_the_message_once() {
-        let mut r = Reassembly::new(DEFAULT_EXPIRY_NS);
+        let mut r = Reassembly::new(SLOTS, BULK_MAX, DEFAULT_EXPIRY_NS, 0);
         let msg: Vec<u8> = (0..8000u32).map(|i| (i ^ (i >> 8)) as u8).collect();
         let fs = frames(1, 5, &msg);
         let order = [3, 0, 7, 1, 6, 2, 5, 4];
@@ -254,7 +334,7 @@ mod tests {
 
     #[test]
     fn interleaved_messages_and_mismatches_and_eviction_and_timeout() {
-        let mut r = Reassembly::new(DEFAULT_EXPIRY_NS);
+        let mut r = Reassembly::new(SLOTS, BULK_MAX, DEFAULT_EXPIRY_NS, 0);
         let a: Vec<u8> = vec![1; 3000];
         let b: Vec<u8> = vec![2; 3000];
         let (fa, fb) = (frames(1, 5, &a), frames(2, 5, &b));
@@ -308,7 +388,7 @@ mod tests {
     #[test]
     fn partial_messages_expire_on_the_clock_and_free_their_slots() {
         const E: u64 = 5_000;
-        let mut r = Reassembly::new(E);
+        let mut r = Reassembly::new(SLOTS, BULK_MAX, E, 0);
         assert!(!r.pending());
         assert_eq!(r.expire(u64::MAX), 0, "nothing to expire");
         let a: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
@@ -346,5 +426,74 @@ mod tests {
         assert!(r.pending(), "three still in reassembly");
         assert_eq!(r.expire((1 << 40) + E), 3);
         assert!(!r.pending());
+    }
+
+    /// NACKs on a driven clock: none before the delay without a new piece, then one
+    /// naming exactly the missing pieces (the trailing one included), again only after
+    /// another delay; a message made whole is remembered, so a late copy of its piece
+    /// is refused rather than starting a message. No NACK with the delay at 0 or not
+    /// below the expiry.
+    #[test]
+    fn gaps_are_nacked_after_the_delay_and_late_pieces_are_refused() {
+        const E: u64 = 10_000;
+        const N: u64 = 100;
+        let mut r = Reassembly::new(SLOTS, BULK_MAX, E, N);
+        let a: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        let fa = frames(9, 5, &a);
+        let mut got = Vec::new();
+        for (i, t) in [(0, 0), (2, 50)] {
+            assert_eq!(r.offer(&parse_piece(&fa[i]).unwrap(), t).0, Offer::Stored);
+        }
+        assert_eq!(drain(&mut r, 149, &mut got), 0, "a piece came at 50");
+        assert_eq!(drain(&mut r, 150, &mut got), 1);
+        let want = Ctl { kind: CtlKind::Nack, from: 5, id: 9, total: 5000, missing: 0b11010 };
+        assert_eq!(got, vec![want]);
+        assert_eq!(drain(&mut r, 249, &mut got), 0, "once per delay");
+        assert_eq!(drain(&mut r, 250, &mut got), 1);
+        for (i, t) in [(1, 260), (3, 261)] {
+            assert_eq!(r.offer(&parse_piece(&fa[i]).unwrap(), t).0, Offer::Stored);
+        }
+        assert_eq!(drain(&mut r, 360, &mut got), 0);
+        assert_eq!(drain(&mut r, 361, &mut got), 1);
+        assert_eq!(got[2].missing, 0b10000, "the last piece alone");
+        let Offer::Complete(at) = r.offer(&parse_piece(&fa[4]).unwrap(), 400).0 else {
+            panic!("whole")
+        };
+        assert_eq!(r.message(at).unwrap().data, &a[..]);
+        r.release(at);
+        assert_eq!(r.offer(&parse_piece(&fa[4]).unwrap(), 410).0, Offer::Late);
+        assert_eq!(r.busy(), 0, "a late piece starts nothing");
+        assert_eq!(drain(&mut r, 1 << 20, &mut got), 0, "nothing to NACK");
+        // The same id from another sender is another message.
+        assert_eq!(r.offer(&parse_piece(&frames(9, 6, &a)[0]).unwrap(), 420).0, Offer::Stored);
+        for nack in [0, E, E + 1] {
+            let mut q = Reassembly::new(SLOTS, BULK_MAX, E, nack);
+            assert_eq!(q.offer(&parse_piece(&fa[0]).unwrap(), 0).0, Offer::Stored);
+            assert_eq!(q.next_nack(E - 1), None, "no NACK");
+        }
+    }
+
+    /// Configured limits: 2 slots of 2 KiB take messages of up to 2,048 bytes (a third
+    /// evicts the oldest); a piece of a longer message is refused, storing nothing.
+    #[test]
+    fn configured_slots_and_size_bound_what_is_taken() {
+        let mut r = Reassembly::new(2, 2048, DEFAULT_EXPIRY_NS, 0);
+        let big = frames(1, 5, &[7; 2049]);
+        assert_eq!(r.offer(&parse_piece(&big[0]).unwrap(), 0), (Offer::TooBig, 0));
+        assert_eq!(r.busy(), 0);
+        for id in 2..4 {
+            let f = frames(id, 5, &[id as u8; 2048]);
+            assert_eq!(r.offer(&parse_piece(&f[0]).unwrap(), u64::from(id)), (Offer::Stored, 0));
+        }
+        let f = frames(4, 5, &[4; 2048]);
+        assert_eq!(r.offer(&parse_piece(&f[0]).unwrap(), 9), (Offer::Stored, 1), "evicts");
+        let Offer::Complete(at) = r.offer(&parse_piece(&f[1]).unwrap(), 9).0 else {
+            panic!("whole")
+        };
+        assert_eq!(r.message(at).unwrap().data, &[4; 2048][..]);
+        // Out-of-range limits are clamped: at least one slot of one piece.
+        let mut tiny = Reassembly::new(0, 0, DEFAULT_EXPIRY_NS, 0);
+        let one = frames(1, 5, &[1; PIECE_MAX]);
+        assert!(matches!(tiny.offer(&parse_piece(&one[0]).unwrap(), 0).0, Offer::Complete(_)));
     }
 }

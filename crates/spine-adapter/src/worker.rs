@@ -68,6 +68,10 @@ pub(crate) enum MsgKind {
     /// reassembled message in a chain of pool buffers, written into one of the
     /// endpoint's grants there.
     Remote { id: u32, handler: u8, from: u16, bulk: bool },
+    /// A bulk message's acknowledgement (ACK or NACK; the buffer holds its frame) that
+    /// arrived on tunnel port `Msg::port` for a message this worker sent (the worker
+    /// index in the id's top byte), acted on here ([`Worker::bulk_control_here`]).
+    BulkCtl,
 }
 
 /// What every worker knows about a port (fixed once the adapter is built).
@@ -253,6 +257,9 @@ pub(crate) struct Worker {
     /// By port: the bulk messages in reassembly, for the tunnel ports this worker owns
     /// (allocated with the worker).
     pub reasm: Vec<Option<crate::reasm::Reassembly>>,
+    /// The bulk messages this worker sent over tunnels and the peer has not ACKed yet,
+    /// kept for retransmission.
+    pub retx: crate::retx::RetxStore,
     /// The id of the last bulk message this worker sent over a tunnel.
     pub bulk_seq: u32,
 }
@@ -401,8 +408,9 @@ impl Worker {
             work += self.run_posted();
         }
         work += self.fire_timers();
-        if self.reasm.iter().flatten().any(crate::reasm::Reassembly::pending) {
-            work += self.expire_reassemblies();
+        if self.retx.pending() || self.reasm.iter().flatten().any(crate::reasm::Reassembly::pending)
+        {
+            work += self.sweep_bulk();
         }
         self.counters.worker.rounds += 1;
         if work == 0 {
@@ -446,21 +454,6 @@ impl Worker {
             work += self.fire_applet_timers(now);
         }
         work
-    }
-
-    /// Discards the incomplete bulk messages of this worker's tunnel ports whose
-    /// expiry has passed (`msg_bulk_expired`), so an abandoned message frees its slot
-    /// without another piece arriving. Called only while some message is in
-    /// reassembly: the clock is read once.
-    #[cold]
-    fn expire_reassemblies(&mut self) -> usize {
-        let now = crate::sys::monotonic_ns();
-        let mut expired = 0;
-        for r in self.reasm.iter_mut().flatten() {
-            expired += r.expire(now);
-        }
-        self.counters.worker.msg_bulk_expired += u64::from(expired);
-        expired as usize
     }
 
     /// One timer callback of extension `e` ran (`fault`: it faulted).
@@ -824,6 +817,7 @@ impl Worker {
                 MsgKind::Remote { id, handler, from, bulk } => {
                     self.deliver_handed_remote(m.buf, m.port, id, handler, from, bulk)
                 }
+                MsgKind::BulkCtl => self.bulk_control_here(m.buf, m.port),
             }
         });
         self.inbox = inbox;
@@ -1903,8 +1897,10 @@ impl Worker {
         c.rx_packets += 1;
         c.rx_bytes += u64::from(self.pool.meta(&buf).map_or(0, |m| m.len));
         let bulk = spine_endpoint::remote::BULK_VERSION;
-        if self.pool.data(&buf).ok().and_then(spine_endpoint::remote::version) == Some(bulk) {
-            return self.remote_piece(buf, p);
+        match self.pool.data(&buf).ok().and_then(spine_endpoint::remote::version) {
+            Some(v) if v == bulk => return self.remote_piece(buf, p),
+            Some(spine_endpoint::remote::CTL_VERSION) => return self.bulk_control(buf, p),
+            _ => {}
         }
         self.counters.worker.msg_remote_in += 1;
         let mut payload = [0u8; spine_runtime::MSG_MAX];
@@ -2151,9 +2147,11 @@ impl Worker {
     /// port's reassembly slots (`crate::reasm`); anything refused is counted
     /// `msg_bulk_piece_refused`, incomplete messages evicted `msg_bulk_discarded`,
     /// expired ones `msg_bulk_expired` (also swept every round,
-    /// [`Worker::expire_reassemblies`]). The
-    /// piece that completes a message (`msg_bulk_remote_in`) runs its handlers
-    /// ([`Worker::run_remote_bulk`]); the buffer always goes back to the pool.
+    /// [`Worker::sweep_bulk`], which sends the NACKs due). The piece that completes a
+    /// message (`msg_bulk_remote_in`) is ACKed to the peer (`msg_bulk_acks_out`) and
+    /// runs its handlers ([`Worker::run_remote_bulk`]); a piece of a message made whole
+    /// a moment ago is refused as late (`msg_bulk_piece_late`) and the message ACKed
+    /// again. The buffer always goes back to the pool.
     #[cold]
     fn remote_piece(&mut self, mut buf: Buf, p: u16) {
         use crate::reasm::Offer;
@@ -2169,10 +2167,18 @@ impl Worker {
         };
         let w = &mut self.counters.worker;
         match offered {
-            None | Some((Offer::Duplicate | Offer::Mismatch, _)) => w.msg_bulk_piece_refused += 1,
+            None | Some((Offer::Duplicate | Offer::Mismatch | Offer::TooBig, _)) => {
+                w.msg_bulk_piece_refused += 1
+            }
             Some((Offer::Stored, _)) => {}
+            Some((Offer::Late, _)) => {
+                w.msg_bulk_piece_late += 1;
+                // Its ACK may have been lost: the sender still holds the message.
+                self.ack_piece(&buf, p);
+            }
             Some((Offer::Complete(at), _)) => {
                 w.msg_bulk_remote_in += 1;
+                self.ack_piece(&buf, p);
                 self.run_remote_bulk(&mut buf, p, at);
                 if let Some(Some(r)) = self.reasm.get_mut(pi) {
                     r.release(at);
@@ -2266,15 +2272,19 @@ impl Worker {
     /// of `domain` run on endpoint `k`'s message (`from`: `SOURCE_EXTENSION` | its id;
     /// the domain must be allowed the port), or by endpoint `k`'s client itself with a
     /// `Desc::REMOTE` descriptor (`domain` `None`, `from` the endpoint's id; the port
-    /// is the one its channel binds it to). Split into
-    /// pieces (`spine_endpoint::remote::encode_piece_header`), each read out of the
-    /// area straight into its own pool buffer behind the headers, queued out of the
-    /// tunnel port named in `id` under a message id of this worker's
-    /// (`msg_bulk_remote_out`). Refused (`msg_bulk_remote_refused`, nothing sent) when
-    /// the port is no tunnel or the domain may not use it, `len` is over
-    /// `remote::BULK_MAX` or the range is outside the area; cut short when the pool
-    /// runs dry (also `msg_bulk_remote_refused`: the receiver discards the incomplete
-    /// message).
+    /// is the one its channel binds it to). Copied whole into an entry of this worker's
+    /// retransmit store (`crate::retx`; the oldest unacknowledged one evicted when
+    /// full, `msg_bulk_retx_evicted`), then split into pieces
+    /// (`spine_endpoint::remote::encode_piece_header`), each copied into its own pool
+    /// buffer behind the headers (straight from the area with a store of 0 entries),
+    /// queued out of the tunnel port named in `id` under a message id of this worker's
+    /// (its index in the top byte; `msg_bulk_remote_out`); the peer's NACKs and ACK
+    /// then act on the kept copy (`worker/retx.rs`). Refused
+    /// (`msg_bulk_remote_refused`, nothing sent, nothing kept) when the port is no
+    /// tunnel or the domain may not use it, `len` is over `remote::BULK_MAX` or the
+    /// range is outside the area; cut short when the pool runs dry (also
+    /// `msg_bulk_remote_refused`, the copy forgotten: the receiver discards the
+    /// incomplete message).
     #[cold]
     fn send_remote_bulk(
         &mut self,
@@ -2285,7 +2295,7 @@ impl Worker {
         handler: u8,
         (off, len): (u64, u32),
     ) {
-        use spine_endpoint::remote::{encode_piece_header, PIECE_HEADER_LEN, PIECE_MAX};
+        use spine_endpoint::remote::PIECE_MAX;
         let q = ((id >> 16) & 0x3fff) as u16;
         let tunnel = self.wiring.ports.get(usize::from(q)).is_some_and(|i| i.tunnel);
         let total = len as usize;
@@ -2301,38 +2311,32 @@ impl Worker {
             REMOTE_HANDLERS => spine_endpoint::remote::TO_HANDLERS,
             endpoint => endpoint,
         };
-        self.bulk_seq = self.bulk_seq.wrapping_add(1);
-        let fields = (handler, to, from, self.bulk_seq);
-        let head = self.pool.headroom() as usize;
-        for at in (0..total).step_by(PIECE_MAX) {
-            let Some(mut buf) = self.cache.alloc() else {
-                self.counters.worker.msg_bulk_remote_refused += 1;
-                return;
-            };
-            let n = PIECE_MAX.min(total - at);
+        let fields = (handler, to, from, self.next_bulk_id());
+        // Kept for retransmission (`crate::retx`) when the store has room: the whole
+        // message is copied out of the area once and the pieces are cut from the copy.
+        let now = crate::sys::monotonic_ns();
+        let kept = self.retx.take(q, fields, total, now);
+        if let Some((i, evicted)) = kept {
+            self.counters.worker.msg_bulk_retx_evicted += u64::from(evicted);
             let end = &self.eps.owned[k].end;
-            let written = match self.pool.frame_mut(&mut buf) {
-                Ok(frame) => frame.get_mut(head..).and_then(|room| {
-                    let piece = room.get_mut(PIECE_HEADER_LEN..PIECE_HEADER_LEN + n)?;
-                    // The range was checked against the area above; checked again here.
-                    end.read_area(off + at as u64, piece).then_some(())?;
-                    encode_piece_header(room, fields, total, at)
-                }),
-                Err(_) => None,
-            };
-            let meta = written.map(|len| BufMeta {
-                data_off: head as u32,
-                len: len as u32,
-                meta_len: 0,
-                port: u32::from(q),
-                ts_ns: 0,
-            });
-            if meta.filter(|m| self.pool.set_meta(&mut buf, *m).is_ok()).is_none() {
+            if !self.retx.data_mut(i).is_some_and(|room| end.read_area(off, room)) {
+                self.retx.forget(i);
                 self.counters.worker.msg_bulk_remote_refused += 1;
-                let _ = self.cache.free(buf);
                 return;
             }
-            self.transmit(buf, q, q, 0);
+        }
+        for at in (0..total).step_by(PIECE_MAX) {
+            let from = match kept {
+                Some((i, _)) => PieceFrom::Kept(i),
+                None => PieceFrom::Area(k, off),
+            };
+            if !self.send_piece(q, fields, total, at, from) {
+                if let Some((i, _)) = kept {
+                    self.retx.forget(i);
+                }
+                self.counters.worker.msg_bulk_remote_refused += 1;
+                return;
+            }
         }
         self.counters.worker.msg_bulk_remote_out += 1;
     }
@@ -2386,6 +2390,8 @@ impl Worker {
 
 mod frags;
 mod paths;
+mod retx;
+use retx::PieceFrom;
 
 #[cfg(test)]
 mod tests {

@@ -175,3 +175,51 @@ fn the_bulk_expiry_is_configurable_and_checked() {
         assert!(err.contains("adapter.bulk_expiry_ms"), "{bad}: {err}");
     }
 }
+
+/// `[adapter] bulk_nack_ms`, `bulk_retx_slots`, `bulk_retx_max` (retransmission of bulk
+/// messages over tunnels): the defaults (20 ms, 8, 8), values taken, and a NACK delay
+/// not below the expiry, or values out of range, refused naming the key.
+#[test]
+fn the_bulk_retransmission_settings_are_configurable_and_checked() {
+    let dir = Path::new("/etc/spine");
+    let cfg = Config::parse("[adapter]\nworkers = 1\n", dir).unwrap();
+    let o = AdapterOptions::from_config(&cfg.adapter);
+    assert_eq!((o.bulk_nack_ms, o.bulk_retx_slots, o.bulk_retx_max), (20, 8, 8));
+    let text = "[adapter]\nbulk_expiry_ms = 500\nbulk_nack_ms = 50\nbulk_retx_slots = 0\nbulk_retx_max = 64\n";
+    let o = AdapterOptions::from_config(&Config::parse(text, dir).unwrap().adapter);
+    assert_eq!((o.bulk_nack_ms, o.bulk_retx_slots, o.bulk_retx_max), (50, 0, 64));
+    let o = Config::parse("[adapter]\nbulk_nack_ms = 0\n", dir).unwrap();
+    assert_eq!(o.adapter.bulk_nack_ms, 0, "0: no NACKs");
+    for (text, key) in [
+        ("bulk_expiry_ms = 100\nbulk_nack_ms = 100", "adapter.bulk_nack_ms"),
+        ("bulk_nack_ms = 5000", "adapter.bulk_nack_ms"),
+        ("bulk_nack_ms = -1", "adapter.bulk_nack_ms"),
+        ("bulk_retx_slots = 257", "adapter.bulk_retx_slots"),
+        ("bulk_retx_max = 65", "adapter.bulk_retx_max"),
+        ("bulk_retx_max = \"8\"", "adapter.bulk_retx_max"),
+    ] {
+        let err = Config::parse(&format!("[adapter]\n{text}\n"), dir).expect_err(text).to_string();
+        assert!(err.contains(key), "{text}: {err}");
+    }
+}
+
+/// `[adapter] bulk_reasm_slots` and `bulk_reasm_bytes`: the defaults (4 slots of
+/// 16,384 bytes), values taken, and values out of range refused naming the key.
+#[test]
+fn the_reassembly_limits_are_configurable_and_checked() {
+    let dir = Path::new("/etc/spine");
+    let o = AdapterOptions::from_config(&Config::parse("", dir).unwrap().adapter);
+    assert_eq!((o.bulk_reasm_slots, o.bulk_reasm_bytes), (4, 16384));
+    let text = "[adapter]\nbulk_reasm_slots = 64\nbulk_reasm_bytes = 1024\n";
+    let o = AdapterOptions::from_config(&Config::parse(text, dir).unwrap().adapter);
+    assert_eq!((o.bulk_reasm_slots, o.bulk_reasm_bytes), (64, 1024));
+    for (text, key) in [
+        ("bulk_reasm_slots = 0", "adapter.bulk_reasm_slots"),
+        ("bulk_reasm_slots = 65", "adapter.bulk_reasm_slots"),
+        ("bulk_reasm_bytes = 1023", "adapter.bulk_reasm_bytes"),
+        ("bulk_reasm_bytes = 16385", "adapter.bulk_reasm_bytes"),
+    ] {
+        let err = Config::parse(&format!("[adapter]\n{text}\n"), dir).expect_err(text).to_string();
+        assert!(err.contains(key), "{text}: {err}");
+    }
+}

@@ -9,6 +9,8 @@
 //! loopback interface.
 
 mod common;
+#[path = "applets/retx.rs"]
+mod retx;
 
 use common::c_client;
 use spine_testnet::daemons::TempDir;

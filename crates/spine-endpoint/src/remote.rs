@@ -38,6 +38,25 @@
 //! Every piece but the last is exactly [`PIECE_MAX`] bytes and the last carries the
 //! rest ([`parse_piece`] refuses any other length, offset or total), so two pieces of
 //! one message never overlap: each is known by its index, `offset / PIECE_MAX`.
+//!
+//! **Acknowledgements** of bulk messages go back the other way, with version
+//! [`CTL_VERSION`] (3), one per frame (all big-endian):
+//!
+//! | bytes | field                                                          |
+//! |-------|----------------------------------------------------------------|
+//! | 0..2  | magic `S` `M`                                                  |
+//! | 2     | version 3                                                      |
+//! | 3     | kind: [`CtlKind::Ack`] (1) or [`CtlKind::Nack`] (2)            |
+//! | 4..8  | `from` of the message's pieces (the sender's claim)            |
+//! | 8..12 | the message id, as in its pieces                               |
+//! | 12..16| the message's total length, 1..=[`BULK_MAX`]                   |
+//! | 16..20| missing pieces: bit i set when piece i is missing; 0 in an ACK, |
+//! |       | in a NACK not 0 and no bit at or past the message's piece count |
+//!
+//! The receiver ACKs a message when it is whole (the sender then forgets it) and NACKs
+//! one whose reassembly has had a gap for a while (the sender then sends again just
+//! the pieces named). [`parse_ctl`] checks every field against the others; the sender
+//! also checks that the id, `from` and total name a message it still holds.
 
 /// The ethertype of a spine active message frame.
 pub const ETHERTYPE: u16 = 0x88B6;
@@ -62,6 +81,119 @@ pub const BULK_MAX: usize = 16 * PIECE_MAX;
 pub const PIECE_HEADER_LEN: usize = 14 + 26;
 /// Largest frame [`encode_piece`] writes.
 pub const PIECE_FRAME_MAX: usize = PIECE_HEADER_LEN + PIECE_MAX;
+
+/// The version byte of a bulk message's acknowledgement (ACK or NACK).
+pub const CTL_VERSION: u8 = 3;
+/// Ethernet header plus acknowledgement: the length of its frame (a longer one is
+/// Ethernet padding, ignored).
+pub const CTL_FRAME_LEN: usize = 14 + 20;
+
+/// The kind of an acknowledgement frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtlKind {
+    /// The message arrived whole.
+    Ack = 1,
+    /// Pieces of the message are missing.
+    Nack = 2,
+}
+
+/// An acknowledgement read out of a frame ([`parse_ctl`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ctl {
+    pub kind: CtlKind,
+    /// The `from` of the message's pieces.
+    pub from: u32,
+    /// The message id.
+    pub id: u32,
+    /// The message's total length.
+    pub total: u32,
+    /// Bit i: piece i is missing (0 in an ACK).
+    pub missing: u32,
+}
+
+/// Why an acknowledgement frame is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CtlError {
+    #[error("bulk acknowledgement frame of {len} bytes is shorter than {CTL_FRAME_LEN}")]
+    Short { len: usize },
+    #[error("bulk acknowledgement frame has a bad magic or version")]
+    BadHeader,
+    #[error("bulk acknowledgement of kind {kind} is neither ACK (1) nor NACK (2)")]
+    BadKind { kind: u8 },
+    #[error("bulk acknowledgement names a total of {total} bytes, 0 or over {BULK_MAX}")]
+    BadTotal { total: u32 },
+    #[error("bulk acknowledgement's missing bitmap {missing:#x} is out of range for a total of {total} bytes")]
+    BadMissing { missing: u32, total: u32 },
+}
+
+/// The bits of every piece of a `total`-byte message (bit i: piece i), for totals
+/// 1..=[`BULK_MAX`] (0 for 0).
+pub fn all_pieces(total: u32) -> u32 {
+    let n = (total as usize).div_ceil(PIECE_MAX);
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
+/// Reads the acknowledgement of `frame` (which [`is_message`], version
+/// [`CTL_VERSION`]): kind ACK or NACK, total 1..=[`BULK_MAX`], an ACK's bitmap 0, a
+/// NACK's not 0 and inside the message's pieces.
+pub fn parse_ctl(frame: &[u8]) -> Result<Ctl, CtlError> {
+    if frame.len() < CTL_FRAME_LEN {
+        return Err(CtlError::Short { len: frame.len() });
+    }
+    let h = &frame[14..CTL_FRAME_LEN];
+    if h[0..2] != MAGIC || h[2] != CTL_VERSION {
+        return Err(CtlError::BadHeader);
+    }
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let kind = match h[3] {
+        1 => CtlKind::Ack,
+        2 => CtlKind::Nack,
+        kind => return Err(CtlError::BadKind { kind }),
+    };
+    let (from, id, total, missing) =
+        (be32(&h[4..8]), be32(&h[8..12]), be32(&h[12..16]), be32(&h[16..20]));
+    if total == 0 || total as usize > BULK_MAX {
+        return Err(CtlError::BadTotal { total });
+    }
+    let fits = match kind {
+        CtlKind::Ack => missing == 0,
+        CtlKind::Nack => missing != 0 && missing & !all_pieces(total) == 0,
+    };
+    if !fits {
+        return Err(CtlError::BadMissing { missing, total });
+    }
+    Ok(Ctl { kind, from, id, total, missing })
+}
+
+/// Writes acknowledgement `c` as a frame into `out` (broadcast destination, zero
+/// source address); returns its length ([`CTL_FRAME_LEN`]), or `None` when `out` is
+/// shorter. Nothing is checked: [`parse_ctl`] is the receiver's check.
+pub fn encode_ctl(out: &mut [u8], c: &Ctl) -> Option<usize> {
+    let out = out.get_mut(..CTL_FRAME_LEN)?;
+    out[0..6].fill(0xff);
+    out[6..12].fill(0);
+    out[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    out[14..16].copy_from_slice(&MAGIC);
+    out[16] = CTL_VERSION;
+    out[17] = c.kind as u8;
+    out[18..22].copy_from_slice(&c.from.to_be_bytes());
+    out[22..26].copy_from_slice(&c.id.to_be_bytes());
+    out[26..30].copy_from_slice(&c.total.to_be_bytes());
+    out[30..34].copy_from_slice(&c.missing.to_be_bytes());
+    Some(CTL_FRAME_LEN)
+}
+
+/// An acknowledgement frame as a vector (for tests and clients; the adapter uses
+/// [`encode_ctl`]).
+pub fn ctl_frame(c: &Ctl) -> Vec<u8> {
+    let mut out = vec![0; CTL_FRAME_LEN];
+    encode_ctl(&mut out, c);
+    out
+}
 
 /// One piece of a bulk message read out of a frame ([`parse_piece`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +308,8 @@ pub fn frame(handler: u8, to: u32, from: u32, payload: &[u8]) -> Option<Vec<u8>>
 }
 
 /// The version byte of a frame that [`is_message`] (1: a small message, 2: a bulk
-/// message's piece; anything else is refused by the parsers).
+/// message's piece, 3: a bulk message's acknowledgement; anything else is refused by
+/// the parsers).
 #[inline]
 pub fn version(frame: &[u8]) -> Option<u8> {
     frame.get(16).copied()
@@ -376,5 +509,48 @@ mod tests {
         assert!(encode_piece(&mut out, (1, 1, 1, 1), &msg, 0).is_none(), "too short an out");
         assert!(encode_piece(&mut [0; 2000], (1, 1, 1, 1), &msg, 100).is_none(), "unaligned");
         assert!(encode_piece(&mut [0; 2000], (1, 1, 1, 1), &msg, 3072).is_none(), "past end");
+    }
+
+    #[test]
+    fn acknowledgements_round_trip_and_every_bad_field_is_refused() {
+        let nack =
+            Ctl { kind: CtlKind::Nack, from: 5, id: 0x0100_0007, total: 3000, missing: 0b101 };
+        let f = ctl_frame(&nack);
+        assert!(is_message(&f));
+        assert_eq!(version(&f), Some(CTL_VERSION));
+        assert_eq!(parse_ctl(&f), Ok(nack));
+        assert!(parse(&f).is_err() && parse_piece(&f).is_err(), "no message, no piece");
+        let ack = Ctl { kind: CtlKind::Ack, missing: 0, ..nack };
+        let mut padded = ctl_frame(&ack);
+        padded.resize(60, 0);
+        assert_eq!(parse_ctl(&padded), Ok(ack), "Ethernet padding ignored");
+        assert_eq!(parse_ctl(&f[..33]), Err(CtlError::Short { len: 33 }));
+        let piece = bulk_frames(1, 1, 1, 1, b"abc").unwrap().remove(0);
+        assert_eq!(parse_ctl(&piece), Err(CtlError::BadHeader));
+        let mut k = f.clone();
+        for kind in [0u8, 3, 255] {
+            k[17] = kind;
+            assert_eq!(parse_ctl(&k), Err(CtlError::BadKind { kind }));
+        }
+        for total in [0, BULK_MAX as u32 + 1, u32::MAX] {
+            assert_eq!(
+                parse_ctl(&ctl_frame(&Ctl { total, ..nack })),
+                Err(CtlError::BadTotal { total })
+            );
+        }
+        // A NACK naming no piece, or a piece past the message (3 pieces of 3,000
+        // bytes: bits 0..3); an ACK naming any.
+        for (c, missing) in [(nack, 0), (nack, 0b1000), (nack, u32::MAX), (ack, 1)] {
+            let bad = Ctl { missing, ..c };
+            assert_eq!(
+                parse_ctl(&ctl_frame(&bad)),
+                Err(CtlError::BadMissing { missing, total: 3000 })
+            );
+        }
+        let full = Ctl { total: BULK_MAX as u32, missing: 0xffff, ..nack };
+        assert_eq!(parse_ctl(&ctl_frame(&full)), Ok(full), "all 16 pieces of the largest");
+        assert_eq!(all_pieces(1), 1);
+        assert_eq!(all_pieces(1025), 0b11);
+        assert!(encode_ctl(&mut [0; 33], &nack).is_none());
     }
 }
