@@ -2060,3 +2060,54 @@ fn an_endpoint_not_opted_in_gets_a_chained_frame_in_one_area_frame_or_not_at_all
     drop(ep);
     rig.finish();
 }
+
+/// The Python client (`clients/python/jumbo_recv.py`) reads multi-buffer frames whole.
+#[test]
+fn a_python_application_reads_multi_buffer_frames_whole() {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/jumbo_recv.py");
+    let mut py = Command::new("python3");
+    py.arg(script);
+    jumbo_app(py, "the Python client");
+}
+
+/// The same with the C client (`clients/c/jumbo_recv.c`, `spine_ep_recv_frame`).
+#[test]
+fn a_c_application_reads_multi_buffer_frames_whole() {
+    let dir = TempDir::new("c-client");
+    jumbo_app(Command::new(c_client(&dir, "jumbo_recv")), "the C client");
+}
+
+fn fnv1a(data: &[u8]) -> u32 {
+    data.iter().fold(2_166_136_261u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(16_777_619))
+}
+
+/// Runs `app` (argv: control socket, port, UDP port, count) against a tunnel rig: it
+/// must open a multi-buffer endpoint for UDP port 7777 on `tun` and print each frame's
+/// length and FNV-1a hash, for frames of one to five area frames.
+fn jumbo_app(mut app: Command, who: &str) {
+    let (rig, peer) = tunnel_rig(None);
+    let mut child = app
+        .args([rig.sock.to_str().unwrap(), "tun", "7777", "4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let opened = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with("open "));
+    assert!(opened.is_some(), "{who} opened its endpoint");
+    rig.served(1);
+    assert!(rig.live.endpoints()[0].multi_buffer);
+    let frames: Vec<Vec<u8>> =
+        [9000, 60, 2100, 1500].iter().map(|&n| udp_of_len(7777, n)).collect();
+    for f in &frames {
+        tunnel_send(&peer, f);
+    }
+    let got: Vec<String> =
+        lines.map_while(Result::ok).filter(|l| l.starts_with("frame ")).collect();
+    let want: Vec<String> =
+        frames.iter().map(|f| format!("frame {} {:08x}", f.len(), fnv1a(f))).collect();
+    assert_eq!(got, want, "{who} read every frame whole");
+    assert!(child.wait().unwrap().success(), "{who} read all 4");
+    until("the closed endpoint reclaimed", || rig.live.endpoints().is_empty());
+    rig.finish();
+}
