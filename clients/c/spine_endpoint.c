@@ -412,6 +412,11 @@ int spine_ep_recv_marked(struct spine_ep *ep, void *buf, uint32_t cap,
 		got.source = (uint16_t)(options >> 16);
 		options &= SPINE_EP_DESC_INLINE;
 	}
+	if (options == SPINE_EP_DESC_CONTD) {
+		/* A piece of a multi-buffer frame: a frame descriptor otherwise. */
+		got.more = 1;
+		options = 0;
+	}
 	if (mark)
 		*mark = got;
 	if (options == SPINE_EP_DESC_INLINE) {
@@ -580,4 +585,27 @@ fail:
 	err = errno;
 	close(sock);
 	return -err;
+}
+
+int spine_ep_recv_frame(struct spine_ep *ep, void *buf, uint32_t cap)
+{
+	uint32_t got = 0;
+	int err = 0;
+
+	if (ring_ready(&ep->rx) <= 0)
+		return 0;
+	for (;;) {
+		struct spine_ep_mark m = { 0 };
+		int n = spine_ep_recv_marked(ep, (uint8_t *)buf + got, cap - got, &m);
+
+		if (n < 0)
+			err = n;
+		else
+			got += (uint32_t)n;
+		if (!m.more)
+			return err ? err : (int)got;
+		/* The adapter posts a frame's pieces together: the rest is there. */
+		if (ring_ready(&ep->rx) <= 0)
+			return -EBADMSG;
+	}
 }

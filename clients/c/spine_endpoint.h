@@ -24,6 +24,12 @@ extern "C" {
  * spine_ep_send and spine_ep_recv choose and read inline transparently. */
 #define SPINE_EP_INLINE_BYTES 64u
 #define SPINE_EP_DESC_INLINE 1u
+/* Multi-buffer frames (receive ring only, options exactly this): AF_XDP's XDP_PKT_CONTD,
+ * at bit 7 here (bit 0 is SPINE_EP_DESC_INLINE). On an endpoint requested with
+ * "multi_buffer": true, a frame longer than one area frame arrives as several
+ * descriptors, every one but the last marked; the adapter posts them together. Read
+ * them with spine_ep_recv_marked (mark->more) or whole with spine_ep_recv_frame. */
+#define SPINE_EP_DESC_CONTD 128u
 
 /* An active message (docs/ARCHITECTURE.md, "Active messages"): option bit 1, the handler
  * number in bits 8..16 and, on the receive ring, the source (the sending extension's id)
@@ -73,6 +79,7 @@ struct spine_ep_mark {
 	uint16_t source;	/* an active message's source: the sending extension's id */
 	int bulk;		/* 1: a bulk message (copied out of the area from `addr`) */
 	uint64_t addr;		/* a bulk message's offset in the buffer area */
+	int more;		/* 1: a piece of a multi-buffer frame, more follows */
 };
 
 struct spine_ep_ring {
@@ -165,6 +172,12 @@ int spine_ep_recv(struct spine_ep *ep, void *buf, uint32_t cap);
 /* As spine_ep_recv, and fills `mark` (when not NULL) for a message it returns. */
 int spine_ep_recv_marked(struct spine_ep *ep, void *buf, uint32_t cap,
 			 struct spine_ep_mark *mark);
+
+/* As spine_ep_recv, a multi-buffer frame's pieces (SPINE_EP_DESC_CONTD) gathered into
+ * `buf` in order: the whole frame's length; 0: none ready; -EMSGSIZE: longer than
+ * `cap` (all of it is consumed and dropped); -EBADMSG as spine_ep_recv, or a frame
+ * whose last piece is missing. */
+int spine_ep_recv_frame(struct spine_ep *ep, void *buf, uint32_t cap);
 
 /* Writes the frame of an active message for the adapter at the other end of a tunnel
  * into `out` (`cap` bytes): for its `handler`, to its handlers or endpoint `to`, from

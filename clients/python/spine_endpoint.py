@@ -24,6 +24,12 @@ ENTRIES_OFF = 128
 # DESC_INLINE (addr 0) carries its payload there instead of in a frame.
 INLINE_BYTES = 64
 DESC_INLINE = 1
+# Multi-buffer frames (receive ring only, options exactly this): AF_XDP's XDP_PKT_CONTD,
+# at bit 7 here (bit 0 is DESC_INLINE). On an endpoint opened with ``multi_buffer=True``
+# a frame longer than one area frame arrives as several descriptors, every one but the
+# last marked; the adapter posts them together. ``recv_frame`` gathers them;
+# ``recv_marked`` returns them one by one with ``last_more`` set on all but the last.
+DESC_CONTD = 128
 # An active message (docs/ARCHITECTURE.md, "Active messages"): option bit 1, the handler
 # number in bits 8..16 and, on the receive ring, the source (the sending extension's id)
 # in bits 16..32 (on the transmit ring there: the one extension to run it, its id + 1, or
@@ -172,6 +178,7 @@ class Endpoint:
         # The connection the fds came over, when ``connect`` opened it.
         self.conn = None
         self.last_bulk = None
+        self.last_more = False
         for _ in range(max(frames // 2, 1)):
             self._refill_one()
 
@@ -315,6 +322,9 @@ class Endpoint:
         addr, length, options = struct.unpack_from("<QII", self.mem, self.rx.slot())
         mark = None
         self.last_bulk = None
+        self.last_more = options == DESC_CONTD
+        if self.last_more:
+            options = 0
         if options & 0xFF == DESC_MESSAGE | DESC_BULK:
             # A bulk message an extension wrote into the area: nothing goes back on the
             # fill ring (the region is this side's).
@@ -353,6 +363,21 @@ class Endpoint:
             self.free.append(addr - addr % fs)
         self._refill_one()
         return msg, mark
+
+    def recv_frame(self):
+        """As ``recv``, a multi-buffer frame's pieces (DESC_CONTD) gathered into one
+        bytes object; None when none is ready. A frame whose last piece is missing raises
+        ValueError."""
+        got = self._recv()
+        if got is None:
+            return None
+        parts = [got[0]]
+        while self.last_more:
+            piece = self._recv()
+            if piece is None:
+                raise ValueError("a multi-buffer frame without its last piece")
+            parts.append(piece[0])
+        return b"".join(parts)
 
     def wait(self, timeout):
         """Sleeps on the eventfd up to ``timeout`` seconds (without one, returns)."""
@@ -447,11 +472,12 @@ def extension(control, name):
 
 
 def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=None,
-            ring_entries=None, frame_size=None, frames=None, domain=None):
+            ring_entries=None, frame_size=None, frames=None, domain=None, multi_buffer=False):
     """Asks the running adapter whose control socket is ``control`` for an endpoint on
     ``port`` receiving the frames that match every field given (docs/API.md,
     "Endpoints"), its active messages run by the handlers of ``domain`` (default:
-    the adapter's ``default``). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
+    the adapter's ``default``). With ``multi_buffer`` a frame longer than one area frame
+    arrives in pieces (read it with ``Endpoint.recv_frame``). Returns the Endpoint (its adapter id in ``.id``); raises Refused when
     the adapter says no. The endpoint lives until ``close`` or the process ends."""
     match = {k: v for k, v in (("ethertype", ethertype), ("ip_proto", ip_proto),
                                ("dst_port", dst_port), ("vlan", vlan)) if v is not None}
@@ -460,6 +486,8 @@ def open_on(control, port, ethertype=None, ip_proto=None, dst_port=None, vlan=No
                  ("domain", domain)):
         if v is not None:
             req[k] = v
+    if multi_buffer:
+        req["multi_buffer"] = True
     s, answer = _ask(control, req)
     try:
         fds = recv_fds(s)

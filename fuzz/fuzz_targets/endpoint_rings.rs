@@ -1,6 +1,7 @@
 //! A hostile endpoint client: the input is a script of raw writes over the rings
 //! (indices, descriptors and inline slots alike) interleaved with the adapter's receive and transmit
-//! calls. The adapter side must never panic, never return a message longer than the
+//! calls, multi-buffer deliveries (`deliver_pieces`, odd ops on a multi-buffer endpoint)
+//! among them. The adapter side must never panic, never return a message longer than the
 //! buffer it was given, and a second, honest endpoint must keep working throughout.
 #![no_main]
 
@@ -16,6 +17,7 @@ fn pair(layout: Layout) -> (AdapterEnd, ClientEnd) {
 fuzz_target!(|data: &[u8]| {
     let layout = Layout::new(8, 256, 8).unwrap();
     let (mut bad_a, bad_c) = pair(layout);
+    bad_a.set_multi_buffer(data.first().is_some_and(|b| b & 1 == 1));
     let (mut good_a, mut good_c) = pair(layout);
     let rings = 4096..layout.area_offset();
     let words = (rings.end - rings.start) / 8;
@@ -31,8 +33,15 @@ fuzz_target!(|data: &[u8]| {
                     bad_c.poke_u32(rings.start + word * 8 + 4 * (op[1] as usize & 1), v as u32);
                 }
             }
-            2 => {
+            2 if op[4] & 1 == 0 => {
                 bad_a.deliver(&vec![op[1]; op[2] as usize + op[3] as usize]);
+            }
+            2 => {
+                // A chained frame of up to 5 pieces of up to 510 bytes.
+                let frame = vec![op[1]; 5 * 510];
+                let lens = [op[2], op[3], op[5], op[6], op[7]].map(|l| l as usize * 2);
+                let pieces: Vec<&[u8]> = lens.iter().map(|&l| &frame[..l]).collect();
+                bad_a.deliver_pieces(&pieces[..1 + op[8] as usize % 5]);
             }
             _ => {
                 if let Some(n) = bad_a.take(&mut buf) {

@@ -322,6 +322,10 @@ impl Worker {
     /// `doRx` applet when it has one, straight into its receive ring when not.
     #[inline]
     pub(crate) fn deliver_rx(&mut self, k: usize, mut buf: Buf, p: u16) {
+        if self.pool.has_frags(&buf) {
+            // A chained (multi-buffer) frame (crate::worker::frags).
+            return self.deliver_chain(k, buf, p);
+        }
         // A host-path endpoint (the router's header-copy or in-place path) takes the
         // frame its own way, with no applets.
         if self.eps.owned[k].path() != crate::endpoints::HostPath::Frames {

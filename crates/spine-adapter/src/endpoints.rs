@@ -222,6 +222,12 @@ pub struct EndpointRequest {
     /// For `header-copy`: bytes of each frame delivered (14..=64, default 64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header_bytes: Option<u16>,
+    /// Multi-buffer frames (AF_XDP's `XDP_USE_SG`): a frame longer than one area frame
+    /// arrives as several receive descriptors, every one but the last marked
+    /// `Desc::CONTD`. Without it (default) a chained frame arrives in one area frame
+    /// when it fits, else it is dropped and counted. Only for the frames path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multi_buffer: Option<bool>,
 }
 
 /// What an adapter allows endpoints (checked at open).
@@ -289,6 +295,9 @@ pub struct EndpointCounters {
     /// Header-copy: frames dropped because the client held as many as it may.
     #[serde(default)]
     pub held_full: u64,
+    /// Of `rx_delivered`: frames delivered as several descriptors (multi-buffer).
+    #[serde(default)]
+    pub rx_multi_buffer: u64,
 }
 
 impl EndpointCounters {
@@ -303,6 +312,7 @@ impl EndpointCounters {
             msg_taken: s.msg_taken,
             msg_unhandled: s.msg_dropped,
             msg_delivered: s.msg_delivered,
+            rx_multi_buffer: s.rx_multi,
             ..Default::default()
         }
     }
@@ -330,6 +340,9 @@ pub struct EndpointView {
     /// What travels on it (the host router's data paths).
     #[serde(default)]
     pub path: HostPath,
+    /// It takes multi-buffer frames as several descriptors ([`EndpointRequest::multi_buffer`]).
+    #[serde(default)]
+    pub multi_buffer: bool,
     /// The index of its port (the egress port a header-copy or in-place return names).
     #[serde(default)]
     pub port_index: u16,
@@ -371,10 +384,12 @@ pub(crate) struct EpEntry {
     cell: Mutex<Option<(AdapterEnd, EventFd)>>,
     live: Liveness,
     /// `EndpointCounters` in field order, published by the owner.
-    counters: [AtomicU64; 9],
+    counters: [AtomicU64; 10],
     served: std::sync::atomic::AtomicBool,
     path: HostPath,
     header_bytes: u16,
+    /// Chained frames arrive as several descriptors (`EndpointRequest::multi_buffer`).
+    multi_buffer: bool,
     /// By port: whether a header-copy or in-place return may name it as its egress.
     egress_ok: Vec<bool>,
     /// `bad_handle`, `held`, `held_full`, published by the owner.
@@ -405,6 +420,7 @@ impl EpEntry {
             c.msg_taken,
             c.msg_unhandled,
             c.msg_delivered,
+            c.rx_multi_buffer,
         ];
         for (a, v) in self.counters.iter().zip(v) {
             a.store(v, Ordering::Relaxed);
@@ -423,6 +439,7 @@ impl EpEntry {
             msg_taken: v[6],
             msg_unhandled: v[7],
             msg_delivered: v[8],
+            rx_multi_buffer: v[9],
             applets: self.applet_counters.load(),
             bad_handle: self.path_counters[0].load(Ordering::Relaxed),
             held: self.path_counters[1].load(Ordering::Relaxed),
@@ -587,6 +604,11 @@ impl Live {
             }
             (_, None) => 0,
         };
+        let multi_buffer = req.multi_buffer.unwrap_or(false);
+        if multi_buffer && path != HostPath::Frames {
+            let why = "multi_buffer needs path \"frames\"".to_string();
+            return Err(LiveError::BadLayout { why });
+        }
         let mut st = eps.lock();
         if st.eps.len() >= st.limits.max_endpoints {
             return Err(LiveError::EndpointLimit {
@@ -627,7 +649,8 @@ impl Live {
         let setup =
             |e: spine_endpoint::EndpointError| LiveError::EndpointSetup { why: e.to_string() };
         let made = (|| {
-            let end = AdapterEnd::create(layout).map_err(setup)?;
+            let mut end = AdapterEnd::create(layout).map_err(setup)?;
+            end.set_multi_buffer(multi_buffer);
             let wake = EventFd::new().map_err(setup)?;
             let dup = |fd: std::os::fd::BorrowedFd<'_>| {
                 fd.try_clone_to_owned()
@@ -655,6 +678,7 @@ impl Live {
             served: Default::default(),
             path,
             header_bytes,
+            multi_buffer,
             egress_ok,
             path_counters: Default::default(),
             garbage_limit: st.limits.garbage_limit,
@@ -678,6 +702,7 @@ impl Live {
             frame_size: e.layout.frame_size,
             frames: e.layout.frames,
             path: e.path,
+            multi_buffer: e.multi_buffer,
             port_index: e.port,
             pid: e.pid,
             served: e.served.load(Ordering::Relaxed),

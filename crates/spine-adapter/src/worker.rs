@@ -1592,15 +1592,17 @@ impl Worker {
     /// endpoint whose tag matches (the home worker), or handed to the home worker when
     /// one matches; returned when none does. The frame is copied into the endpoint; the
     /// buffer goes back to the pool.
+    /// `kind` is how a hand-off goes: [`MsgKind::Pass`], or [`MsgKind::PassFrags`] for
+    /// a chained frame.
     #[inline(never)]
-    fn pass_to_endpoint(&mut self, buf: Buf, p: u16, seq: u32) -> Option<Buf> {
+    fn pass_to_endpoint(&mut self, buf: Buf, p: u16, seq: u32, kind: MsgKind) -> Option<Buf> {
         let home = self.wiring.ports[usize::from(p)].home;
         let Ok(data) = self.pool.data(&buf) else { return Some(buf) };
         if home != self.index {
             if !self.eps.any_matches(p, data) {
                 return Some(buf);
             }
-            self.handoff(home, Msg { buf, kind: MsgKind::Pass, port: p, packet: seq }, p);
+            self.handoff(home, Msg { buf, kind, port: p, packet: seq }, p);
             return None;
         }
         let Some(k) = self.eps.owned.iter().position(|o| o.port() == p && o.matches(data)) else {
@@ -1615,7 +1617,7 @@ impl Worker {
     /// host path, else dropped and counted.
     fn pass(&mut self, buf: Buf, p: u16, seq: u32) {
         let buf = if self.eps.on_port[usize::from(p)] {
-            match self.pass_to_endpoint(buf, p, seq) {
+            match self.pass_to_endpoint(buf, p, seq, MsgKind::Pass) {
                 Some(b) => b,
                 None => return,
             }

@@ -53,6 +53,12 @@ pub struct Channel {
     pub path: Option<DataPath>,
     /// For [`DataPath::HeaderCopy`]: bytes of each frame delivered (14..=64; `None`: 64).
     pub header_bytes: Option<u16>,
+    /// Multi-buffer frames (AF_XDP's `XDP_USE_SG`): a frame longer than one area frame
+    /// (a jumbo frame, a chained frame) arrives as several entries, read with
+    /// [`Endpoint::recv_pieces`] or gathered by [`Endpoint::recv_frames`]. Without it a
+    /// chained frame arrives in one area frame when it fits and is dropped (counted)
+    /// when it does not.
+    pub multi_buffer: bool,
 }
 
 /// What an endpoint carries (the host router's data paths, see `docs/ARCHITECTURE.md`).
@@ -94,6 +100,8 @@ struct ChannelRequest<'a> {
     path: Option<DataPath>,
     #[serde(skip_serializing_if = "Option::is_none")]
     header_bytes: Option<u16>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    multi_buffer: bool,
 }
 
 impl Serialize for Channel {
@@ -110,6 +118,7 @@ impl Serialize for Channel {
             frames: self.frames,
             path: self.path,
             header_bytes: self.header_bytes,
+            multi_buffer: self.multi_buffer,
         }
         .serialize(s)
     }
@@ -362,6 +371,8 @@ pub struct Endpoint {
     id: Option<u64>,
     /// The adapter's index of the endpoint's port (when it said).
     port_index: Option<u16>,
+    /// [`Endpoint::recv_frames`]: the pieces of a multi-buffer frame read so far.
+    gather: Vec<u8>,
 }
 
 impl Endpoint {
@@ -373,6 +384,7 @@ impl Endpoint {
             conn: None,
             id: None,
             port_index: None,
+            gather: Vec::new(),
         })
     }
 
@@ -554,6 +566,48 @@ impl Endpoint {
     /// application's (typically one it reserved with [`reserve_area`](Self::reserve_area)).
     pub fn recv_marked(&mut self, max: usize, f: impl FnMut(&[u8], Option<(u8, u16)>)) -> usize {
         self.end.recv_marked(max, f)
+    }
+
+    /// Hands up to `max` receive entries to `f` in place, each with its marking (as
+    /// [`recv_marked`](Self::recv_marked)) and whether more of its frame follows in the
+    /// next entry (`Desc::CONTD`, AF_XDP's `XDP_PKT_CONTD`): on a
+    /// [`multi_buffer`](Channel::multi_buffer) endpoint a long frame is every entry up
+    /// to and including the first with `false`, zero copies. Returns the entries read.
+    pub fn recv_pieces(
+        &mut self,
+        max: usize,
+        f: impl FnMut(&[u8], Option<(u8, u16)>, bool),
+    ) -> usize {
+        self.end.recv_pieces(max, f)
+    }
+
+    /// Hands up to `max` received frames (or messages) to `f` whole: a one-entry frame in
+    /// place, a multi-buffer frame's pieces gathered first into a buffer the endpoint
+    /// keeps (one copy). A frame whose last piece has not been read stays gathered for
+    /// the next call. Returns the frames handed on.
+    pub fn recv_frames(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> usize {
+        let mut done = 0;
+        while done < max {
+            let gather = &mut self.gather;
+            let n = self.end.recv_pieces(1, |piece, _, more| {
+                if more || !gather.is_empty() {
+                    gather.extend_from_slice(piece);
+                }
+                if !more {
+                    if gather.is_empty() {
+                        f(piece);
+                    } else {
+                        f(gather);
+                        gather.clear();
+                    }
+                    done += 1;
+                }
+            });
+            if n == 0 {
+                break;
+            }
+        }
+        done
     }
 
     /// Hands up to `max` received messages to `f` in place, without waiting (active

@@ -13,6 +13,7 @@ mod common;
 use common::c_client;
 use spine_testnet::daemons::TempDir;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::UdpSocket;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,10 +24,10 @@ use std::time::{Duration, Instant};
 use spine_adapter::{
     AdapterBuilder, AdapterOptions, Assign, Device, EndpointLimits, Live, Running,
 };
-use spine_client::{Channel, Endpoint, Match, OpenError};
+use spine_client::{Channel, DataPath, Endpoint, Match, OpenError};
 use spine_control::{endpoint_socket, serve, Client, Server, ServerConfig};
 use spine_endpoint::{AdapterEnd, ClientEnd, Layout};
-use spine_ports::{EndpointPort, MemPort, Pool, PoolConfig};
+use spine_ports::{EndpointPort, MemPort, Pool, PoolConfig, UdpPort, TUNNEL_HEADER};
 use spine_runtime::DomainSpec;
 
 /// An Ethernet/IPv4/UDP frame to `dport` carrying `payload`, from a source port that
@@ -100,6 +101,17 @@ impl Rig {
         ext: Option<(&str, &[u8])>,
         domain: Option<DomainSpec>,
     ) -> Rig {
+        Rig::build_more(opts, ext, domain, |_| {})
+    }
+
+    /// As `build_with`; `more` adds ports (and extensions on them) before the adapter
+    /// is built.
+    fn build_more(
+        opts: AdapterOptions,
+        ext: Option<(&str, &[u8])>,
+        domain: Option<DomainSpec>,
+        more: impl FnOnce(&mut AdapterBuilder),
+    ) -> Rig {
         let mut b = AdapterBuilder::new(opts).unwrap();
         let end = AdapterEnd::create(Layout::new(256, 2048, 512).unwrap()).unwrap();
         let wire = ClientEnd::open(end.shm().fd().try_clone_to_owned().unwrap()).unwrap();
@@ -116,6 +128,7 @@ impl Rig {
             let e = b.load_extension(name, obj, None, &dom, "test").unwrap();
             b.attach(e, w).unwrap();
         }
+        more(&mut b);
         let adapter = b.build().unwrap();
         let pool = adapter.pool().clone();
         let running = adapter.start().unwrap();
@@ -1847,5 +1860,254 @@ fn a_handler_replaced_atomically_answers_every_message_once_by_the_old_or_the_ne
     assert_eq!(err.kind(), "attached", "{err}");
     assert!(rig.live.extensions().iter().all(|e| e.name != "v4"), "nothing loaded");
     drop(ep);
+    rig.finish();
+}
+
+/// A rig (one worker) with a second port, `tun`, a UDP tunnel on the loopback whose peer
+/// is the returned socket: what the test sends there the adapter receives on `tun`, a
+/// frame longer than a pool buffer (2,048 bytes, 1,792 after the headroom) as a chain.
+/// `tun` has no host path; it runs extension `ext` when given.
+fn tunnel_rig(ext: Option<(&str, &[u8])>) -> (Rig, UdpSocket) {
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let local = "127.0.0.1:0".parse().unwrap();
+    let port = UdpPort::open("tun", local, peer.local_addr().unwrap(), 0).unwrap();
+    peer.connect(port.local_addr().unwrap()).unwrap();
+    let opts = AdapterOptions { workers: 1, pool: PoolConfig::new(1024), ..Default::default() };
+    let rig = Rig::build_more(opts, None, None, |b| {
+        let t = b.add_port("tun", Device::Udp(port), None).unwrap();
+        if let Some((name, obj)) = ext {
+            let e = b.load_extension(name, obj, None, "default", "test").unwrap();
+            b.attach(e, t).unwrap();
+        }
+    });
+    (rig, peer)
+}
+
+/// Sends `frame` into the adapter's port `tun`.
+fn tunnel_send(peer: &UdpSocket, frame: &[u8]) {
+    let mut d = TUNNEL_HEADER.to_vec();
+    d.extend_from_slice(frame);
+    assert_eq!(peer.send(&d).unwrap(), d.len());
+}
+
+/// A UDP frame to `dport` of `len` bytes in all, its payload depending on `len`.
+fn udp_of_len(dport: u16, len: usize) -> Vec<u8> {
+    let payload: Vec<u8> = (0..len - 42).map(|i| (i * 7 + i / 251 + len) as u8).collect();
+    udp(dport, &payload)
+}
+
+/// Reads `n` frames as their pieces: each frame's (bytes, more-follows) entries.
+fn recv_pieces_n(ep: &mut Endpoint, n: usize) -> Vec<Vec<(Vec<u8>, bool)>> {
+    let mut frames: Vec<Vec<(Vec<u8>, bool)>> = Vec::new();
+    let mut cur = Vec::new();
+    until("the endpoint's frames", || {
+        ep.recv_pieces(64, |d, mark, more| {
+            assert!(mark.is_none(), "a frame, not a message");
+            cur.push((d.to_vec(), more));
+            if !more {
+                frames.push(std::mem::take(&mut cur));
+            }
+        });
+        frames.len() >= n
+    });
+    assert!(cur.is_empty(), "no frame left half read");
+    frames
+}
+
+fn counters(rig: &Rig) -> spine_adapter::EndpointCounters {
+    rig.live.endpoints()[0].counters
+}
+
+/// Multi-buffer frames on an endpoint that asked for them (AF_XDP's `XDP_USE_SG`): a
+/// jumbo frame the UDP tunnel port received as a chain of pool buffers, passed with no
+/// program, arrives as several receive descriptors, each a whole 2,048-byte area frame
+/// but the last, every one but the last marked `CONTD`, and the bytes are the frame's;
+/// frames of one area frame or less arrive as before (in one frame, or inline).
+/// `recv_frames` gathers a multi-buffer frame. The pool is whole at the end.
+#[test]
+fn a_jumbo_frame_reaches_a_multi_buffer_endpoint_as_several_descriptors() {
+    let (rig, peer) = tunnel_rig(None);
+    let chan = Channel { multi_buffer: true, ..Channel::udp4("tun", 7777) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    assert!(rig.live.endpoints()[0].multi_buffer);
+    let lens = [9000, 2100, 1500, 60];
+    let frames: Vec<Vec<u8>> = lens.iter().map(|&n| udp_of_len(7777, n)).collect();
+    for f in &frames {
+        tunnel_send(&peer, f);
+    }
+    let got = recv_pieces_n(&mut ep, 4);
+    let shape: Vec<Vec<(usize, bool)>> =
+        got.iter().map(|f| f.iter().map(|(d, m)| (d.len(), *m)).collect()).collect();
+    let want_shape: Vec<Vec<(usize, bool)>> = vec![
+        vec![(2048, true), (2048, true), (2048, true), (2048, true), (808, false)],
+        vec![(2048, true), (52, false)],
+        vec![(1500, false)],
+        vec![(60, false)],
+    ];
+    assert_eq!(shape, want_shape);
+    for (f, want) in got.iter().zip(&frames) {
+        let whole: Vec<u8> = f.iter().flat_map(|(d, _)| d.iter().copied()).collect();
+        assert!(whole == *want, "the frame's bytes, in order");
+    }
+    until("the counters published", || counters(&rig).rx_delivered == 4);
+    let c = counters(&rig);
+    assert_eq!((c.rx_multi_buffer, c.rx_dropped, c.bad_desc), (2, 0, 0));
+    // Gathered whole by the client library.
+    tunnel_send(&peer, &frames[0]);
+    let mut whole = Vec::new();
+    until("the gathered frame", || {
+        ep.recv_frames(8, |f| whole.push(f.to_vec()));
+        !whole.is_empty()
+    });
+    assert!(whole == vec![frames[0].clone()]);
+    drop(ep);
+    let t = rig.finish();
+    let tun = t.port("tun").unwrap();
+    assert_eq!((tun.rx_packets, tun.drops.total()), (5, 0), "{tun:?}");
+}
+
+/// An AF_XDP program loaded as `xdp.frags` redirects a jumbo frame into its XSKMAP
+/// slot; the endpoint bound there with multi-buffer frames gets it whole, in pieces.
+#[test]
+fn an_xdp_frags_program_redirects_a_jumbo_frame_to_its_xskmap_endpoint() {
+    let obj = fixture("xsk_frags");
+    let (rig, peer) = tunnel_rig(Some(("xsk", &obj)));
+    let chan = Channel { multi_buffer: true, ..Channel::slot("tun", None, "xsks_map", 0) };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let frames: Vec<Vec<u8>> = [9000, 3000, 200].iter().map(|&n| udp_of_len(6000, n)).collect();
+    for f in &frames {
+        tunnel_send(&peer, f);
+    }
+    let got = recv_pieces_n(&mut ep, 3);
+    assert_eq!(got.iter().map(Vec::len).collect::<Vec<_>>(), [5, 2, 1]);
+    for (f, want) in got.iter().zip(&frames) {
+        let whole: Vec<u8> = f.iter().flat_map(|(d, _)| d.iter().copied()).collect();
+        assert!(whole == *want);
+    }
+    drop(ep);
+    let t = rig.finish();
+    let tun = t.port("tun").unwrap();
+    assert_eq!((tun.verdicts.redirect, tun.drops.total()), (3, 0), "{tun:?}");
+}
+
+/// All or nothing: an endpoint of 8 frames (4 on the fill ring) whose client does not
+/// read. A 9,000-byte frame needs 5 fill frames: dropped and counted, no fill frame
+/// taken, nothing posted; a 7,000-byte frame then takes exactly the 4; one more frame
+/// finds none. The client reads exactly the 7,000-byte frame, and no pool buffer is lost.
+#[test]
+fn a_multi_buffer_frame_without_room_for_every_piece_is_dropped_whole() {
+    let (rig, peer) = tunnel_rig(None);
+    let chan = Channel {
+        multi_buffer: true,
+        ring_entries: Some(8),
+        frames: Some(8),
+        ..Channel::udp4("tun", 7777)
+    };
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    let big = udp_of_len(7777, 9000);
+    let four = udp_of_len(7777, 7000);
+    tunnel_send(&peer, &big);
+    until("the first frame dropped", || counters(&rig).rx_dropped == 1);
+    tunnel_send(&peer, &four);
+    until("the second frame delivered", || counters(&rig).rx_delivered == 1);
+    tunnel_send(&peer, &udp_of_len(7777, 3000));
+    until("the third frame dropped", || counters(&rig).rx_dropped == 2);
+    let got = recv_pieces_n(&mut ep, 1);
+    assert_eq!(got[0].len(), 4);
+    let whole: Vec<u8> = got[0].iter().flat_map(|(d, _)| d.iter().copied()).collect();
+    assert!(whole == four);
+    assert_eq!(ep.recv(64, |_| {}), 0, "nothing half delivered");
+    // Read, its frames are back on the fill ring: a 3-piece frame arrives.
+    let three = udp_of_len(7777, 5000);
+    tunnel_send(&peer, &three);
+    let got = recv_pieces_n(&mut ep, 1);
+    let whole: Vec<u8> = got[0].iter().flat_map(|(d, _)| d.iter().copied()).collect();
+    assert!(whole == three);
+    let c = counters(&rig);
+    assert_eq!((c.rx_delivered, c.rx_dropped, c.rx_multi_buffer), (2, 2, 2));
+    drop(ep);
+    // `finish` counts the pool whole: every buffer of the dropped chains came back.
+    let t = rig.finish();
+    assert_eq!(t.port("tun").unwrap().rx_packets, 4);
+}
+
+/// An endpoint that did not ask for multi-buffer frames gets a chained frame copied
+/// into one area frame when it fits (here 4,096-byte frames), unmarked; one longer is
+/// dropped and counted, no fill frame used. Multi-buffer needs the frames path.
+#[test]
+fn an_endpoint_not_opted_in_gets_a_chained_frame_in_one_area_frame_or_not_at_all() {
+    let (rig, peer) = tunnel_rig(None);
+    let chan = Channel { frame_size: Some(4096), frames: Some(16), ..Channel::udp4("tun", 7777) };
+    let bad = Channel { multi_buffer: true, path: Some(DataPath::HeaderCopy), ..chan.clone() };
+    assert_eq!(refused(Endpoint::open(&rig.sock, &bad)).0, "bad_size");
+    let mut ep = Endpoint::open(&rig.sock, &chan).unwrap();
+    rig.served(1);
+    assert!(!rig.live.endpoints()[0].multi_buffer);
+    let fits = udp_of_len(7777, 4000);
+    tunnel_send(&peer, &fits);
+    let got = recv_pieces_n(&mut ep, 1);
+    assert_eq!(got, vec![vec![(fits, false)]], "one descriptor, the whole frame");
+    tunnel_send(&peer, &udp_of_len(7777, 9000));
+    until("the long frame dropped", || counters(&rig).rx_dropped == 1);
+    let after = udp_of_len(7777, 2500);
+    tunnel_send(&peer, &after);
+    assert_eq!(recv_pieces_n(&mut ep, 1), vec![vec![(after, false)]]);
+    let c = counters(&rig);
+    assert_eq!((c.rx_delivered, c.rx_dropped, c.rx_multi_buffer), (2, 1, 0));
+    drop(ep);
+    rig.finish();
+}
+
+/// The Python client (`clients/python/jumbo_recv.py`) reads multi-buffer frames whole.
+#[test]
+fn a_python_application_reads_multi_buffer_frames_whole() {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python/jumbo_recv.py");
+    let mut py = Command::new("python3");
+    py.arg(script);
+    jumbo_app(py, "the Python client");
+}
+
+/// The same with the C client (`clients/c/jumbo_recv.c`, `spine_ep_recv_frame`).
+#[test]
+fn a_c_application_reads_multi_buffer_frames_whole() {
+    let dir = TempDir::new("c-client");
+    jumbo_app(Command::new(c_client(&dir, "jumbo_recv")), "the C client");
+}
+
+fn fnv1a(data: &[u8]) -> u32 {
+    data.iter().fold(2_166_136_261u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(16_777_619))
+}
+
+/// Runs `app` (argv: control socket, port, UDP port, count) against a tunnel rig: it
+/// must open a multi-buffer endpoint for UDP port 7777 on `tun` and print each frame's
+/// length and FNV-1a hash, for frames of one to five area frames.
+fn jumbo_app(mut app: Command, who: &str) {
+    let (rig, peer) = tunnel_rig(None);
+    let mut child = app
+        .args([rig.sock.to_str().unwrap(), "tun", "7777", "4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let opened = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with("open "));
+    assert!(opened.is_some(), "{who} opened its endpoint");
+    rig.served(1);
+    assert!(rig.live.endpoints()[0].multi_buffer);
+    let frames: Vec<Vec<u8>> =
+        [9000, 60, 2100, 1500].iter().map(|&n| udp_of_len(7777, n)).collect();
+    for f in &frames {
+        tunnel_send(&peer, f);
+    }
+    let got: Vec<String> =
+        lines.map_while(Result::ok).filter(|l| l.starts_with("frame ")).collect();
+    let want: Vec<String> =
+        frames.iter().map(|f| format!("frame {} {:08x}", f.len(), fnv1a(f))).collect();
+    assert_eq!(got, want, "{who} read every frame whole");
+    assert!(child.wait().unwrap().success(), "{who} read all 4");
+    until("the closed endpoint reclaimed", || rig.live.endpoints().is_empty());
     rig.finish();
 }

@@ -37,6 +37,8 @@ pub struct AdapterStats {
     pub msg_dropped: u64,
     /// Active messages delivered to the client ([`AdapterEnd::deliver_message`]).
     pub msg_delivered: u64,
+    /// Of `rx_delivered`: frames delivered as several descriptors ([`Desc::CONTD`]).
+    pub rx_multi: u64,
 }
 
 /// What [`AdapterEnd::take_entry`] took.
@@ -72,11 +74,17 @@ pub struct AdapterEnd {
     /// ([`Desc::GRANT`]), oldest first: `(off, len)`, the first `grants` in use.
     granted: [(u64, u32); GRANTS],
     grants: usize,
+    /// The client reads multi-buffer frames ([`Desc::CONTD`]).
+    multi_buffer: bool,
 }
 
 /// Grants ([`Desc::GRANT`]) an endpoint may have outstanding; one past them is refused
 /// (`bad_desc`).
 pub const GRANTS: usize = 8;
+
+/// Most receive descriptors one frame takes ([`AdapterEnd::deliver_pieces`]); a frame
+/// that would need more is dropped (`rx_too_big`).
+pub const MAX_PIECES: usize = 32;
 
 impl AdapterEnd {
     /// Creates an endpoint region for `layout`. Hand [`AdapterEnd::shm`]'s fd to the client.
@@ -93,6 +101,7 @@ impl AdapterEnd {
             stats: AdapterStats::default(),
             granted: [(0, 0); GRANTS],
             grants: 0,
+            multi_buffer: false,
         })
     }
 
@@ -106,6 +115,17 @@ impl AdapterEnd {
 
     pub fn stats(&self) -> AdapterStats {
         self.stats
+    }
+
+    /// Whether a frame longer than one area frame may arrive as several descriptors
+    /// ([`Desc::CONTD`]): AF_XDP's `XDP_USE_SG`, chosen when the endpoint is opened
+    /// (the client must read the marks). Off: every frame takes one descriptor.
+    pub fn set_multi_buffer(&mut self, on: bool) {
+        self.multi_buffer = on;
+    }
+
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     fn ready(&mut self, which: RingId) -> u32 {
@@ -169,6 +189,12 @@ impl AdapterEnd {
     /// receive ring (which has room) with `options`. Bad fill entries are skipped, at
     /// most the ring's worth so a hostile client cannot keep the adapter here.
     pub(crate) fn deliver_in_fill_frame(&mut self, frame: &[u8], options: u32) -> bool {
+        self.gather_in_fill_frame(&[frame], frame.len(), options)
+    }
+
+    /// As [`AdapterEnd::deliver_in_fill_frame`] for the frame made of `pieces` (of
+    /// `total` bytes together).
+    fn gather_in_fill_frame(&mut self, pieces: &[&[u8]], total: usize, options: u32) -> bool {
         let avail = self.ready(RingId::Fill);
         for _ in 0..avail {
             let addr = self.shm.u64_at(self.fill.slot(0)).load(Ordering::Relaxed);
@@ -177,19 +203,116 @@ impl AdapterEnd {
                 self.stats.bad_desc += 1;
                 continue;
             };
-            if frame.len() > room {
+            if total > room {
                 self.stats.rx_too_big += 1;
                 // The frame goes back to the client unused, as a zero-length receive.
                 self.post_rx(Desc { addr, len: 0, options: 0 });
                 return false;
             }
-            self.shm.write(self.layout.area_offset() + addr as usize, frame);
-            self.post_rx(Desc { addr, len: frame.len() as u32, options });
+            self.write_gathered(self.layout.area_offset() + addr as usize, pieces, 0, total);
+            self.post_rx(Desc { addr, len: total as u32, options });
             self.stats.rx_delivered += 1;
             return true;
         }
         self.stats.rx_no_room += 1;
         false
+    }
+
+    /// Writes `len` bytes of the concatenation of `pieces`, from its byte `skip`, at
+    /// offset `at` of the region (inside it: the caller checked).
+    fn write_gathered(&self, mut at: usize, pieces: &[&[u8]], mut skip: usize, mut len: usize) {
+        for p in pieces {
+            if len == 0 {
+                break;
+            }
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            let n = (p.len() - skip).min(len);
+            self.shm.write(at, &p[skip..skip + n]);
+            at += n;
+            len -= n;
+            skip = 0;
+        }
+    }
+
+    /// Delivers one frame given as `pieces` (a chained frame's buffers, in order), all
+    /// or nothing. Inline when it fits ([`INLINE_BYTES`]); else, on an endpoint that
+    /// reads multi-buffer frames ([`AdapterEnd::set_multi_buffer`]), in as many fill
+    /// frames as it needs (each filled to its end, at most [`MAX_PIECES`]), posted
+    /// together as that many receive descriptors, every one but the last marked
+    /// [`Desc::CONTD`]; on any other endpoint, in one fill frame as
+    /// [`AdapterEnd::deliver`] does. When the fill ring or the receive ring has not
+    /// room for every piece nothing is taken or posted (`rx_no_room`; `rx_too_big`
+    /// past [`MAX_PIECES`] or, single-frame, past a frame's room). Each fill entry is
+    /// read once; a bad one among those used is skipped and counted (`bad_desc`).
+    pub fn deliver_pieces(&mut self, pieces: &[&[u8]]) -> bool {
+        let total: usize = pieces.iter().map(|p| p.len()).sum();
+        let rx_room = self.ready(RingId::Rx);
+        if rx_room == 0 {
+            self.stats.rx_no_room += 1;
+            return false;
+        }
+        if total <= INLINE_BYTES {
+            let at = self.rx.inline_slot(self.layout.inline_off(), 0);
+            self.write_gathered(at, pieces, 0, total);
+            self.post_rx(Desc { addr: 0, len: total as u32, options: Desc::INLINE });
+            self.stats.rx_delivered += 1;
+            self.stats.rx_inline += 1;
+            return true;
+        }
+        if !self.multi_buffer {
+            if total > self.layout.frame_size as usize || total > u32::MAX as usize {
+                // No fill frame can hold it: nothing taken.
+                self.stats.rx_too_big += 1;
+                return false;
+            }
+            return self.gather_in_fill_frame(pieces, total, 0);
+        }
+        // The plan: fill frames in ring order, each read once, until they hold it.
+        let most = MAX_PIECES.min(rx_room as usize);
+        let avail = self.ready(RingId::Fill);
+        let mut plan = [(0u64, 0usize); MAX_PIECES];
+        let (mut used, mut read, mut bad, mut room) = (0, 0u32, 0, 0usize);
+        while room < total && read < avail && used < most {
+            let addr = self.shm.u64_at(self.fill.slot(read)).load(Ordering::Relaxed);
+            read += 1;
+            match self.layout.check_frame(addr) {
+                Some((_, r)) => {
+                    plan[used] = (addr, r);
+                    used += 1;
+                    room += r;
+                }
+                None => bad += 1,
+            }
+        }
+        if room < total {
+            if used == MAX_PIECES {
+                self.stats.rx_too_big += 1;
+            } else {
+                self.stats.rx_no_room += 1;
+            }
+            return false;
+        }
+        self.fill.advance(&self.shm, read);
+        self.stats.bad_desc += bad;
+        let mut off = 0;
+        for (i, &(addr, r)) in plan[..used].iter().enumerate() {
+            let len = r.min(total - off);
+            self.write_gathered(self.layout.area_offset() + addr as usize, pieces, off, len);
+            off += len;
+            let options = if i + 1 < used { Desc::CONTD } else { 0 };
+            let d = Desc { addr, len: len as u32, options };
+            let slot = self.rx.slot(i as u32);
+            self.shm.u64_at(slot).store(d.addr, Ordering::Relaxed);
+            self.shm.u64_at(slot + 8).store(d.word(), Ordering::Relaxed);
+        }
+        // One release for every piece: the client sees the whole frame or none of it.
+        self.rx.advance(&self.shm, used as u32);
+        self.stats.rx_delivered += 1;
+        self.stats.rx_multi += u64::from(used > 1);
+        true
     }
 
     fn post_rx(&mut self, d: Desc) {

@@ -243,11 +243,34 @@ impl ClientEnd {
     }
 
     /// As [`recv`](Self::recv), with each entry's marking: `Some((handler, source))` for
-    /// an active message (source: the sending extension's id), `None` for a frame.
+    /// an active message (source: the sending extension's id), `None` for a frame. The
+    /// pieces of a multi-buffer frame ([`Desc::CONTD`]) are handed on one by one, as
+    /// frames: read them with [`recv_pieces`](Self::recv_pieces).
     pub fn recv_marked(
         &mut self,
         max: usize,
         mut f: impl FnMut(&[u8], Option<(u8, u16)>),
+    ) -> usize {
+        self.recv_entries(max, |data, mark, _| f(data, mark))
+    }
+
+    /// As [`recv_marked`](Self::recv_marked), each entry with whether more of its frame
+    /// follows in the next one ([`Desc::CONTD`], AF_XDP's `XDP_PKT_CONTD`): a
+    /// multi-buffer frame is the entries up to and including the first with `false`.
+    /// The adapter posts a frame's pieces together, so a frame is cut between calls
+    /// only by `max`.
+    pub fn recv_pieces(
+        &mut self,
+        max: usize,
+        f: impl FnMut(&[u8], Option<(u8, u16)>, bool),
+    ) -> usize {
+        self.recv_entries(max, f)
+    }
+
+    fn recv_entries(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&[u8], Option<(u8, u16)>, bool),
     ) -> usize {
         let n = (self.rx.ready(&self.shm).unwrap_or(0) as usize).min(max);
         for _ in 0..n {
@@ -262,22 +285,26 @@ impl ClientEnd {
                 f(
                     self.shm.bytes_mut(self.layout.area_offset() + d.addr as usize, d.len as usize),
                     Some(mark),
+                    false,
                 );
                 self.rx.advance(&self.shm, 1);
                 continue;
             }
-            match self.layout.check_entry(d) {
-                Some((Payload::Inline, msg)) => {
+            let more = d.options == Desc::CONTD;
+            let plain = if more { Desc { options: 0, ..d } } else { d };
+            match self.layout.check_entry(plain) {
+                Some((Payload::Inline, msg)) if !more => {
                     let at = self.rx.inline_slot(self.layout.inline_off(), 0);
-                    f(self.shm.bytes_mut(at, d.len as usize), msg);
+                    f(self.shm.bytes_mut(at, d.len as usize), msg, false);
                 }
                 Some((Payload::Frame(off), msg)) => {
-                    f(self.shm.bytes_mut(self.layout.area_offset() + off, d.len as usize), msg);
+                    let bytes = self.shm.bytes_mut(self.layout.area_offset() + off, d.len as usize);
+                    f(bytes, msg, more);
                     let frame = d.addr - d.addr % u64::from(self.layout.frame_size);
                     self.free.push(frame);
                     self.refill_one();
                 }
-                None => {}
+                _ => {}
             }
             self.rx.advance(&self.shm, 1);
         }

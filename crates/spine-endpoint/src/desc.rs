@@ -53,6 +53,14 @@ impl Desc {
     /// pieces read from the area reference, to the endpoint over there whose id is in
     /// bits 16..32, or to its handlers with [`Desc::REMOTE_HANDLERS`].
     pub const REMOTE: u32 = 64;
+    /// Option bit (receive ring only, alone: options exactly this): AF_XDP's
+    /// `XDP_PKT_CONTD`. The frame goes on in the next descriptor: a multi-buffer frame
+    /// arrives as several frame descriptors, every one but the last marked, posted
+    /// together (the client never sees part of one). Only an endpoint opened with
+    /// `multi_buffer` gets them ([`crate::AdapterEnd::set_multi_buffer`]). AF_XDP keeps
+    /// the bit at 0; here bit 0 is [`Desc::INLINE`], so it is bit 7. The transmit ring
+    /// refuses it (`bad_desc`): a client sends one frame per descriptor.
+    pub const CONTD: u32 = 128;
     /// The destination of a [`Desc::REMOTE`] bulk message that names the other
     /// adapter's handlers rather than one of its endpoints.
     pub const REMOTE_HANDLERS: u16 = 0xffff;

@@ -52,7 +52,7 @@ mod shm;
 #[expect(unsafe_code, reason = "poll(2) on the clients' connections")]
 mod watch;
 
-pub use adapter::{AdapterEnd, AdapterStats, Returned, Taken, GRANTS};
+pub use adapter::{AdapterEnd, AdapterStats, Returned, Taken, GRANTS, MAX_PIECES};
 pub use client::{ClientEnd, HeaderIn};
 pub use desc::Desc;
 pub use error::EndpointError;

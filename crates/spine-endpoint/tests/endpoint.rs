@@ -556,3 +556,119 @@ fn remote_bulk_descriptors_carry_their_destination_and_are_checked() {
     assert_eq!(a.take_entry(&mut buf), None);
     assert_eq!((a.stats().msg_taken, a.stats().bad_desc), (2, 5));
 }
+
+/// A frame of `len` bytes whose every byte depends on its position, split into pieces
+/// as a pool chain holds it: a head of `head` bytes, then fragments of `frag` bytes.
+fn chained(len: usize, head: usize, frag: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let f: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+    let mut pieces = vec![f[..head].to_vec()];
+    pieces.extend(f[head..].chunks(frag).map(<[u8]>::to_vec));
+    (f, pieces)
+}
+
+/// Reads every entry: (bytes, CONTD) each.
+fn pieces_of(c: &mut ClientEnd) -> Vec<(Vec<u8>, bool)> {
+    let mut got = Vec::new();
+    c.recv_pieces(64, |d, m, more| {
+        assert!(m.is_none());
+        got.push((d.to_vec(), more));
+    });
+    got
+}
+
+#[test]
+fn a_multi_buffer_endpoint_gets_a_chained_frame_as_several_descriptors_marked_contd() {
+    let (mut a, mut c) = pair(Layout::new(16, 2048, 16).unwrap());
+    a.set_multi_buffer(true);
+    let (f, pieces) = chained(9000, 1792, 2048);
+    let refs: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+    assert!(a.deliver_pieces(&refs));
+    let got = pieces_of(&mut c);
+    // Each fill frame (2,048 bytes from its start) filled to its end: 5 descriptors.
+    let lens: Vec<usize> = got.iter().map(|(d, _)| d.len()).collect();
+    assert_eq!(lens, [2048, 2048, 2048, 2048, 808]);
+    let marks: Vec<bool> = got.iter().map(|&(_, m)| m).collect();
+    assert_eq!(marks, [true, true, true, true, false]);
+    assert!(got.iter().flat_map(|(d, _)| d.iter().copied()).eq(f.iter().copied()));
+    // A short chained frame travels inline, a one-frame one in one descriptor.
+    let (small, sp) = chained(60, 20, 20);
+    let sp: Vec<&[u8]> = sp.iter().map(Vec::as_slice).collect();
+    assert!(a.deliver_pieces(&sp));
+    let (mid, mp) = chained(1900, 1792, 2048);
+    let mp: Vec<&[u8]> = mp.iter().map(Vec::as_slice).collect();
+    assert!(a.deliver_pieces(&mp));
+    assert_eq!(pieces_of(&mut c), vec![(small, false), (mid, false)]);
+    let s = a.stats();
+    assert_eq!((s.rx_delivered, s.rx_multi, s.rx_inline, s.bad_desc), (3, 1, 1, 0));
+}
+
+#[test]
+fn a_multi_buffer_frame_is_delivered_whole_or_not_at_all() {
+    // 8 frames: 4 on the fill ring at open, the client reads nothing yet.
+    let (mut a, mut c) = pair(Layout::new(8, 2048, 8).unwrap());
+    a.set_multi_buffer(true);
+    let (_, big) = chained(9000, 1792, 2048);
+    let big: Vec<&[u8]> = big.iter().map(Vec::as_slice).collect();
+    // Needs 5 fill frames; 4 are there: nothing taken, nothing posted.
+    assert!(!a.deliver_pieces(&big));
+    assert_eq!((a.stats().rx_no_room, a.stats().rx_delivered), (1, 0));
+    assert!(pieces_of(&mut c).is_empty(), "no piece of it was posted");
+    // The 4 fill frames are all still there for a frame that needs exactly 4.
+    let (f, four) = chained(7000, 1792, 2048);
+    let four: Vec<&[u8]> = four.iter().map(Vec::as_slice).collect();
+    assert!(a.deliver_pieces(&four));
+    let got = pieces_of(&mut c);
+    assert_eq!(got.len(), 4);
+    assert!(got.iter().flat_map(|(d, _)| d.iter().copied()).eq(f.iter().copied()));
+
+    // A receive ring too short for the pieces: 4 entries, a 5-piece frame.
+    let (mut a, mut c) = pair(Layout::new(4, 2048, 64).unwrap());
+    a.set_multi_buffer(true);
+    assert!(!a.deliver_pieces(&big));
+    assert_eq!(a.stats().rx_no_room, 1);
+    assert!(pieces_of(&mut c).is_empty());
+    // A bad fill entry among those a frame uses is skipped and counted.
+    let (mut a, mut c) = pair(Layout::new(8, 2048, 8).unwrap());
+    a.set_multi_buffer(true);
+    let fill_entries = RING_BASE + 2 * (layout_inline_off(8) + 8 * 64) + 128;
+    c.poke_u64(fill_entries + 8, 1 << 40);
+    let (f, three) = chained(5000, 1792, 2048);
+    let three: Vec<&[u8]> = three.iter().map(Vec::as_slice).collect();
+    assert!(a.deliver_pieces(&three));
+    let got = pieces_of(&mut c);
+    assert_eq!(got.iter().map(|(d, _)| d.len()).collect::<Vec<_>>(), [2048, 2048, 904]);
+    assert!(got.iter().flat_map(|(d, _)| d.iter().copied()).eq(f.iter().copied()));
+    assert_eq!(a.stats().bad_desc, 1);
+}
+
+#[test]
+fn an_endpoint_not_opted_in_gets_a_chained_frame_in_one_frame_when_it_fits() {
+    let (mut a, mut c) = pair(Layout::new(8, 4096, 8).unwrap());
+    assert!(!a.multi_buffer());
+    let (f, p) = chained(3000, 1792, 2048);
+    let p: Vec<&[u8]> = p.iter().map(Vec::as_slice).collect();
+    assert!(a.deliver_pieces(&p));
+    assert_eq!(pieces_of(&mut c), vec![(f, false)]);
+    // Longer than a frame: dropped and counted, no fill frame used.
+    let (_, big) = chained(9000, 1792, 2048);
+    let big: Vec<&[u8]> = big.iter().map(Vec::as_slice).collect();
+    assert!(!a.deliver_pieces(&big));
+    assert_eq!((a.stats().rx_too_big, a.stats().rx_delivered, a.stats().rx_multi), (1, 1, 0));
+    let (g, p) = chained(4000, 1792, 2048);
+    let p: Vec<&[u8]> = p.iter().map(Vec::as_slice).collect();
+    assert!(a.deliver_pieces(&p));
+    assert_eq!(pieces_of(&mut c), vec![(g, false)]);
+}
+
+#[test]
+fn the_transmit_ring_refuses_contd() {
+    let (mut a, c) = pair(Layout::new(8, 2048, 8).unwrap());
+    let tx_entries = RING_BASE + 128;
+    // Frame 0 is the client's (the fill ring got the last four).
+    c.poke_u64(tx_entries, 0);
+    c.poke_u64(tx_entries + 8, 100 | u64::from(Desc::CONTD) << 32);
+    c.poke_u32(RING_BASE, 1);
+    let mut buf = [0u8; 2048];
+    assert_eq!(a.take(&mut buf), None);
+    assert_eq!((a.stats().bad_desc, a.stats().tx_taken), (1, 0));
+}

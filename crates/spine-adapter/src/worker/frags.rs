@@ -18,15 +18,18 @@
 //!   passed (`XDP_PASS`) to the port's host path (a TAP, which writes it whole), or to
 //!   a cpumap entry (`XDP_PASS` on that worker, as the kernel's cpumap builds its skb
 //!   with every fragment), or be broadcast (`BPF_F_BROADCAST`: a copy of the whole
-//!   chain per target port, see `Worker::devmap_broadcast`); endpoints, a port with
-//!   endpoints, or a port that cannot send it drop it, counted `drops.frags`. A frame
-//!   the program cut back to one buffer goes on as any linear frame.
+//!   chain per target port, see `Worker::devmap_broadcast`), or go to an endpoint (an
+//!   endpoint map or XSKMAP redirect, or `XDP_PASS` on a port whose endpoint's tag
+//!   matches its head), which takes it as several receive descriptors if it asked for
+//!   multi-buffer frames, else in one area frame when it fits (`Worker::deliver_chain`).
+//!   A port that cannot send it drops it, counted `drops.frags`. A frame the program
+//!   cut back to one buffer goes on as any linear frame.
 //! - A chained frame on a port without a program (a host path's TAP receiving a jumbo
 //!   frame from the kernel) is passed on the same way: out of the port the host path
 //!   serves, if that port transmits chains.
 
 use spine_abi::xdp_action as act;
-use spine_pool::{Buf, BufMeta, PoolError};
+use spine_pool::{Buf, BufMeta, PoolError, MAX_CHAIN};
 use spine_runtime::{Bounds, RxInfo, XdpRunner};
 
 use super::{decide, Action, Msg, MsgKind, Why, Worker};
@@ -113,19 +116,24 @@ impl Worker {
             }
             // `devmap_broadcast` sees the chain and copies it per target.
             Action::Broadcast { .. } | Action::Drop(_) => self.act(a, buf, p, e, seq),
-            Action::Endpoint(_) => self.drop(buf, p, Why::Frags, seq),
+            Action::Endpoint(id) => self.redirect_to_endpoint(buf, p, id, seq),
         }
     }
 
-    /// `XDP_PASS` for the chained frame `buf` of port `p`: to the port's host path (or,
-    /// for a host path, the port it serves) if that port transmits chains whole. A port
-    /// with endpoints drops it (endpoints take no chains), counted `drops.frags`; a port
-    /// without a host path counts it `drops.no_host_path` as for a linear frame.
+    /// `XDP_PASS` for the chained frame `buf` of port `p`: to an endpoint of the port
+    /// whose tag matches its head, else to the port's host path (or, for a host path,
+    /// the port it serves) if that port transmits chains whole. A port without a host
+    /// path counts it `drops.no_host_path` as for a linear frame.
     pub(crate) fn pass_frags(&mut self, buf: Buf, p: u16, seq: u32) {
         let pi = usize::from(p);
-        if self.eps.on_port[pi] {
-            return self.drop(buf, p, Why::Frags, seq);
-        }
+        let buf = if self.eps.on_port[pi] {
+            match self.pass_to_endpoint(buf, p, seq, MsgKind::PassFrags) {
+                Some(b) => b,
+                None => return,
+            }
+        } else {
+            buf
+        };
         match self.wiring.ports[pi].uplink {
             Some(h) => {
                 self.counters.ports[pi].to_host += 1;
@@ -189,5 +197,38 @@ impl Worker {
         if let Err(buf) = self.pending[qi].push(buf) {
             self.drop(buf, q, Why::TxFull, seq);
         }
+    }
+}
+
+impl Worker {
+    /// Delivers the chained frame `buf` (of port `p`) to owned endpoint `k`, then frees
+    /// it: its pieces are copied into the endpoint's area, as several descriptors if
+    /// the endpoint asked for multi-buffer frames, else into one area frame
+    /// ([`spine_endpoint::AdapterEnd::deliver_pieces`], which counts a frame without
+    /// room). A host-path endpoint, or one with a `doRx` applet (applets see one
+    /// buffer), drops it, counted `drops.frags`.
+    pub(crate) fn deliver_chain(&mut self, k: usize, buf: Buf, p: u16) {
+        let o = &self.eps.owned[k];
+        let rx_applet = o.applets.as_ref().is_some_and(|a| a.rx.is_some());
+        if o.path() != crate::endpoints::HostPath::Frames || rx_applet {
+            return self.drop(buf, p, Why::Frags, 0);
+        }
+        let pool = &*self.pool;
+        let Ok(head) = pool.data(&buf) else { return self.drop(buf, p, Why::Frags, 0) };
+        let mut pieces: [&[u8]; MAX_CHAIN] = [&[]; MAX_CHAIN];
+        pieces[0] = head;
+        let mut n = 1;
+        for f in pool.frags(&buf) {
+            if n == MAX_CHAIN {
+                break;
+            }
+            pieces[n] = f;
+            n += 1;
+        }
+        let o = &mut self.eps.owned[k];
+        if o.end.deliver_pieces(&pieces[..n]) {
+            o.woke = true;
+        }
+        let _ = self.cache.free(buf);
     }
 }
