@@ -7,7 +7,7 @@
 //! the tag's port.
 //!
 //! **How workers learn about endpoints.** The control side keeps the table of
-//! endpoints and publishes each new version to one [`Slot`] ([`EpTable`]), exactly as a
+//! endpoints and publishes each new version to one [`Slot`] (`EpTable`), exactly as a
 //! port's program is replaced. Every worker refreshes its reader at the top of a round
 //! (one `Acquire` load). On a change (cold path) the home worker of an endpoint's port
 //! takes the endpoint's [`AdapterEnd`] out of its entry (a `try_lock` taken once per

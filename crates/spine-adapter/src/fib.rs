@@ -20,7 +20,7 @@ pub(crate) fn env(
     Ok((w, FibEnv::new(r, ifaces).with_multipath_seed(cfg.multipath_seed)))
 }
 
-/// As [`env`], and the host's tables mirrored into the FIB live (`mirror = true`): its
+/// As [`env()`], and the host's tables mirrored into the FIB live (`mirror = true`): its
 /// routes, nexthops and neighbours over rtnetlink, every port in `kernel` (ports that
 /// are kernel interfaces) as an interface with the kernel's MAC, MTU, addresses and
 /// forwarding switches, followed as they change, unless `[[fib.interface]]` describes

@@ -2,7 +2,7 @@
 //! [`Live`] handles, and the operations a control plane performs while traffic flows
 //! (load, attach, detach, replace, unload, maps, counters).
 //!
-//! Nothing here runs on a worker. Attaching or replacing builds the new [`Program`]
+//! Nothing here runs on a worker. Attaching or replacing builds the new `Program`
 //! (one runner per worker) here and publishes it to the port's slot; each worker picks
 //! it up at the top of its next round, so every packet runs under exactly one program,
 //! the old or the new, and none is dropped for the change. Operations are serialised by

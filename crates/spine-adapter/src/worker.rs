@@ -1199,9 +1199,9 @@ impl Worker {
     ///
     /// A bulk message (`bulk`: offset and length in the endpoint's buffer area) has no
     /// payload; its handlers read the data with `spine_msg_bulk_read`
-    /// ([`crate::handlers::BulkHost`]). A message the client addressed to one extension
-    /// (`to`, its id) runs only that extension's handler, if it is of the domain and
-    /// registered it (else `msg_unhandled`).
+    /// ([`crate::handlers::MsgHost`] with `MsgData`). A message the client addressed to
+    /// one extension (`to`, its id) runs only that extension's handler, if it is of the
+    /// domain and registered it (else `msg_unhandled`).
     #[inline(never)]
     fn run_handlers(
         &mut self,
