@@ -189,6 +189,42 @@ struct spine_remote_msg_hdr {
 	__u16 len;     /* big-endian, 0..SPINE_MSG_MAX */
 } __attribute__((packed));
 
+/* A piece of a bulk message (version 2): every piece but the last carries exactly
+ * SPINE_MSG_PIECE_MAX bytes and the last the rest, at an offset that is a multiple of
+ * it; the receiving adapter reassembles up to SPINE_MSG_BULK_MAX bytes and runs the
+ * handlers (or fills an endpoint's grant) once every piece has arrived. */
+#define SPINE_MSG_PIECE_MAX 1024
+#define SPINE_MSG_BULK_MAX (16 * SPINE_MSG_PIECE_MAX)
+struct spine_remote_piece_hdr {
+	__u8 magic[2]; /* 'S', 'M' */
+	__u8 version;  /* 2 */
+	__u8 handler;
+	__u32 to;      /* big-endian, as above */
+	__u32 from;    /* big-endian, as above */
+	__u16 len;     /* big-endian, this piece's length, 1..SPINE_MSG_PIECE_MAX */
+	__u32 id;      /* big-endian, the sender's message id */
+	__u32 total;   /* big-endian, the message's length, 1..SPINE_MSG_BULK_MAX */
+	__u32 offset;  /* big-endian, this piece's offset in the message */
+} __attribute__((packed));
+
+/* The receiver's answer to a bulk message (version 3): an ACK when it is whole, a NACK
+ * naming the missing pieces (bit i: piece i) after a gap; the sending adapter resends
+ * just those, a bounded number of times. Messages an application split into pieces
+ * itself are not kept for resending: their ACKs and NACKs are counted and dropped. */
+#define SPINE_MSG_CTL_ACK 1
+#define SPINE_MSG_CTL_NACK 2
+struct spine_remote_ctl_hdr {
+	__u8 magic[2]; /* 'S', 'M' */
+	__u8 version;  /* 3 */
+	__u8 kind;     /* SPINE_MSG_CTL_ACK or SPINE_MSG_CTL_NACK */
+	__u32 from;    /* big-endian, `from` of the message's pieces */
+	__u32 id;      /* big-endian, the message id */
+	__u32 total;   /* big-endian, the message's length */
+	__u32 missing; /* big-endian, 0 in an ACK */
+} __attribute__((packed));
+_Static_assert(sizeof(struct spine_remote_piece_hdr) == 26, "piece header is 26 bytes");
+_Static_assert(sizeof(struct spine_remote_ctl_hdr) == 20, "ack/nack header is 20 bytes");
+
 /* Posts an active message of len bytes (1..SPINE_MSG_MAX) at data to handler `handler`
  * (0..255) of every extension of the sender's own domain on the same adapter (the
  * sender's own handler included, if it registered one). Asynchronous: the message is
