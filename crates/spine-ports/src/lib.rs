@@ -32,7 +32,10 @@ mod port;
 pub mod rng;
 #[expect(unsafe_code, reason = "the TUNSETIFF ioctl and readv/writev on the TAP descriptor")]
 mod tap;
-#[expect(unsafe_code, reason = "recv with MSG_TRUNC and a two-part sendmsg on the tunnel socket")]
+#[expect(
+    unsafe_code,
+    reason = "recvmsg with MSG_TRUNC and the source address, gathered sendmsg to the peer"
+)]
 mod udp;
 pub mod wire;
 

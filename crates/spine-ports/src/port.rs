@@ -56,11 +56,19 @@ pub struct Drops {
     pub bad_buffer: u64,
     /// The device refused the packet (down, or an error writing it).
     pub device: u64,
+    /// A tunnel datagram from an address other than the configured peer.
+    pub wrong_peer: u64,
 }
 
 impl Drops {
     pub fn total(&self) -> u64 {
-        self.no_buffer + self.too_big + self.kernel + self.bad_desc + self.bad_buffer + self.device
+        self.no_buffer
+            + self.too_big
+            + self.kernel
+            + self.bad_desc
+            + self.bad_buffer
+            + self.device
+            + self.wrong_peer
     }
 }
 

@@ -3,9 +3,11 @@
 //! for messages, endpoints and remote management.
 //!
 //! Each datagram is a 4-byte header (magic `0x53 0x50`, version 1, kind 0 = frame) and
-//! the frame. The socket is connected to the configured peer, so the kernel drops
-//! datagrams from anyone else; a datagram without the header, or too short to hold a
-//! frame header, is counted (`bad_desc`) and dropped. Receive reads the datagram straight
+//! the frame. The peer is fixed by the configuration (never learned from traffic): the
+//! socket is left unconnected so that every datagram's source is seen, and one from any
+//! other address (IP and port) is counted (`wrong_peer`) and dropped before a byte of it
+//! is parsed; transmit names the peer on every `sendmsg`. A datagram without the header,
+//! or too short to hold a frame header, is counted (`bad_desc`) and dropped. Receive reads the datagram straight
 //! into a pool buffer (the header lands in the headroom); transmit sends header and frame
 //! with one `sendmsg`, no copy.
 //!
@@ -36,6 +38,8 @@ pub struct UdpPort {
     name: String,
     sock: UdpSocket,
     port_id: u32,
+    /// The configured peer, as the kernel writes a source address.
+    peer: RawAddr,
     /// Where the rest of a datagram longer than a buffer lands before it is copied
     /// into fragments (and where one is read to be dropped when the pool is empty).
     scratch: Vec<u8>,
@@ -59,7 +63,6 @@ impl UdpPort {
             ));
         }
         let sock = UdpSocket::bind(local).map_err(io("bind"))?;
-        sock.connect(peer).map_err(io("connect"))?;
         sock.set_nonblocking(true).map_err(io("set_nonblocking"))?;
         // Room for bursts from a peer that sends faster than one round drains; the kernel
         // caps it at net.core.rmem_max/wmem_max, which is fine.
@@ -77,6 +80,7 @@ impl UdpPort {
             name: name.to_owned(),
             sock,
             port_id,
+            peer: RawAddr::new(peer),
             scratch: vec![0; 65_536],
             stats: PortStats::default(),
         })
@@ -90,31 +94,32 @@ impl UdpPort {
     }
 
     /// Reads one datagram into `into` and then `scratch`; `None` when none is queued.
-    /// Returns the datagram's full length, which may pass what the two hold. Errors the
-    /// peer's host reports (port unreachable) are consumed and counted.
-    fn recv_into(&mut self, into: &mut [u8]) -> Result<Option<usize>, PortError> {
+    /// Returns the datagram's full length, which may pass what the two hold, and whether
+    /// it came from the peer.
+    fn recv_into(&mut self, into: &mut [u8]) -> Result<Option<(usize, bool)>, PortError> {
         let mut iov = [
             libc::iovec { iov_base: into.as_mut_ptr().cast(), iov_len: into.len() },
             libc::iovec { iov_base: self.scratch.as_mut_ptr().cast(), iov_len: self.scratch.len() },
         ];
         // SAFETY: all-zero is a valid msghdr (no address, no control data).
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = iov.len();
-        loop {
-            // SAFETY: recvmsg(2) writes at most into.len() bytes into `into`, then at most
-            // scratch.len() into `scratch`, both exclusively ours; MSG_TRUNC makes it
-            // return the datagram's full length, so a cut one is recognised.
-            let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
-            if n >= 0 {
-                return Ok(Some(n as usize));
-            }
-            match os::errno() {
-                libc::EAGAIN | libc::EINTR => return Ok(None),
-                // The peer is not listening (yet): an ICMP error queued on the socket.
-                libc::ECONNREFUSED => self.stats.tx_drops.device += 1,
-                e => return Err(PortError::os(&self.name, "recv(udp)", e)),
-            }
+        msg.msg_name = (&raw mut from).cast();
+        msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: recvmsg(2) writes at most into.len() bytes into `into`, then at most
+        // scratch.len() into `scratch`, both exclusively ours; MSG_TRUNC makes it return
+        // the datagram's full length, so a cut one is recognised. The source address goes
+        // to `from`, at most msg_namelen bytes.
+        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
+        if n >= 0 {
+            return Ok(Some((n as usize, self.peer.is(&from, msg.msg_namelen))));
+        }
+        match os::errno() {
+            libc::EAGAIN | libc::EINTR => Ok(None),
+            e => Err(PortError::os(&self.name, "recv(udp)", e)),
         }
     }
 }
@@ -141,6 +146,7 @@ impl Port for UdpPort {
             let Some(mut buf) = cache.alloc() else {
                 // Drop one datagram so the queue keeps moving; stop when there is none.
                 match self.recv_into(&mut scratch)? {
+                    Some((_, false)) => self.stats.rx_drops.wrong_peer += 1,
                     Some(_) => self.stats.rx_drops.no_buffer += 1,
                     None => break,
                 }
@@ -151,7 +157,12 @@ impl Port for UdpPort {
             let at = head - HDR;
             let room = frame.len() - at;
             let n = match self.recv_into(&mut frame[at..]) {
-                Ok(Some(n)) => n,
+                Ok(Some((n, true))) => n,
+                Ok(Some((_, false))) => {
+                    self.stats.rx_drops.wrong_peer += 1;
+                    cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
+                    continue;
+                }
                 Ok(None) => {
                     cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
                     break;
@@ -221,7 +232,9 @@ impl Port for UdpPort {
                     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
                     msg.msg_iov = iov.as_mut_ptr();
                     msg.msg_iovlen = 1 + k;
-                    // SAFETY: a connected socket we own; `msg` is valid as above.
+                    (msg.msg_name, msg.msg_namelen) = self.peer.as_name();
+                    // SAFETY: a socket we own; `msg` is valid as above, and its name points
+                    // to `self.peer`, which the kernel only reads.
                     let n = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
                     if n < 0 {
                         match os::errno() {
@@ -251,6 +264,86 @@ impl Port for UdpPort {
 
     fn takes_frags(&self) -> bool {
         true
+    }
+}
+
+/// A socket address in the kernel's form: given to `sendmsg` and compared with each
+/// datagram's source.
+#[derive(Clone, Copy)]
+enum RawAddr {
+    V4(libc::sockaddr_in),
+    V6(libc::sockaddr_in6),
+}
+
+impl std::fmt::Debug for RawAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RawAddr::V4(_) => "RawAddr::V4",
+            RawAddr::V6(_) => "RawAddr::V6",
+        })
+    }
+}
+
+impl RawAddr {
+    fn new(a: SocketAddr) -> RawAddr {
+        match a {
+            SocketAddr::V4(a) => RawAddr::V4(libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            }),
+            SocketAddr::V6(a) => RawAddr::V6(libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            }),
+        }
+    }
+
+    /// `msg_name` and `msg_namelen` naming this address.
+    fn as_name(&self) -> (*mut libc::c_void, libc::socklen_t) {
+        match self {
+            RawAddr::V4(a) => {
+                ((a as *const libc::sockaddr_in).cast_mut().cast(), size_of_val(a) as _)
+            }
+            RawAddr::V6(a) => {
+                ((a as *const libc::sockaddr_in6).cast_mut().cast(), size_of_val(a) as _)
+            }
+        }
+    }
+
+    /// Whether `from` (`len` bytes written by the kernel) is this address: family, IP and
+    /// port (and the scope of a link-local IPv6 peer configured with one).
+    fn is(&self, from: &libc::sockaddr_storage, len: libc::socklen_t) -> bool {
+        let len = len as usize;
+        match self {
+            RawAddr::V4(p) => {
+                if len < size_of::<libc::sockaddr_in>() || from.ss_family != p.sin_family {
+                    return false;
+                }
+                // SAFETY: sockaddr_storage is aligned for and larger than any sockaddr, and
+                // the kernel wrote an AF_INET address of this size.
+                let f = unsafe {
+                    &*(from as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+                };
+                f.sin_port == p.sin_port && f.sin_addr.s_addr == p.sin_addr.s_addr
+            }
+            RawAddr::V6(p) => {
+                if len < size_of::<libc::sockaddr_in6>() || from.ss_family != p.sin6_family {
+                    return false;
+                }
+                // SAFETY: as above, for an AF_INET6 address.
+                let f = unsafe {
+                    &*(from as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+                };
+                f.sin6_port == p.sin6_port
+                    && f.sin6_addr.s6_addr == p.sin6_addr.s6_addr
+                    && (p.sin6_scope_id == 0 || f.sin6_scope_id == p.sin6_scope_id)
+            }
+        }
     }
 }
 

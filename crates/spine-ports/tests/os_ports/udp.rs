@@ -66,7 +66,41 @@ fn only_well_formed_frames_from_the_peer_get_in() {
         let got = rx_n(&mut port, &mut cache, 2, Duration::from_millis(500));
         assert_eq!(got, vec![good], "only the peer's well-formed frame");
         let s = port.stats();
-        assert_eq!((s.rx_drops.bad_desc, s.rx_drops.too_big), (3, 1), "{s:?}");
+        assert_eq!(
+            (s.rx_drops.bad_desc, s.rx_drops.too_big, s.rx_drops.wrong_peer),
+            (3, 1, 1),
+            "{s:?}"
+        );
+    });
+}
+
+/// The sender check: well-formed tunnel frames from the peer's IP on another port, and
+/// from another IP on the peer's port, are counted `wrong_peer` and never delivered;
+/// the peer's own frames, before and after them, all arrive in order.
+#[test]
+fn frames_from_anyone_but_the_peer_are_counted_and_never_delivered() {
+    let Some(ns) = NetNs::new() else { return };
+    ns.enter(|| {
+        let pool = pool(64);
+        let mut cache = pool.cache();
+        let mut a = UdpPort::open("ta", addr(4000), addr(4001), 1).unwrap();
+        let mut b = UdpPort::open("tb", addr(4001), addr(4000), 2).unwrap();
+        let other_port = UdpSocket::bind(addr(4002)).unwrap();
+        let other_ip = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 2], 4001))).unwrap();
+        let forged = |i: u8| [&TUNNEL_HEADER[..], &[i; 60][..]].concat();
+        let sent = frames(4);
+        tx_all(&mut b, &mut cache, &sent[..2]);
+        for i in 0..3 {
+            other_port.send_to(&forged(i), addr(4000)).unwrap();
+            other_ip.send_to(&forged(i), addr(4000)).unwrap();
+        }
+        tx_all(&mut b, &mut cache, &sent[2..]);
+        let got = rx_n(&mut a, &mut cache, 5, Duration::from_millis(500));
+        assert_eq!(got, sent, "only the peer's frames, in order");
+        let s = a.stats();
+        assert_eq!((s.rx_packets, s.rx_drops.wrong_peer, s.rx_drops.total()), (4, 6, 6), "{s:?}");
+        drop(cache);
+        assert_eq!(pool.shared_free(), 64, "no buffer lost to the dropped datagrams");
     });
 }
 
