@@ -11,6 +11,13 @@
 //! into a pool buffer (the header lands in the headroom); transmit sends header and frame
 //! with one `sendmsg`, no copy.
 //!
+//! With a key ([`UdpPort::with_key`]) every datagram carries the authenticated header of
+//! [`crate::tunnel_auth`] instead (version 2: sender's session, sequence number and a
+//! 16-byte BLAKE3 keyed tag over header and frame), sealed on transmit and checked on
+//! receive, after the sender check and before anything reads the frame; refusals are
+//! counted by reason (`auth_no_tag`, `auth_bad_tag`, `auth_replay`, `auth_too_old`).
+//! Both ends must have the same key: a keyed port refuses version-1 datagrams.
+//!
 //! Multi-buffer frames ([`Port::takes_frags`]): receive is one `recvmsg` into the rest
 //! of a pool buffer and then a scratch area, so a datagram longer than one buffer (a
 //! jumbo frame) is copied from there into a pool chain ([`crate::chains`]); one longer
@@ -24,6 +31,7 @@ use spine_pool::{Burst, PoolCache, MAX_CHAIN};
 
 use crate::chains;
 use crate::os;
+use crate::tunnel_auth::{AuthDrop, TunnelAuth, TunnelKey, AUTH_HEADER_LEN};
 use crate::{Port, PortError, PortErrorKind, PortStats};
 
 /// The tunnel header: magic, version, kind.
@@ -44,6 +52,27 @@ pub struct UdpPort {
     /// into fragments (and where one is read to be dropped when the pool is empty).
     scratch: Vec<u8>,
     stats: PortStats,
+    /// Peer authentication, when the port has a key.
+    auth: Option<TunnelAuth>,
+    /// The authenticated header of the datagram being sent.
+    tx_hdr: [u8; AUTH_HEADER_LEN],
+}
+
+/// Sessions of tunnel ends opened by this process, each later than the last even when
+/// the clock's resolution is coarse.
+static LAST_EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A session number larger than any earlier one of this process, and (as long as the
+/// wall clock does not step back across a restart) of earlier processes.
+fn new_epoch() -> u64 {
+    use std::sync::atomic::Ordering;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let prev = LAST_EPOCH
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| Some(now.max(last + 1)))
+        .expect("the closure always answers");
+    now.max(prev + 1)
 }
 
 impl UdpPort {
@@ -83,7 +112,25 @@ impl UdpPort {
             peer: RawAddr::new(peer),
             scratch: vec![0; 65_536],
             stats: PortStats::default(),
+            auth: None,
+            tx_hdr: [0; AUTH_HEADER_LEN],
         })
+    }
+
+    /// Authenticates every datagram with `key` (both ends need the same one): sealed on
+    /// transmit, checked on receive. The pool needs 36 bytes of headroom.
+    pub fn with_key(mut self, key: &TunnelKey) -> UdpPort {
+        self.auth = Some(TunnelAuth::new(key, new_epoch()));
+        self
+    }
+
+    /// The header's length on the wire: 4 bytes, or 36 with a key.
+    fn hdr_len(&self) -> usize {
+        if self.auth.is_some() {
+            AUTH_HEADER_LEN
+        } else {
+            HDR
+        }
     }
 
     /// The address the socket is bound to (with the port the kernel chose for port 0).
@@ -132,11 +179,12 @@ impl Port for UdpPort {
     fn rx_burst(&mut self, cache: &mut PoolCache, out: &mut Burst) -> Result<usize, PortError> {
         let pool = cache.pool().clone();
         let head = pool.headroom() as usize;
-        if head < HDR {
+        let hl = self.hdr_len();
+        if head < hl {
             return Err(PortError::new(
                 &self.name,
                 PortErrorKind::Config {
-                    reason: "a UDP tunnel needs pool headroom of 4 bytes or more",
+                    reason: "a UDP tunnel needs pool headroom of 4 bytes or more (36 with a key)",
                 },
             ));
         }
@@ -154,7 +202,7 @@ impl Port for UdpPort {
             };
             let frame =
                 pool.frame_mut(&mut buf).map_err(|e| PortError::new(&self.name, e.into()))?;
-            let at = head - HDR;
+            let at = head - hl;
             let room = frame.len() - at;
             let n = match self.recv_into(&mut frame[at..]) {
                 Ok(Some((n, true))) => n,
@@ -172,21 +220,42 @@ impl Port for UdpPort {
                     return Err(e);
                 }
             };
-            let bad = n < HDR + MIN_FRAME || frame[at..at + HDR] != TUNNEL_HEADER;
             let too_big =
-                n > room && (n > room + self.scratch.len() || n - HDR > chains::chain_room(&pool));
-            if too_big || bad {
-                if too_big {
-                    self.stats.rx_drops.too_big += 1;
-                } else {
-                    self.stats.rx_drops.bad_desc += 1;
-                }
+                n > room && (n > room + self.scratch.len() || n - hl > chains::chain_room(&pool));
+            if too_big {
+                self.stats.rx_drops.too_big += 1;
                 cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
                 continue;
             }
-            let len = n - HDR;
+            if let Some(auth) = &mut self.auth {
+                let inbuf = n.min(room);
+                let (hdr, body) = frame[at..at + inbuf].split_at(inbuf.min(hl));
+                let rest = &self.scratch[..n.saturating_sub(room)];
+                if let Err(why) = auth.open(hdr, |h| {
+                    h.update(body);
+                    h.update(rest);
+                }) {
+                    let d = &mut self.stats.rx_drops;
+                    *match why {
+                        AuthDrop::NoTag => &mut d.auth_no_tag,
+                        AuthDrop::BadTag => &mut d.auth_bad_tag,
+                        AuthDrop::Replay => &mut d.auth_replay,
+                        AuthDrop::TooOld => &mut d.auth_too_old,
+                    } += 1;
+                    cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
+                    continue;
+                }
+            }
+            let bad =
+                n < hl + MIN_FRAME || (self.auth.is_none() && frame[at..at + HDR] != TUNNEL_HEADER);
+            if bad {
+                self.stats.rx_drops.bad_desc += 1;
+                cache.free(buf).map_err(|e| PortError::new(&self.name, e.into()))?;
+                continue;
+            }
+            let len = n - hl;
             let err = |e: spine_pool::PoolError| PortError::new(&self.name, e.into());
-            pool.set_data(&mut buf, head as u32, (len.min(room - HDR)) as u32)
+            pool.set_data(&mut buf, head as u32, (len.min(room - hl)) as u32)
                 .and_then(|()| pool.set_rx_info(&mut buf, self.port_id, 0))
                 .map_err(err)?;
             if n > room {
@@ -217,8 +286,25 @@ impl Port for UdpPort {
                 Ok(d) => {
                     let mut iov =
                         [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 1 + MAX_CHAIN];
-                    iov[0] =
-                        libc::iovec { iov_base: TUNNEL_HEADER.as_ptr() as *mut _, iov_len: HDR };
+                    iov[0] = match &mut self.auth {
+                        None => {
+                            libc::iovec { iov_base: TUNNEL_HEADER.as_ptr() as *mut _, iov_len: HDR }
+                        }
+                        Some(auth) => {
+                            auth.seal(&mut self.tx_hdr, |h| {
+                                h.update(d);
+                                if chained {
+                                    pool.frags(buf).for_each(|f| {
+                                        h.update(f);
+                                    });
+                                }
+                            });
+                            libc::iovec {
+                                iov_base: self.tx_hdr.as_mut_ptr().cast(),
+                                iov_len: AUTH_HEADER_LEN,
+                            }
+                        }
+                    };
                     let (k, len) = if chained && pool.has_frags(buf) {
                         // A chain is one datagram: header, head and fragments.
                         chains::gather(&pool, buf, d, &mut iov[1..])
@@ -227,7 +313,8 @@ impl Port for UdpPort {
                         (1, d.len())
                     };
                     // SAFETY: all-zero is a valid msghdr; the iovecs it points to (the
-                    // header and the frame's pieces, held in `buf`) live until sendmsg
+                    // header, static or in `self.tx_hdr`, and the frame's pieces, held in
+                    // `buf`) live until sendmsg
                     // returns, and the kernel only reads them.
                     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
                     msg.msg_iov = iov.as_mut_ptr();
