@@ -312,12 +312,30 @@ pub struct DeviceTotals {
 pub struct TunnelTotals {
     /// From an address other than the configured peer.
     pub wrong_peer: u64,
+    /// With a key: too short for the authenticated header, or without one.
+    #[serde(default)]
+    pub auth_no_tag: u64,
+    /// With a key: the tag did not match (another key, or changed bytes).
+    #[serde(default)]
+    pub auth_bad_tag: u64,
+    /// With a key: seen before, or the port's own datagram sent back.
+    #[serde(default)]
+    pub auth_replay: u64,
+    /// With a key: behind the replay window, or from an older session of the peer.
+    #[serde(default)]
+    pub auth_too_old: u64,
 }
 
 impl TunnelTotals {
     /// Each reason with its name, as in metrics and `spine stats`.
-    pub fn list(&self) -> [(&'static str, u64); 1] {
-        [("wrong_peer", self.wrong_peer)]
+    pub fn list(&self) -> [(&'static str, u64); 5] {
+        [
+            ("wrong_peer", self.wrong_peer),
+            ("auth_no_tag", self.auth_no_tag),
+            ("auth_bad_tag", self.auth_bad_tag),
+            ("auth_replay", self.auth_replay),
+            ("auth_too_old", self.auth_too_old),
+        ]
     }
 
     pub fn total(&self) -> u64 {
@@ -333,7 +351,13 @@ impl From<PortStats> for DeviceTotals {
             rx_drops: s.rx_drops.total(),
             tx_drops: s.tx_drops.total(),
             tx_copied: s.tx_copied,
-            tunnel: TunnelTotals { wrong_peer: s.rx_drops.wrong_peer },
+            tunnel: TunnelTotals {
+                wrong_peer: s.rx_drops.wrong_peer,
+                auth_no_tag: s.rx_drops.auth_no_tag,
+                auth_bad_tag: s.rx_drops.auth_bad_tag,
+                auth_replay: s.rx_drops.auth_replay,
+                auth_too_old: s.rx_drops.auth_too_old,
+            },
         }
     }
 }
@@ -649,17 +673,26 @@ mod tests {
         let w = Counters::new(2, 1);
         let mut t = Totals::sum(&labels(), &[w], &[false], 1.0);
         let stats = spine_ports::PortStats {
-            rx_drops: spine_ports::Drops { wrong_peer: 3, bad_desc: 1, ..Default::default() },
+            rx_drops: spine_ports::Drops {
+                wrong_peer: 3,
+                bad_desc: 1,
+                auth_replay: 2,
+                ..Default::default()
+            },
             ..Default::default()
         };
         t.ports[0].kind = "udp".into();
         t.ports[0].device = DeviceTotals::from(stats);
-        assert_eq!(t.ports[0].device.rx_drops, 4);
+        assert_eq!(t.ports[0].device.rx_drops, 6);
         assert_eq!(t.ports[0].device.tunnel.wrong_peer, 3);
+        assert_eq!(t.ports[0].device.tunnel.auth_replay, 2);
         let text = t.prometheus();
         assert!(
             text.contains("spine_port_tunnel_drops_total{port=\"a\",reason=\"wrong_peer\"} 3\n"),
             "{text}"
+        );
+        assert!(
+            text.contains("spine_port_tunnel_drops_total{port=\"a\",reason=\"auth_replay\"} 2\n")
         );
         assert!(!text.contains("spine_port_tunnel_drops_total{port=\"b\""), "{text}");
     }

@@ -52,8 +52,9 @@ pub struct UdpPort {
     /// into fragments (and where one is read to be dropped when the pool is empty).
     scratch: Vec<u8>,
     stats: PortStats,
-    /// Peer authentication, when the port has a key.
-    auth: Option<TunnelAuth>,
+    /// Peer authentication, when the port has a key (boxed at setup: the keyed hasher
+    /// and the window are 2 KiB).
+    auth: Option<Box<TunnelAuth>>,
     /// The authenticated header of the datagram being sent.
     tx_hdr: [u8; AUTH_HEADER_LEN],
 }
@@ -120,7 +121,7 @@ impl UdpPort {
     /// Authenticates every datagram with `key` (both ends need the same one): sealed on
     /// transmit, checked on receive. The pool needs 36 bytes of headroom.
     pub fn with_key(mut self, key: &TunnelKey) -> UdpPort {
-        self.auth = Some(TunnelAuth::new(key, new_epoch()));
+        self.auth = Some(Box::new(TunnelAuth::new(key, new_epoch())));
         self
     }
 
