@@ -151,6 +151,10 @@ pub enum PortKind {
     Udp {
         local: std::net::SocketAddr,
         peer: std::net::SocketAddr,
+        /// A file of 32 random bytes shared with the peer: every datagram is then sealed
+        /// and checked (see `spine_ports::TunnelAuth`). Read when the port opens; the
+        /// configuration holds only the path.
+        key_file: Option<PathBuf>,
     },
 }
 
@@ -782,6 +786,7 @@ fn parse_port(mut t: Table<'_>, base: &Path) -> Result<PortConfig, ConfigError> 
         _ => PortKind::Udp {
             local: socket_addr(&mut t, "local")?,
             peer: socket_addr(&mut t, "peer")?,
+            key_file: t.opt_str("key_file")?.map(|f| file(base, f)),
         },
     };
     if ifindex.is_some()

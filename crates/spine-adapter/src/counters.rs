@@ -342,6 +342,45 @@ pub struct DeviceTotals {
     pub rx_drops: u64,
     pub tx_drops: u64,
     pub tx_copied: u64,
+    /// A `udp` tunnel port's receive drops by reason (part of `rx_drops`); zero elsewhere.
+    #[serde(default)]
+    pub tunnel: TunnelTotals,
+}
+
+/// Datagrams a tunnel port refused, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelTotals {
+    /// From an address other than the configured peer.
+    pub wrong_peer: u64,
+    /// With a key: too short for the authenticated header, or without one.
+    #[serde(default)]
+    pub auth_no_tag: u64,
+    /// With a key: the tag did not match (another key, or changed bytes).
+    #[serde(default)]
+    pub auth_bad_tag: u64,
+    /// With a key: seen before, or the port's own datagram sent back.
+    #[serde(default)]
+    pub auth_replay: u64,
+    /// With a key: behind the replay window, or from an older session of the peer.
+    #[serde(default)]
+    pub auth_too_old: u64,
+}
+
+impl TunnelTotals {
+    /// Each reason with its name, as in metrics and `spine stats`.
+    pub fn list(&self) -> [(&'static str, u64); 5] {
+        [
+            ("wrong_peer", self.wrong_peer),
+            ("auth_no_tag", self.auth_no_tag),
+            ("auth_bad_tag", self.auth_bad_tag),
+            ("auth_replay", self.auth_replay),
+            ("auth_too_old", self.auth_too_old),
+        ]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.list().iter().map(|(_, n)| n).sum()
+    }
 }
 
 impl From<PortStats> for DeviceTotals {
@@ -352,6 +391,13 @@ impl From<PortStats> for DeviceTotals {
             rx_drops: s.rx_drops.total(),
             tx_drops: s.tx_drops.total(),
             tx_copied: s.tx_copied,
+            tunnel: TunnelTotals {
+                wrong_peer: s.rx_drops.wrong_peer,
+                auth_no_tag: s.rx_drops.auth_no_tag,
+                auth_bad_tag: s.rx_drops.auth_bad_tag,
+                auth_replay: s.rx_drops.auth_replay,
+                auth_too_old: s.rx_drops.auth_too_old,
+            },
         }
     }
 }
@@ -505,6 +551,18 @@ impl Totals {
             rows.push((format!("{},reason=\"device_tx\"", port(p)), p.device.tx_drops));
         }
         metric(&mut s, "port_drops_total", "Packets dropped, by reason.", rows);
+        let mut rows = Vec::new();
+        for p in self.ports.iter().filter(|p| p.kind == "udp") {
+            for (r, n) in p.device.tunnel.list() {
+                rows.push((format!("{},reason=\"{r}\"", port(p)), n));
+            }
+        }
+        metric(
+            &mut s,
+            "port_tunnel_drops_total",
+            "Tunnel datagrams refused before parsing, by reason (also in device_rx).",
+            rows,
+        );
         let ext =
             |e: &ExtTotals| format!("extension=\"{}\",domain=\"{}\"", esc(&e.name), esc(&e.domain));
         let rows = self.extensions.iter().map(|e| (ext(e), e.runs)).collect();
@@ -647,5 +705,35 @@ mod tests {
             let (_, v) = line.rsplit_once(' ').unwrap();
             assert!(v.parse::<u64>().is_ok(), "{line}");
         }
+    }
+    /// A tunnel port's refusals by reason reach the totals (inside `device.rx_drops`)
+    /// and the metrics; other ports have no tunnel rows.
+    #[test]
+    fn tunnel_refusals_are_reported_by_reason() {
+        let w = Counters::new(2, 1);
+        let mut t = Totals::sum(&labels(), &[w], &[false], 1.0);
+        let stats = spine_ports::PortStats {
+            rx_drops: spine_ports::Drops {
+                wrong_peer: 3,
+                bad_desc: 1,
+                auth_replay: 2,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        t.ports[0].kind = "udp".into();
+        t.ports[0].device = DeviceTotals::from(stats);
+        assert_eq!(t.ports[0].device.rx_drops, 6);
+        assert_eq!(t.ports[0].device.tunnel.wrong_peer, 3);
+        assert_eq!(t.ports[0].device.tunnel.auth_replay, 2);
+        let text = t.prometheus();
+        assert!(
+            text.contains("spine_port_tunnel_drops_total{port=\"a\",reason=\"wrong_peer\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spine_port_tunnel_drops_total{port=\"a\",reason=\"auth_replay\"} 2\n")
+        );
+        assert!(!text.contains("spine_port_tunnel_drops_total{port=\"b\""), "{text}");
     }
 }

@@ -10,7 +10,7 @@ use spine_ports::craft::{udp4, Flow4};
 use spine_ports::gen::{GenConfig, Generator};
 use spine_ports::{
     read_capture, AfPacketConfig, AfPacketPort, AfXdpConfig, AfXdpPort, MemPort, PcapSink,
-    PcapSource, Port, PortError, PortErrorKind, PortStats, TapPort, UdpPort,
+    PcapSource, Port, PortError, PortErrorKind, PortStats, TapPort, TunnelKey, UdpPort,
 };
 
 use crate::config::{MemPackets, PortKind};
@@ -279,6 +279,17 @@ pub fn open(
             }
             Device::Tap(tap)
         }
-        PortKind::Udp { local, peer } => Device::Udp(UdpPort::open(name, *local, *peer, port_id)?),
+        PortKind::Udp { local, peer, key_file } => {
+            let key = key_file
+                .as_deref()
+                .map(TunnelKey::from_file)
+                .transpose()
+                .map_err(|e| PortError::new(name, e.into()))?;
+            let port = UdpPort::open(name, *local, *peer, port_id)?;
+            Device::Udp(match key {
+                Some(k) => port.with_key(&k),
+                None => port,
+            })
+        }
     })
 }

@@ -48,7 +48,7 @@ pub use adapter::{
 };
 pub use applets::AppletCounters;
 pub use config::{Assign, Config, ConfigError, Problem, TwinConfig};
-pub use counters::{Drops, ExtTotals, PortTotals, Totals, Verdicts};
+pub use counters::{Drops, ExtTotals, PortTotals, Totals, TunnelTotals, Verdicts};
 pub use device::{mem_packets, Device, PcapPort};
 pub use endpoints::{
     ChannelMatch, EndpointCounters, EndpointLimits, EndpointRequest, EndpointView, HostPath,

@@ -110,6 +110,34 @@ fn build_errors_name_the_entry() {
     assert!(got.starts_with("extension[0]: not a BPF object"), "{got}");
 }
 
+/// A tunnel port's `key_file` is read when the port opens: a missing file, or one that
+/// does not hold exactly 32 bytes, refuses the configuration with an error naming the
+/// port and the file and never the bytes; a good one opens. Paths are relative to the
+/// configuration's folder.
+#[test]
+fn a_tunnel_key_file_must_exist_and_hold_32_bytes() {
+    let dir = TempDir::new("tunkey");
+    let cfg = |key: &str| {
+        format!(
+            "[[port]]\nname = \"tun9\"\nkind = \"udp\"\nlocal = \"127.0.0.1:0\"\n\
+             peer = \"127.0.0.1:9\"\nkey_file = \"{key}\"\n"
+        )
+    };
+    let got = build_err(&cfg("missing.key"), dir.path());
+    assert!(got.starts_with("port[0]: port tun9: tunnel key file "), "{got}");
+    assert!(got.contains(&format!("{}", dir.join("missing.key").display())), "{got}");
+    assert!(got.contains("No such file"), "{got}");
+    std::fs::write(dir.join("short.key"), b"hunter2").unwrap();
+    let got = build_err(&cfg("short.key"), dir.path());
+    assert!(got.contains("port tun9: tunnel key file ") && got.contains("short.key"), "{got}");
+    assert!(got.contains("holds 7 bytes; it must hold exactly 32"), "{got}");
+    assert!(!got.contains("hunter2"), "{got}");
+    std::fs::write(dir.join("good.key"), [0x77u8; 32]).unwrap();
+    build(&cfg("good.key"), dir.path()).expect("a 32-byte key opens");
+    let got = build_err(&cfg("good.key").replace("kind = \"udp\"", "kind = \"mem\""), dir.path());
+    assert!(got.contains("key_file"), "only a udp port takes a key: {got}");
+}
+
 /// An object as real projects ship them: one program's refusal or another program's type
 /// never blocks the program asked for, and a section whose name says no type loads as XDP
 /// when the configuration says so (as `ip link ... sec S` does).

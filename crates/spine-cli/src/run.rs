@@ -330,7 +330,11 @@ pub fn totals_text(t: &Totals) -> String {
             })
             .unwrap_or_default();
         let device = if p.device.rx_drops + p.device.tx_drops > 0 {
-            format!(" device_rx={} device_tx={}", p.device.rx_drops, p.device.tx_drops)
+            let tunnel: String = (p.device.tunnel.list().iter())
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| format!(" tunnel_{r}={n}"))
+                .collect();
+            format!(" device_rx={} device_tx={}{tunnel}", p.device.rx_drops, p.device.tx_drops)
         } else {
             String::new()
         };

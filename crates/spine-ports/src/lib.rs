@@ -32,7 +32,11 @@ mod port;
 pub mod rng;
 #[expect(unsafe_code, reason = "the TUNSETIFF ioctl and readv/writev on the TAP descriptor")]
 mod tap;
-#[expect(unsafe_code, reason = "recv with MSG_TRUNC and a two-part sendmsg on the tunnel socket")]
+mod tunnel_auth;
+#[expect(
+    unsafe_code,
+    reason = "recvmsg with MSG_TRUNC and the source address, gathered sendmsg to the peer"
+)]
 mod udp;
 pub mod wire;
 
@@ -50,4 +54,8 @@ pub use port::{Drops, Port, PortError, PortErrorKind, PortStats};
 pub use spine_pool::{Buf, Burst, Pool, PoolCache, PoolConfig};
 pub use spine_sys::XdpMode;
 pub use tap::TapPort;
+pub use tunnel_auth::{
+    AuthDrop, TunnelAuth, TunnelKey, TunnelKeyError, AUTH_HEADER_LEN, AUTH_HEADER_MAGIC, KEY_LEN,
+    TAG_LEN, WINDOW,
+};
 pub use udp::{UdpPort, TUNNEL_HEADER};

@@ -56,11 +56,34 @@ pub struct Drops {
     pub bad_buffer: u64,
     /// The device refused the packet (down, or an error writing it).
     pub device: u64,
+    /// A tunnel datagram from an address other than the configured peer.
+    pub wrong_peer: u64,
+    /// An authenticated tunnel's datagram too short for its header and tag, or without
+    /// one.
+    pub auth_no_tag: u64,
+    /// An authenticated tunnel's datagram whose tag did not match (another key, or
+    /// changed bytes).
+    pub auth_bad_tag: u64,
+    /// An authenticated tunnel's datagram seen before (or its own, sent back).
+    pub auth_replay: u64,
+    /// An authenticated tunnel's datagram behind the replay window, or from an older
+    /// session of the peer.
+    pub auth_too_old: u64,
 }
 
 impl Drops {
     pub fn total(&self) -> u64 {
-        self.no_buffer + self.too_big + self.kernel + self.bad_desc + self.bad_buffer + self.device
+        self.no_buffer
+            + self.too_big
+            + self.kernel
+            + self.bad_desc
+            + self.bad_buffer
+            + self.device
+            + self.wrong_peer
+            + self.auth_no_tag
+            + self.auth_bad_tag
+            + self.auth_replay
+            + self.auth_too_old
     }
 }
 
@@ -128,6 +151,8 @@ pub enum PortErrorKind {
     Bpf(#[from] spine_sys::SysError),
     #[error("{0}")]
     Netlink(#[from] spine_sys::NetlinkError),
+    #[error("{0}")]
+    TunnelKey(#[from] crate::TunnelKeyError),
 }
 
 impl PortErrorKind {

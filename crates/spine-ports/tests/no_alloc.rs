@@ -90,3 +90,50 @@ fn generator_and_reader_do_not_allocate_per_packet() {
     assert_eq!(n, 5000);
     assert_eq!(allocations() - before, 0, "allocations while reading");
 }
+
+/// A keyed tunnel's per-frame path (seal on transmit, sender check, tag and window on
+/// receive) allocates nothing once the ports are open.
+#[test]
+fn an_authenticated_tunnel_does_not_allocate_per_frame() {
+    use spine_ports::{Burst, Pool, PoolConfig, Port, TunnelKey, UdpPort};
+    use spine_testnet::netns::NetNs;
+    let Some(ns) = NetNs::new() else { return };
+    ns.enter(|| {
+        let pool = Pool::new(PoolConfig::new(256)).unwrap();
+        let mut cache = pool.cache();
+        let key = TunnelKey::from_bytes([9; 32]);
+        let (x, y) = ("127.0.0.1:4000".parse().unwrap(), "127.0.0.1:4001".parse().unwrap());
+        let mut a = UdpPort::open("ta", x, y, 1).unwrap().with_key(&key);
+        let mut b = UdpPort::open("tb", y, x, 2).unwrap().with_key(&key);
+        let mut tx = Burst::with_capacity(32);
+        let mut rx = Burst::with_capacity(32);
+        let frame = [0x11u8; 300];
+        let mut round = || {
+            for _ in 0..32 {
+                let mut buf = cache.alloc().unwrap();
+                pool.write(&mut buf, &frame).unwrap();
+                tx.push(buf).unwrap();
+            }
+            while !tx.is_empty() {
+                a.tx_burst(&mut cache, &mut tx).unwrap();
+            }
+            let mut got = 0;
+            for _ in 0..100_000 {
+                got += b.rx_burst(&mut cache, &mut rx).unwrap();
+                cache.free_burst(&mut rx).unwrap();
+                if got == 32 {
+                    break;
+                }
+            }
+            got
+        };
+        assert_eq!(round(), 32, "warm-up");
+        let before = allocations();
+        for _ in 0..10 {
+            assert_eq!(round(), 32);
+        }
+        assert_eq!(allocations() - before, 0, "allocations on the keyed tunnel path");
+        assert_eq!(b.stats().rx_packets, 11 * 32);
+        assert_eq!(b.stats().rx_drops.total(), 0);
+    });
+}
