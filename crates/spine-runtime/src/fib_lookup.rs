@@ -202,14 +202,24 @@ impl FibEnv {
             } else {
                 by_rules(p)
             };
-            // With OUTPUT, a route with one next hop through the device: the best route
-            // of the longest prefix qualifies, so `lookup_v4_oif` would stop at it.
+            // With OUTPUT, a route with a next hop through the device (one, or a
+            // group's member): the best route of the longest prefix qualifies, so
+            // `lookup_v4_oif` would stop at it, at its first next hop through the
+            // device.
             let hit = idx.and_then(|i| Some((i, st.fast_v4(i)?))).filter(|(_, (fast, _))| {
-                oif == 0 || matches!(fast, Fast::One(f) if f.ifindex == oif)
+                oif == 0
+                    || match fast {
+                        Fast::One(f) => f.ifindex == oif,
+                        Fast::Group(g) => g.through(oif).is_some(),
+                    }
             });
             if let Some((i, (fast, metric))) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
+                    Fast::Group(g) if oif != 0 => match g.through(oif).and_then(|i| g.member(i)) {
+                        Some(f) => f,
+                        None => return ret::NOT_FWDED,
+                    },
                     // The general path's choices below, over the records.
                     Fast::Group(g) => {
                         let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
@@ -515,21 +525,27 @@ impl FibEnv {
                     _ => None,
                 }
             };
-            // With OUTPUT, a route with one next hop: the general path below takes it
+            // With OUTPUT the general path below takes a route with one next hop
             // whatever its device (the device only orders a multipath route's
-            // siblings, `rt6_select`).
+            // siblings, `rt6_select`): a group's first member through the device,
+            // else its first; a nexthop object's first member.
             let hit = match idx {
-                Some(i) => match st.fast_v6(i) {
-                    Some((fast, m)) if !output || matches!(fast, Fast::One(_)) => {
-                        Some((i, fast, m))
-                    }
-                    _ => None,
-                },
+                Some(i) => st.fast_v6(i).map(|(fast, m)| (i, fast, m)),
                 None => None,
             };
             if let Some((i, fast, metric)) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
+                    Fast::Group(g) if output => {
+                        let pick = match g.nhid() {
+                            0 => g.through(dev.ifindex).unwrap_or(0),
+                            _ => 0,
+                        };
+                        match g.member(pick) {
+                            Some(f) => f,
+                            None => return ret::NOT_FWDED,
+                        }
+                    }
                     Fast::Group(g) => {
                         let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
                         let hash = spine_fib::mphash::hash_v6(
