@@ -193,6 +193,11 @@ pub struct WorkerCounters {
     /// (`-ENOSPC` to the sender).
     #[serde(default)]
     pub msg_post_delay_full: u64,
+    /// FIB states `bpf_fib_lookup` loaded (`arc-swap` loads of the published state):
+    /// one per burst that looks something up, on the burst path and the per-packet
+    /// paths alike (`WorkerHost::pin_fib`), one per lookup outside a burst.
+    #[serde(default)]
+    pub fib_loads: u64,
     /// Messages for an endpoint another worker serves, handed to that worker through
     /// the worker rings (it counts them `msg_delivered` or `msg_undelivered`).
     #[serde(default)]

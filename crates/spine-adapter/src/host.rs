@@ -28,6 +28,8 @@ pub struct WorkerHost {
     in_burst: bool,
     /// The FIB state held for the rest of the current burst.
     pinned: Option<spine_fib::FibSnapshot>,
+    /// FIB states loaded for lookups (`fib_loads`).
+    pub fib_loads: u64,
     /// The log the control API follows.
     log_buf: Option<Arc<LogBuf>>,
     /// This round's handler table and the adapter's domains by index, which
@@ -57,6 +59,7 @@ impl WorkerHost {
             fib: None,
             in_burst: false,
             pinned: None,
+            fib_loads: 0,
             log_buf: None,
             targets: None,
             domains: Arc::from(Vec::new()),
@@ -120,8 +123,12 @@ impl Host for WorkerHost {
     fn fib_for_lookup(
         &mut self,
     ) -> (Option<&spine_runtime::fib_lookup::FibEnv>, Option<&spine_fib::FibState>) {
-        if self.in_burst && self.pinned.is_none() {
-            self.pinned = self.fib.as_ref().map(|f| f.fib.load());
+        if self.pinned.is_none() && self.fib.is_some() {
+            if self.in_burst {
+                self.pinned = self.fib.as_ref().map(|f| f.fib.load());
+            }
+            // Outside a burst the lookup loads the state itself.
+            self.fib_loads += 1;
         }
         (self.fib.as_ref(), self.pinned.as_deref().map(|s| &**s))
     }

@@ -582,6 +582,9 @@ impl Worker {
         let mut rx = std::mem::replace(&mut self.rx, Burst::with_capacity(0));
         let n = rx.len();
         let chained = rx.has_chains();
+        // The per-packet path (trace, software RSS, chained frames) is one burst to
+        // the FIB as well: its first `bpf_fib_lookup` loads the state, held to its end.
+        self.host.pin_fib();
         for buf in rx.drain_front(n) {
             self.packet_seq = self.packet_seq.wrapping_add(1);
             let seq = self.packet_seq;
@@ -611,6 +614,7 @@ impl Worker {
                 self.handle(buf, p, seq);
             }
         }
+        self.host.unpin_fib();
         self.rx = rx;
         n
     }
@@ -801,6 +805,8 @@ impl Worker {
     fn poll_inbox(&mut self, i: usize) -> usize {
         let mut inbox = std::mem::take(&mut self.inbox);
         let burst = self.wiring.burst;
+        // What another worker handed over (software RSS) runs as one burst to the FIB.
+        self.host.pin_fib();
         let n = inbox[i].drain(burst, |m| {
             self.counters.worker.peer_in += 1;
             match m.kind {
@@ -820,6 +826,7 @@ impl Worker {
                 MsgKind::BulkCtl => self.bulk_control_here(m.buf, m.port),
             }
         });
+        self.host.unpin_fib();
         self.inbox = inbox;
         n
     }
@@ -1796,6 +1803,7 @@ impl Worker {
         self.counters.worker.trace_lines = self.host.trace_lines;
         self.counters.worker.msg_post_refused = self.host.post_refused;
         self.counters.worker.msg_post_delay_full = self.host.post_delay_full;
+        self.counters.worker.fib_loads = self.host.fib_loads;
     }
 
     /// Stopping: transmits what is queued (retrying a full queue for up to `patience`

@@ -135,6 +135,12 @@ fn case() -> Case {
 
 /// Runs the router over the case's frames; `extra` is appended to the configuration.
 fn run(extra: &str, fib: Option<FibEnv>) {
+    run_traced(extra, fib, false);
+}
+
+/// [`run`], with the trace on (`trace`: every packet takes the per-packet path);
+/// returns the FIB states the workers' lookups loaded (`fib_loads`).
+fn run_traced(extra: &str, fib: Option<FibEnv>, trace: bool) -> u64 {
     let dir = TempDir::new("router");
     let c = case();
     let file = std::fs::File::create(dir.join("in.pcap")).unwrap();
@@ -153,7 +159,8 @@ fn run(extra: &str, fib: Option<FibEnv>) {
          [[attach]]\nextension = \"router\"\nport = \"wire\"\n{extra}"
     );
     let cfg = Config::parse(&text, dir.path()).unwrap();
-    let opts = AdapterOptions { fib, ..AdapterOptions::from_config(&cfg.adapter) };
+    let mut opts = AdapterOptions { fib, ..AdapterOptions::from_config(&cfg.adapter) };
+    opts.trace_events = trace.then_some(4096);
     let mut a = Adapter::from_config(&cfg, opts).unwrap();
     a.run_to_completion(100_000);
     let report = a.finish().unwrap();
@@ -168,6 +175,22 @@ fn run(extra: &str, fib: Option<FibEnv>) {
     let wire = report.totals.port("wire").unwrap();
     assert_eq!(wire.rx_packets, c.input.len() as u64);
     assert_eq!(wire.verdicts.total(), wire.rx_packets);
+    report.totals.workers.iter().map(|w| w.fib_loads).sum()
+}
+
+/// The per-packet path (here: the trace on) loads the FIB state once per received
+/// burst, as the burst path does, not once per `bpf_fib_lookup`: the case's six
+/// lookups (four IPv4 routed, one IPv6, one to a local address) arrive in the same
+/// bursts either way. Loading per lookup, the traced run counts one load per lookup.
+#[test]
+fn the_per_packet_path_loads_the_fib_once_per_burst() {
+    let (_w1, env) = fib();
+    let bursts = run_traced("", Some(env), false);
+    let (_w2, env) = fib();
+    let traced = run_traced("", Some(env), true);
+    assert!(bursts >= 1, "the router looked something up: {bursts} loads");
+    assert_eq!(traced, bursts, "traced: {traced} loads, burst path: {bursts}");
+    assert!(traced < 6, "one load per lookup: {traced}");
 }
 
 #[test]

@@ -674,6 +674,13 @@ impl FibState {
         self.ifaces.all()
     }
 
+    /// The IPv6 source choice over [`FibState::ifaces`] (`BPF_FIB_LOOKUP_SRC`),
+    /// rebuilt with every interface change.
+    #[inline]
+    pub fn src_v6(&self) -> &crate::SrcV6 {
+        self.ifaces.src_v6()
+    }
+
     /// All routes of a table, by prefix and metric (control plane).
     pub fn routes(&self, table: u32) -> Vec<&RouteEntry> {
         let Some(t) = self.table(table) else { return Vec::new() };

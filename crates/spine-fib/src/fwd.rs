@@ -224,6 +224,13 @@ impl<'a, G: GatewayBytes> Group<'a, G> {
     pub fn member(&self, i: usize) -> Option<&'a Fwd<G>> {
         self.recs.get(self.rec.members.get(i)?.1 as usize)
     }
+
+    /// The first member through interface `ifindex` (the general path's
+    /// `nexthops.iter().position(|n| n.ifindex == ifindex)`), by index.
+    #[inline]
+    pub fn through(&self, ifindex: u32) -> Option<usize> {
+        (0..self.len()).find(|&i| self.member(i).is_some_and(|m| m.ifindex == ifindex))
+    }
 }
 
 /// One family's records, shared by (output interface, gateway), counted by the routes

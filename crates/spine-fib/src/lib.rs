@@ -25,7 +25,7 @@ mod table;
 
 pub use fib::{FibError, FibOp, FibReader, FibSnapshot, FibState, FibWriter, Resolved, RouteEntry};
 pub use fwd::{Fast, FastRoute, Fwd, Fwd4, Fwd6, GatewayBytes, Group};
-pub use iface::Iface;
+pub use iface::{Iface, SrcCands, SrcV6};
 pub use neigh::{Neigh, NeighTable, NudState};
 pub use route::{table_id, NextHop, Route, RouteSelector, RouteType};
 pub use rule::{Flow, Rule, RuleAction, RuleResult, RuleSet};

@@ -8,7 +8,8 @@
 //! target/release/examples/fib_cost ROUTES_DIR all 200 both  # timed, every scenario
 //! ```
 //!
-//! A fifth argument gives the lookups' flags as a number (16: `SRC`; 0 by default).
+//! A fifth argument gives the lookups' flags as a number (16: `SRC`, 2: `OUTPUT`, the
+//! lookups then from the routes' device; 0 by default).
 //! A fourth argument `pinned` runs the lookups in bursts of 32 through one loaded FIB
 //! state (`FibEnv::lookup_in`, as the adapter's workers do; collect
 //! `fib_cost::pinned_burst`), `both` each way; the default loads per lookup.
@@ -251,7 +252,13 @@ fn main() {
         let slot = if v6 { &mut t6 } else { &mut t4 };
         let table = slot.get_or_insert_with(|| load(dir, v6));
         let env = fib(table, v6, s);
-        let pkts = lookups(table, v6);
+        let mut pkts = lookups(table, v6);
+        if fl & 2 != 0 {
+            // OUTPUT: from the routes' device (only routes through it match).
+            for s in &mut pkts {
+                s[8..12].copy_from_slice(&OUT.to_ne_bytes());
+            }
+        }
         for pinned in [false, true] {
             if (pinned && mode == "loaded") || (!pinned && mode == "pinned") {
                 continue;

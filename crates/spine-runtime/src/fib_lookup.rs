@@ -93,13 +93,17 @@ pub struct FibEnv {
     /// Whether routes with forwarding records are answered from them
     /// ([`FibEnv::without_fast_path`]).
     fast: bool,
+    /// The configured interfaces' IPv6 source choice (`SRC` in the fast path; the
+    /// FIB's own interfaces have theirs in the FIB state, `FibState::src_v6`).
+    src6: spine_fib::SrcV6,
 }
 
 impl FibEnv {
     pub fn new(fib: FibReader, mut ifaces: Vec<Iface>) -> FibEnv {
         ifaces.sort_by_key(|i| i.ifindex);
         ifaces.dedup_by_key(|i| i.ifindex);
-        FibEnv { fib, ifaces, mp_seed: 0, fast: true }
+        let src6 = spine_fib::SrcV6::new(&ifaces);
+        FibEnv { fib, ifaces, mp_seed: 0, fast: true, src6 }
     }
 
     /// Every lookup takes the general path, never the forwarding records
@@ -198,14 +202,24 @@ impl FibEnv {
             } else {
                 by_rules(p)
             };
-            // With OUTPUT, a route with one next hop through the device: the best route
-            // of the longest prefix qualifies, so `lookup_v4_oif` would stop at it.
+            // With OUTPUT, a route with a next hop through the device (one, or a
+            // group's member): the best route of the longest prefix qualifies, so
+            // `lookup_v4_oif` would stop at it, at its first next hop through the
+            // device.
             let hit = idx.and_then(|i| Some((i, st.fast_v4(i)?))).filter(|(_, (fast, _))| {
-                oif == 0 || matches!(fast, Fast::One(f) if f.ifindex == oif)
+                oif == 0
+                    || match fast {
+                        Fast::One(f) => f.ifindex == oif,
+                        Fast::Group(g) => g.through(oif).is_some(),
+                    }
             });
             if let Some((i, (fast, metric))) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
+                    Fast::Group(g) if oif != 0 => match g.through(oif).and_then(|i| g.member(i)) {
+                        Some(f) => f,
+                        None => return ret::NOT_FWDED,
+                    },
                     // The general path's choices below, over the records.
                     Fast::Group(g) => {
                         let hash = spine_fib::mphash::hash_v4(src, dst.octets(), self.mp_seed);
@@ -415,24 +429,32 @@ impl FibEnv {
         ifindex: u32,
         gw: Option<G>,
     ) -> Result<(), i64> {
-        let out = self.iface(st, ifindex);
         let prefsrc = st.route(route).and_then(|r| r.prefsrc);
-        match (dst, prefsrc, out) {
-            (IpAddr::V4(_), Some(IpAddr::V4(a)), _) => p[16..20].copy_from_slice(&a.octets()),
-            (IpAddr::V4(_), _, Some(out)) => {
+        match (dst, prefsrc) {
+            (IpAddr::V4(_), Some(IpAddr::V4(a))) => p[16..20].copy_from_slice(&a.octets()),
+            (IpAddr::V6(_), Some(IpAddr::V6(a))) => p[16..32].copy_from_slice(&a.octets()),
+            (IpAddr::V4(_), _) => {
+                // The record found an interface, so `iface` does too.
+                let Some(out) = self.iface(st, ifindex) else { return Err(ret::NOT_FWDED) };
                 let toward = gw.map(|g| {
                     let g = g.as_ref();
                     Ipv4Addr::new(g[0], g[1], g[2], g[3])
                 });
                 p[16..20].copy_from_slice(&select_src_v4(out, toward).octets());
             }
-            (IpAddr::V6(_), Some(IpAddr::V6(a)), _) => p[16..32].copy_from_slice(&a.octets()),
-            (IpAddr::V6(d), _, Some(out)) => match self.select_src_v6(st, out, d) {
-                Some(a) => p[16..32].copy_from_slice(&a.octets()),
-                None => return Err(ret::NO_SRC_ADDR),
-            },
-            // The record found an interface, so `iface` does too.
-            (_, _, None) => return Err(ret::NOT_FWDED),
+            (IpAddr::V6(d), _) => {
+                let a = match self.src_v6_records(st, ifindex, d) {
+                    Some(a) => a,
+                    None => match self.iface(st, ifindex) {
+                        Some(out) => self.select_src_v6(st, out, d),
+                        None => return Err(ret::NOT_FWDED),
+                    },
+                };
+                match a {
+                    Some(a) => p[16..32].copy_from_slice(&a.octets()),
+                    None => return Err(ret::NO_SRC_ADDR),
+                }
+            }
         }
         Ok(())
     }
@@ -503,21 +525,27 @@ impl FibEnv {
                     _ => None,
                 }
             };
-            // With OUTPUT, a route with one next hop: the general path below takes it
+            // With OUTPUT the general path below takes a route with one next hop
             // whatever its device (the device only orders a multipath route's
-            // siblings, `rt6_select`).
+            // siblings, `rt6_select`): a group's first member through the device,
+            // else its first; a nexthop object's first member.
             let hit = match idx {
-                Some(i) => match st.fast_v6(i) {
-                    Some((fast, m)) if !output || matches!(fast, Fast::One(_)) => {
-                        Some((i, fast, m))
-                    }
-                    _ => None,
-                },
+                Some(i) => st.fast_v6(i).map(|(fast, m)| (i, fast, m)),
                 None => None,
             };
             if let Some((i, fast, metric)) = hit {
                 let f = match fast {
                     Fast::One(f) => f,
+                    Fast::Group(g) if output => {
+                        let pick = match g.nhid() {
+                            0 => g.through(dev.ifindex).unwrap_or(0),
+                            _ => 0,
+                        };
+                        match g.member(pick) {
+                            Some(f) => f,
+                            None => return ret::NOT_FWDED,
+                        }
+                    }
                     Fast::Group(g) => {
                         let flowinfo: [u8; 4] = p[12..16].try_into().expect("4 bytes");
                         let hash = spine_fib::mphash::hash_v6(
@@ -639,6 +667,45 @@ impl FibEnv {
             }
         }
         self.finish(st, p, fl, out, IpAddr::V6(next), mtu)
+    }
+
+    /// [`FibEnv::select_src_v6`]'s answer from the precomputed choices (`SrcV6`) of
+    /// the configured interfaces and of the FIB's: the configured ones' first, then
+    /// the FIB's, as the general selection walks them. `None` (ask the general
+    /// selection) where a configured interface shadows a FIB one the FIB's choice
+    /// names: its addresses are not the router's.
+    #[inline]
+    fn src_v6_records(&self, st: &FibState, out: u32, dst: Ipv6Addr) -> Option<Option<Ipv6Addr>> {
+        let d = u128::from(dst);
+        let (conf, fib) = (&self.src6, st.src_v6());
+        // Only one side holds addresses (the usual case: configured interfaces, or a
+        // mirrored FIB's): its choice alone.
+        if fib.is_empty() {
+            return Some(conf.choose(out, d));
+        }
+        if self.ifaces.is_empty() {
+            return Some(fib.choose(out, d));
+        }
+        let shadowed = |i: u32| self.ifaces.binary_search_by_key(&i, |c| c.ifindex).is_ok();
+        if conf.owns(d) {
+            return Some(Some(dst));
+        }
+        if fib.owns(d) {
+            return fib.owners(d).any(|i| !shadowed(i)).then_some(Some(dst));
+        }
+        let (c, f) = (conf.cands(out), fib.cands(out));
+        if f.addrs.iter().any(|&(_, i)| shadowed(i)) {
+            return None;
+        }
+        let best = match c.rank.cmp(&f.rank) {
+            std::cmp::Ordering::Greater => c.best(d),
+            std::cmp::Ordering::Less => f.best(d),
+            std::cmp::Ordering::Equal => match (c.best(d), f.best(d)) {
+                (Some(a), Some(b)) if b.0 > a.0 => Some(b),
+                (a, b) => a.or(b),
+            },
+        };
+        Some(best.map(|(_, a)| Ipv6Addr::from(a)))
     }
 
     /// `ipv6_dev_get_saddr` for a global destination, reduced to what a router's

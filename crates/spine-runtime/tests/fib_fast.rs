@@ -274,3 +274,121 @@ fn the_fast_path_answers_as_the_general_path() {
         "few lookups under custom rules: {with_rules:?}"
     );
 }
+
+/// `SRC`'s IPv6 source choice from the precomputed records (`spine_fib::SrcV6`, one
+/// in the FIB state rebuilt with every interface change, one over the configured
+/// interfaces) answers as the general selection over the interfaces' addresses after
+/// every change: addresses of every scope added and removed, devices deleted,
+/// destinations that are the router's own addresses, configured interfaces that
+/// shadow FIB ones (their FIB addresses are not the router's) and one the FIB lacks.
+#[test]
+fn src_v6_from_the_records_follows_address_changes() {
+    const POOL: [&str; 8] = [
+        "2001:db8:a::1",
+        "2001:db8:a:8000::1",
+        "2001:db8:b::1",
+        "2001:db8:c::1",
+        "fd00::fe",
+        "fe80::1",
+        "fe80::2",
+        "2001:db8:a:8000::2",
+    ];
+    let routes = [
+        ("2001:db8:a::/48", Some("fd00::1"), 3),
+        ("2001:db8:b::/48", Some("fd00::2"), 4),
+        ("2001:db8:c::/64", None, 5),
+        ("2001:db8:a:8000::/49", None, 6),
+        ("fd00::/64", None, 3),
+    ];
+    let (mut w, r) = FibWriter::new();
+    for (pfx, gw, dev) in routes {
+        let nh = match gw {
+            Some(g) => NextHop::via(g.parse().unwrap(), dev),
+            None => NextHop::dev(dev),
+        };
+        w.add(Route::unicast(pfx.parse().unwrap(), vec![nh])).unwrap();
+    }
+    let iface = |ifindex: u32, addrs: Vec<(IpAddr, u8)>| Iface {
+        ifindex,
+        mtu: 1500,
+        mac: [2, 0, 0, 0, 1, ifindex as u8],
+        forward_v4: true,
+        forward_v6: true,
+        addrs,
+    };
+    w.apply(FibOp::SetIface(iface(1, vec![]))).unwrap();
+    for g in ["fd00::1", "fd00::2"] {
+        let neigh = Neigh { mac: [2, 0, 0, 0, 9, 9], state: NudState::REACHABLE };
+        let ifindex = if g == "fd00::1" { 3 } else { 4 };
+        w.apply(FibOp::SetNeigh { ifindex, ip: g.parse().unwrap(), neigh }).unwrap();
+    }
+    w.publish();
+    let a = |s: &str| (s.parse::<IpAddr>().unwrap(), 64u8);
+    // Interface 2 shadows the FIB's 2; 6 is configured only (its routes' device).
+    let configured = vec![
+        iface(2, vec![a("2001:db8:b::2"), a("fe80::22")]),
+        iface(6, vec![a("192.0.2.6"), a("fe80::66")]),
+    ];
+    let envs = [FibEnv::new(r.clone(), configured), FibEnv::new(r.clone(), Vec::new())];
+    let mut rng = Rng(0x5c_0a_dd_e5);
+    let mut codes = std::collections::BTreeMap::<i64, usize>::new();
+    let mut answers = std::collections::BTreeSet::<[u8; 16]>::new();
+    let mut own = 0;
+    for step in 0..1_500 {
+        for _ in 0..=rng.below(2) {
+            let ifindex = 2 + rng.below(4) as u32;
+            let op = if rng.below(8) == 0 {
+                FibOp::DelIface(ifindex)
+            } else {
+                let mut addrs = vec![a("192.0.2.1")];
+                for _ in 0..rng.below(4) {
+                    addrs.push(a(POOL[rng.below(POOL.len() as u64) as usize]));
+                }
+                FibOp::SetIface(iface(ifindex, addrs))
+            };
+            w.apply(op).unwrap();
+        }
+        w.publish();
+        for n in 0..20 {
+            let mut p = [0u8; PARAMS_LEN];
+            p[0] = 10;
+            p[1] = 6;
+            p[6..8].copy_from_slice(&100u16.to_ne_bytes());
+            p[8..12].copy_from_slice(&1u32.to_ne_bytes());
+            p[16..32].copy_from_slice(&"2001:db8:ffff::7".parse::<Ipv6Addr>().unwrap().octets());
+            let dst: Ipv6Addr = if rng.below(4) == 0 {
+                let d: Ipv6Addr = POOL[rng.below(5) as usize].parse().unwrap();
+                own += 1;
+                d
+            } else {
+                let (pfx, _, _) = routes[rng.below(4) as usize];
+                let IpPrefix::V6(q) = pfx.parse().unwrap() else { unreachable!() };
+                let host = (u128::from(rng.next()) << 64 | u128::from(rng.next()))
+                    & !(u128::MAX.checked_shl(128 - q.len()).unwrap_or(0));
+                Ipv6Addr::from(q.addr() | host)
+            };
+            p[32..48].copy_from_slice(&dst.octets());
+            let fl = [flags::SRC, flags::SRC | flags::SKIP_NEIGH][rng.below(2) as usize];
+            for (e, env) in envs.iter().enumerate() {
+                let slow = env.clone().without_fast_path();
+                let (mut x, mut y) = (p, p);
+                let (rx, ry) = (env.lookup(&mut x, 64, fl), slow.lookup(&mut y, 64, fl));
+                assert_eq!((rx, x), (ry, y), "step {step}, lookup {n}, env {e}: in {p:?}");
+                *codes.entry(rx).or_default() += 1;
+                if rx == 0 {
+                    answers.insert(x[16..32].try_into().unwrap());
+                }
+            }
+        }
+    }
+    eprintln!(
+        "codes {codes:?}, {} source addresses answered, {own} to own addresses",
+        answers.len()
+    );
+    // SUCCESS, NO_NEIGH (7) after the source was written, NO_SRC_ADDR (9).
+    for (c, min) in [(0, 2_000), (7, 500), (9, 100)] {
+        let n = codes.get(&c).copied().unwrap_or(0);
+        assert!(n > min, "few lookups answered {c}: {codes:?}");
+    }
+    assert!(answers.len() >= 8, "few distinct sources answered: {answers:?}");
+}

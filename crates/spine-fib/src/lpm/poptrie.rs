@@ -116,6 +116,10 @@ pub struct Poptrie<A: Address, const S: u32> {
     node_blocks: Blocks,
     leaf_blocks: Blocks,
     rib: Rib<A>,
+    /// Whether the CPU has `popcnt` (x86-64), detected once when the trie is made so
+    /// that a lookup tests a field of the trie it reads anyway, not the feature cache.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    popcnt: bool,
 }
 
 /// What one step of a lookup found.
@@ -262,7 +266,7 @@ impl<A: Address, const S: u32> Poptrie<A, S> {
     #[inline]
     fn find(&self, addr: A) -> u32 {
         #[cfg(target_arch = "x86_64")]
-        if popcnt::available() {
+        if self.popcnt {
             return popcnt::find(self, addr);
         }
         self.find_generic(addr)
@@ -490,6 +494,7 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
             node_blocks: Blocks::default(),
             leaf_blocks: Blocks::default(),
             rib: Rib::default(),
+            popcnt: popcnt_available(),
         }
     }
 
@@ -500,7 +505,7 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
 
     fn lookup_batch(&self, addrs: &[A], out: &mut [Option<u32>]) {
         #[cfg(target_arch = "x86_64")]
-        if popcnt::available() {
+        if self.popcnt {
             return popcnt::burst(self, addrs, out);
         }
         self.burst_generic(addrs, out)
@@ -553,6 +558,14 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
     }
 }
 
+/// Whether the lookups compiled for `popcnt` may run here (`Poptrie::popcnt`).
+fn popcnt_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return popcnt::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// The lookups compiled for CPUs with `popcnt` (every x86-64 since 2008, but not the
 /// baseline target), chosen at run time: Poptrie's two popcounts per node otherwise
 /// become a dozen instructions each.
@@ -561,13 +574,13 @@ impl<A: Address, const S: u32> Lpm<A> for Poptrie<A, S> {
 mod popcnt {
     use super::*;
 
-    #[inline(always)]
     pub(super) fn available() -> bool {
         std::arch::is_x86_feature_detected!("popcnt")
     }
 
     pub(super) fn find<A: Address, const S: u32>(t: &Poptrie<A, S>, addr: A) -> u32 {
-        // SAFETY: callers checked `available()`: the CPU has `popcnt`.
+        // SAFETY: callers checked `t.popcnt`, set from `available()` when `t` was
+        // made in this process: the CPU has `popcnt`.
         unsafe { find_popcnt(t, addr) }
     }
 
@@ -576,7 +589,8 @@ mod popcnt {
         addrs: &[A],
         out: &mut [Option<u32>],
     ) {
-        // SAFETY: callers checked `available()`: the CPU has `popcnt`.
+        // SAFETY: callers checked `t.popcnt`, set from `available()` when `t` was
+        // made in this process: the CPU has `popcnt`.
         unsafe { burst_popcnt(t, addrs, out) }
     }
 
