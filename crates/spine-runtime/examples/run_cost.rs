@@ -16,8 +16,8 @@
 //! No timing: instruction counts are what the shared build machines can measure.
 
 use spine_runtime::{
-    load_object, Bounds, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, RxInfo, Verdict,
-    XdpRunner,
+    load_object, Bounds, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, RxInfo,
+    Verdict, XdpRunner,
 };
 
 /// Ethernet + IPv4 + UDP, 64 bytes; then variants the bundled programs branch on.
@@ -122,8 +122,7 @@ fn main() {
             return;
         }
     }
-    let usage =
-        "usage: run_cost <bundled program> <jit|jit-bare|interp> <runs per packet> [burst]";
+    let usage = "usage: run_cost <bundled program> <jit|jit-bare|interp> <runs per packet> [burst]";
     let (name, engine, n, burst) = match args.as_slice() {
         [_, p, e, n] => (p.as_str(), e.as_str(), n.parse::<u32>().expect(usage), false),
         [_, p, e, n, b] if b == "burst" => {
