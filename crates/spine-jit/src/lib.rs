@@ -79,6 +79,18 @@ impl<E: Env> RunSlot<E> {
     pub fn new() -> Self {
         RunSlot { ctx: Box::new(runtime::RunCtx::new::<E>()), _env: PhantomData }
     }
+
+    /// Binds the slot to the stack of the runs that follow (a burst of packets on one
+    /// runner): [`JitProgram::run_bound`] then writes no stack bounds. The bounds are
+    /// addresses the generated code checks its frame accesses against, as the regions
+    /// of a [`Memory`] are; nothing dereferences them as a Rust reference.
+    #[inline(always)]
+    pub fn bind(&mut self, stack: &mut Stack) {
+        let stack_top = stack.as_mut_ptr() as u64 + stack.len_bytes() as u64;
+        let ctx = &mut *self.ctx;
+        ctx.stack_base = stack_top - Stack::BYTES as u64;
+        ctx.stack_top = stack_top;
+    }
 }
 
 /// A helper implemented as a native function, called directly instead of through
@@ -370,26 +382,69 @@ impl JitProgram {
         env: &mut E,
         limits: RunLimits,
     ) -> Result<u64, Fault> {
-        let stack_base = stack.as_mut_ptr() as u64;
-        let stack_top = stack_base + stack.len_bytes() as u64;
+        slot.bind(stack);
         let base_len = mem.len();
         let env_ptr: *mut c_void = (env as *mut E).cast();
         let ctx = &mut *slot.ctx;
         // What a run may have changed, and the pointers of this call; `outcome` and
         // `panic` are `None` (every run takes them before it returns).
-        ctx.stack_base = stack_top - Stack::BYTES as u64;
-        ctx.stack_top = stack_top;
+        ctx.rt = env_ptr;
+        ctx.env = env_ptr;
+        ctx.mem = mem as *mut Memory;
         ctx.points = u64::from(limits.points);
         ctx.limit_points = limits.points;
         ctx.spent = 0;
         ctx.aborted = 0;
-        ctx.rt = env_ptr;
-        ctx.env = env_ptr;
-        ctx.mem = mem as *mut Memory;
         // SAFETY: as in `enter_at`.
         let entry: runtime::EntryFn = unsafe { std::mem::transmute(self.code.as_ptr()) };
         // SAFETY: as in `enter_at`; the slot's trampolines are `E`'s (its type says so).
         let r0 = unsafe { entry(ctx, args[0], args[1], args[2], args[3], args[4]) };
+        if mem.len() > base_len {
+            mem.truncate(base_len);
+        }
+        // The common end: `exit` reached, nothing recorded. Two compares, no store; the
+        // rest (taking the outcome apart, resuming a panic) is out of line.
+        if ctx.outcome.is_none() && ctx.panic.is_none() {
+            return Ok(r0);
+        }
+        ended(ctx, r0)
+    }
+
+    /// As [`JitProgram::run_in`] with r1 = `r1` and r2..r5 = 0 (a packet program's
+    /// entry; no argument array goes through memory), in a slot [`RunSlot::bind`] bound
+    /// to this run's stack: the stack bounds are not written again. Every run is still
+    /// an invocation of its own (its own countdown from `limits`, nothing recorded by
+    /// an earlier run, the memory and environment pointers of this call).
+    ///
+    /// # Safety
+    /// As for [`JitProgram::run_in`], and `slot` was last bound with [`RunSlot::bind`]
+    /// to the stack that `mem` holds a region of (exactly that stack), which has not
+    /// moved since.
+    #[expect(unsafe_code, reason = "enters the generated code in a bound run context")]
+    #[inline(always)]
+    pub unsafe fn run_bound<E: Env>(
+        &self,
+        slot: &mut RunSlot<E>,
+        r1: u64,
+        mem: &mut Memory,
+        env: &mut E,
+        limits: RunLimits,
+    ) -> Result<u64, Fault> {
+        let base_len = mem.len();
+        let env_ptr: *mut c_void = (env as *mut E).cast();
+        let ctx = &mut *slot.ctx;
+        ctx.rt = env_ptr;
+        ctx.env = env_ptr;
+        ctx.mem = mem as *mut Memory;
+        ctx.points = u64::from(limits.points);
+        ctx.limit_points = limits.points;
+        ctx.spent = 0;
+        ctx.aborted = 0;
+        // SAFETY: as in `enter_at`.
+        let entry: runtime::EntryFn = unsafe { std::mem::transmute(self.code.as_ptr()) };
+        // SAFETY: as in `enter_at`; the slot's trampolines are `E`'s (its type says so),
+        // its stack bounds this run's stack's (the caller's contract).
+        let r0 = unsafe { entry(ctx, r1, 0, 0, 0, 0) };
         if mem.len() > base_len {
             mem.truncate(base_len);
         }

@@ -202,3 +202,72 @@ fn a_kept_run_context_carries_nothing_from_one_run_to_the_next() {
         "the runs' outcomes"
     );
 }
+
+/// [`spine_jit::JitProgram::run_bound`] in a slot bound once to a stack, run after run
+/// (as a runner's burst runs packets): each run ends exactly as a plain run with a
+/// context of its own, whatever the run before it left (a budget fault, renewals, a
+/// helper that stopped the run, a `run_in` with other arguments in the same slot), and
+/// r2..r5 start at 0 every time.
+#[test]
+fn a_bound_run_context_carries_nothing_from_one_run_to_the_next() {
+    // r1's low 16 bits: back-edges (progress points); bit 16: call helper 1 (unknown to
+    // `LoopEnv`: the run stops); r1 >> 20, ORed with r2..r5, is returned.
+    let p = asm("mov %r0, %r1\nrsh %r0, 20\nor %r0, %r2\nor %r0, %r3\nor %r0, %r4\nor %r0, %r5\n\
+         mov %r6, %r1\nrsh %r6, 16\nand %r6, 1\nand %r1, 65535\n\
+         jeq %r1, 0, +2\nadd %r1, -1\nja -3\njeq %r6, 0, +1\ncall 1\nexit");
+    let jit = compile(&p, &JitOptions::default()).expect("compiles");
+    let limits = RunLimits { points: 16 };
+    let mut slot = spine_jit::RunSlot::<LoopEnv>::new();
+    let (mut mem, mut stack) = (Memory::new(), Stack::new());
+    slot.bind(&mut stack);
+    let r1 = |loops: u64, abort: bool, ret: u64| loops | (u64::from(abort) << 16) | (ret << 20);
+    // 40 back-edges need two renewals; 10 fit the first countdown.
+    let runs: [(u64, u32); 8] = [
+        (r1(40, false, 1), 0),
+        (r1(10, false, 2), 0),
+        (r1(0, true, 3), 0),
+        (r1(0, false, 4), 0),
+        (r1(40, false, 5), 2),
+        (r1(15, false, 6), 0),
+        (r1(40, true, 7), 0),
+        (r1(5, false, 8), 0),
+    ];
+    let mut outcomes = Vec::new();
+    for (i, (r1, renewals)) in runs.into_iter().enumerate() {
+        // Before runs 2 and 3, a run with r2..r5 set in the same slot (`run_in` writes
+        // its stack bounds too: bound to the same stack, they are the same); runs 4 to
+        // 7 follow each other in the slot with nothing in between.
+        if i == 2 || i == 3 {
+            let mut e0 = LoopEnv { renewals: 0, log: Vec::new() };
+            // SAFETY: no native helpers are registered; `LoopEnv` is the slot's type.
+            let other = unsafe {
+                jit.run_in(
+                    &mut slot,
+                    [0, 1 << 8, 1 << 9, 1 << 10, 1 << 11],
+                    &mut mem,
+                    &mut stack,
+                    &mut e0,
+                    limits,
+                )
+            };
+            assert_eq!(other, Ok(0xf00), "run {i}: r2..r5 of run_in");
+        }
+        let mut e1 = LoopEnv { renewals, log: Vec::new() };
+        // SAFETY: as above; the slot was bound to `stack`, which has not moved.
+        let bound = unsafe { jit.run_bound(&mut slot, r1, &mut mem, &mut e1, limits) };
+        let mut e2 = LoopEnv { renewals, log: Vec::new() };
+        let fresh =
+            jit.run([r1, 0, 0, 0, 0], &mut Memory::new(), &mut Stack::new(), &mut e2, limits);
+        assert_eq!(bound, fresh, "run {i}: bound context vs fresh");
+        assert_eq!(e1.renewals, e2.renewals, "run {i}: budget renewals");
+        assert!(mem.is_empty(), "run {i}: regions left registered");
+        outcomes.push(bound.map_err(|f| std::mem::discriminant(&f)));
+    }
+    let budget = Err(std::mem::discriminant(&Fault::Budget { pc: 0, points: 0 }));
+    let unknown = Err(std::mem::discriminant(&Fault::UnknownHelper { pc: 0, id: 0 }));
+    assert_eq!(
+        outcomes,
+        [budget, Ok(2), unknown, Ok(4), Ok(5), Ok(6), budget, Ok(8)],
+        "the runs' outcomes"
+    );
+}

@@ -8,14 +8,16 @@
 //! ```
 //!
 //! Instructions per run = the collected total / (packets × runs); the loading is not
-//! collected. Engines: `jit` (with the watchdog's countdown), `jit-bare` (without), `interp`.
+//! collected. A fifth argument `burst` runs the packets as one burst per round
+//! (`XdpRunner::burst`, as the adapter does); collect `run_cost::bursts` then. Engines: `jit` (with the watchdog's countdown), `jit-bare` (without), `interp`.
 //!
 //! `run_cost load N` loads (verifies, compiles) the 1,000-instruction program of
 //! `spine bench exec` N times instead; collect `run_cost::loads` for its cost.
 //! No timing: instruction counts are what the shared build machines can measure.
 
 use spine_runtime::{
-    load_object, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, RxInfo, XdpRunner,
+    load_object, Bounds, Budget, EngineKind, FixedHost, Frame, Geometry, LoadOptions, RxInfo,
+    Verdict, XdpRunner,
 };
 
 /// Ethernet + IPv4 + UDP, 64 bytes; then variants the bundled programs branch on.
@@ -72,6 +74,32 @@ fn runs(runner: &mut XdpRunner, frames: &mut [Frame], host: &mut FixedHost, n: u
     acc
 }
 
+/// The same packets as one burst per round (`XdpRunner::burst`, as the adapter's worker
+/// runs them): `n` bursts of the 8 packets. Out of line for callgrind.
+#[inline(never)]
+fn bursts(
+    runner: &mut XdpRunner,
+    bufs: &mut [(Vec<u8>, Bounds)],
+    host: &mut FixedHost,
+    n: u32,
+) -> u64 {
+    let mut acc = 0u64;
+    for _ in 0..n {
+        let mut b = runner.burst(Geometry::TEST_RUN, RxInfo::default(), host);
+        for (buf, bounds) in bufs.iter_mut() {
+            // SAFETY: each buffer is the geometry's size and its bounds were made inside
+            // it (`main`); the runner keeps them so.
+            let v = unsafe { b.run_unchecked(buf, bounds) };
+            let a = match v {
+                Verdict::Action { action, .. } => action,
+                _ => u32::MAX,
+            };
+            acc = acc.wrapping_add(u64::from(a));
+        }
+    }
+    acc
+}
+
 /// The measured loads, out of line for callgrind.
 #[inline(never)]
 fn loads(obj: &spine_obj::Object, n: u32) -> usize {
@@ -94,9 +122,12 @@ fn main() {
             return;
         }
     }
-    let usage = "usage: run_cost <bundled program> <jit|jit-bare|interp> <runs per packet>";
-    let (name, engine, n) = match args.as_slice() {
-        [_, p, e, n] => (p.as_str(), e.as_str(), n.parse::<u32>().expect(usage)),
+    let usage = "usage: run_cost <bundled program> <jit|jit-bare|interp> <runs per packet> [burst]";
+    let (name, engine, n, burst) = match args.as_slice() {
+        [_, p, e, n] => (p.as_str(), e.as_str(), n.parse::<u32>().expect(usage), false),
+        [_, p, e, n, b] if b == "burst" => {
+            (p.as_str(), e.as_str(), n.parse::<u32>().expect(usage), true)
+        }
         _ => panic!("{usage}"),
     };
     let (engine, watchdog) = match engine {
@@ -123,6 +154,22 @@ fn main() {
             f
         })
         .collect();
-    let acc = runs(&mut runner, &mut frames, &mut host, n);
+    let acc = if burst {
+        let g = Geometry::TEST_RUN;
+        let mut bufs: Vec<(Vec<u8>, Bounds)> = pkts
+            .iter()
+            .map(|p| {
+                let mut buf = vec![0u8; g.size];
+                buf[g.headroom..g.headroom + p.len()].copy_from_slice(p);
+                let bounds =
+                    Bounds { meta: g.headroom, data: g.headroom, end: g.headroom + p.len() };
+                assert!(g.holds(&bounds, buf.len()), "packet fits");
+                (buf, bounds)
+            })
+            .collect();
+        bursts(&mut runner, &mut bufs, &mut host, n)
+    } else {
+        runs(&mut runner, &mut frames, &mut host, n)
+    };
     println!("{name} {} runs: {acc}", pkts.len() as u64 * u64::from(n));
 }

@@ -529,6 +529,9 @@ impl XdpRunner {
         if !env.held.is_empty() {
             env.held.release(env.maps);
         }
+        // The JIT's run context holds this runner's stack bounds for the burst (the
+        // stack's words are boxed and never move): a packet's run does not write them.
+        self.jit.bind(&mut self.stack);
         XdpBurst { r: self, detached: false, _host: std::marker::PhantomData }
     }
 
@@ -703,14 +706,15 @@ impl XdpBurst<'_> {
         env.deadline = None;
         env.cpu_deadline = None;
         let limits = RunLimits { points: env.budget.points };
-        let args = [ctx_ptr as u64, 0, 0, 0, 0];
+        // r1 is the context, r2..r5 are 0 (the engines' entry sets them).
+        let r1 = ctx_ptr as u64;
         // The attached program first, without the tail-call loop's reference counting;
         // the targets of its tail calls (rare) out of line.
         let mut result =
-            invoke(&r.ext, r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, args, limits);
+            invoke(&r.ext, r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, r1, limits);
         if result.is_ok() && env.tail.is_some() {
             result =
-                follow_tail_calls(r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, args, limits);
+                follow_tail_calls(r.cpu, &mut r.jit, &mut r.mem, &mut r.stack, env, r1, limits);
         }
         // The invocation is over: what it held (inner maps, reserved records) is let go.
         if !env.held.is_empty() {
@@ -753,7 +757,7 @@ fn invoke(
     mem: &mut Memory,
     stack: &mut Stack,
     env: &mut XdpEnv<'static>,
-    args: [u64; 5],
+    r1: u64,
     limits: RunLimits,
 ) -> Result<u32, Box<Fault>> {
     if ext.stats().zeroed_stack > 0 {
@@ -761,13 +765,15 @@ fn invoke(
     }
     env.running = ext;
     let res = match &ext.engine {
-        Engine::Interp(vm) => vm.run(args, mem, stack, env, limits),
-        // In the run context the runner keeps (only what a run changes is written per
-        // packet).
+        Engine::Interp(vm) => vm.run([r1, 0, 0, 0, 0], mem, stack, env, limits),
+        // In the run context the runner keeps, bound to its stack (`XdpRunner::burst`):
+        // per packet the countdown, the abort flag and the memory and environment
+        // pointers are written there.
         // SAFETY: the JIT registered `helpers::native_helpers`, which take the `XdpEnv`
         // passed here as their runtime pointer; `mem` has held the region of `stack`
-        // since the runner was made.
-        Engine::Jit(code) => unsafe { code.run_in(jit, args, mem, stack, env, limits) },
+        // since the runner was made, and `jit` was bound to `stack` by the burst (or
+        // run) this invocation belongs to.
+        Engine::Jit(code) => unsafe { code.run_bound(jit, r1, mem, env, limits) },
     };
     match res {
         Ok(r0) => Ok(r0 as u32),
@@ -801,12 +807,12 @@ fn follow_tail_calls(
     mem: &mut Memory,
     stack: &mut Stack,
     env: &mut XdpEnv<'static>,
-    args: [u64; 5],
+    r1: u64,
     limits: RunLimits,
 ) -> Result<u32, Box<Fault>> {
     loop {
         let Some(target) = env.tail.take() else { unreachable!("called with a pending tail call") };
-        let r0 = invoke(&target, cpu, jit, mem, stack, env, args, limits)?;
+        let r0 = invoke(&target, cpu, jit, mem, stack, env, r1, limits)?;
         if env.tail.is_none() {
             return Ok(r0);
         }

@@ -252,3 +252,66 @@ fn nothing_one_packet_leaves_reaches_the_next_in_a_reused_runner() {
         assert_eq!(v, expected, "{engine:?}: the burst's verdicts");
     }
 }
+
+/// The JIT's run context is bound to the runner's stack once per burst, and a packet's
+/// run writes only its own countdown, abort flag and pointers there: a runner moved
+/// between bursts (its fields at new addresses) still runs every packet of the next
+/// burst as a fresh runner would, after bursts that left a fault, a tail-call chain and
+/// a redirect target behind.
+#[test]
+fn a_runner_moved_between_bursts_runs_each_packet_as_its_own_invocation() {
+    let obj = compile("leftovers");
+    let g = Geometry::TEST_RUN;
+    let bursts: [&[u8]; 3] = [&[3, 0, 4, 1], &[4, 3, 9, 1, 2, 0], &[1, 2, 3, 4, 0, 9]];
+    for engine in ENGINES {
+        let loaded = load(&obj, engine, &Domain::default_domain());
+        let ext = loaded.program(Some("leftovers")).unwrap().clone();
+        let mut runners: Vec<XdpRunner> =
+            vec![XdpRunner::new(ext.clone(), 0).unwrap().with_budget(BUDGET)];
+        for (n, kinds) in bursts.iter().enumerate() {
+            // Move the runner to a new place before each burst.
+            let runner = runners.pop().unwrap();
+            let mut moved = Box::new(runner);
+            let packets: Vec<Vec<u8>> = kinds.iter().map(|&f| packet(f, 64)).collect();
+            let mut bufs: Vec<Vec<u8>> = packets
+                .iter()
+                .map(|p| {
+                    let mut b = vec![0u8; g.size];
+                    b[g.headroom..g.headroom + p.len()].copy_from_slice(p);
+                    b
+                })
+                .collect();
+            let mut frames: Vec<(&mut [u8], Bounds)> = bufs
+                .iter_mut()
+                .map(|b| {
+                    (
+                        b.as_mut_slice(),
+                        Bounds { meta: g.headroom, data: g.headroom, end: g.headroom + 64 },
+                    )
+                })
+                .collect();
+            let mut verdicts = vec![Verdict::default(); frames.len()];
+            let mut host = FixedHost::new(5);
+            moved.run_burst(&mut frames, &mut verdicts, g, RxInfo::default(), &mut host);
+            let expected: Vec<Verdict> = kinds.iter().map(|&f| leftover_verdict(f)).collect();
+            assert_eq!(verdicts, expected, "{engine:?}: burst {n}");
+            for (i, (p, (b, bounds))) in packets.iter().zip(&frames).enumerate() {
+                let mut fresh = XdpRunner::new(ext.clone(), 0).unwrap().with_budget(BUDGET);
+                let (_, fbytes) = single(&mut fresh, p, RxInfo::default());
+                assert_eq!(
+                    &b[bounds.meta..bounds.end],
+                    &fbytes[..],
+                    "{engine:?}: burst {n}, frame {i}"
+                );
+            }
+            // The runner's last redirect is the last packet's own.
+            let last = *expected.last().unwrap();
+            let want = match last {
+                Verdict::Action { redirect, .. } => redirect,
+                _ => None,
+            };
+            assert_eq!(moved.redirect(), want, "{engine:?}: burst {n}: the last run's redirect");
+            runners.push(*moved);
+        }
+    }
+}
