@@ -227,12 +227,12 @@ impl Verifier<'_> {
                 let m = usize::from(map);
                 let name = self.maps[m].name.clone();
                 if write {
-                    return Err(K::XdpSockWrite { reg, map: m as u32, name });
+                    return Err(K::XdpSockWrite { reg, name });
                 }
                 let o = i64::from(ptr.off) + off;
                 if ptr.v.const_value() != Some(0) || o != 0 || size != 4 {
-                    let o = o.saturating_add(ptr.v.smin);
-                    return Err(K::XdpSockAccess { reg, map: m as u32, name, off: o, size });
+                    let o = o.saturating_add(ptr.v.smin).clamp(i32::MIN.into(), i32::MAX.into());
+                    return Err(K::XdpSockAccess { reg, name, off: o as i32, size: size as u8 });
                 }
                 Ok(Region::MapValue { map: m })
             }
@@ -341,8 +341,8 @@ impl Verifier<'_> {
                 // The kernel rewrites the load into a zero-extending one; a sign-extending
                 // load of `queue_id` is refused here rather than given another meaning.
                 let name = self.maps[map].name.clone();
-                let off = i64::from(ptr.off) + i64::from(i.off);
-                return Err(K::XdpSockAccess { reg: i.src, map: map as u32, name, off, size });
+                let off = ptr.off.saturating_add(i32::from(i.off));
+                return Err(K::XdpSockAccess { reg: i.src, name, off, size: size as u8 });
             }
             Region::MapValue { map } => match self.frozen_read(map, &ptr, i.off, size) {
                 Some(v) => Reg::scalar(ext(Scalar::constant(v))),
