@@ -288,9 +288,10 @@ impl Pair {
         &self.kernel
     }
 
-    /// Spine's map `map`, if the program has it.
+    /// Spine's map `map`, if the program has it: any data map, also one that is not
+    /// compared with the kernel's (an XSKMAP, whose kernel entries are sockets).
     pub fn spine_map(&self, map: &str) -> Option<&Arc<Map>> {
-        self.maps.iter().find(|(_, m)| &*m.def().name == map).map(|(_, m)| m)
+        self.runner.extension().map(map)
     }
 
     /// Spine's array map `map` as `u64`s, key by key (the first 8 bytes of each value;

@@ -101,6 +101,23 @@ impl EntryArray {
         self.present[i as usize].store(true, Release);
     }
 
+    /// Sets entry `i` (in range) to the whole word `first`, `second` (an xskmap's
+    /// record: the queue id, then the port or endpoint it stands for; `second` non-zero).
+    pub(crate) fn set_pair(&self, i: u32, first: u32, second: u32) {
+        debug_assert_ne!(second, 0, "a zero entry is an absent one");
+        let mut w = [0u8; WORD];
+        w[..4].copy_from_slice(&first.to_ne_bytes());
+        w[4..].copy_from_slice(&second.to_ne_bytes());
+        self.values.write(i as usize * WORD, &w);
+        self.present[i as usize].store(true, Release);
+    }
+
+    /// The second `u32` of entry `i`'s word, if `i` is in range and the entry present.
+    pub(crate) fn second(&self, i: u32) -> Option<u32> {
+        let w = self.get(i)?;
+        Some(u32::from_ne_bytes([w[4], w[5], w[6], w[7]]))
+    }
+
     /// Makes entry `i` (in range) absent; its word stays for readers that hold it.
     pub(crate) fn clear(&self, i: u32) {
         self.present[i as usize].store(false, Release);

@@ -506,7 +506,7 @@ impl Map {
             Inner::DevMap(d) => d.entries().lookup_user(key, out),
             Inner::DevMapHash(d) => d.lookup_user(key, out),
             Inner::CpuMap(c) => c.entries().lookup_user(key, out),
-            Inner::XskMap(c) => c.entries().lookup_user(key, out),
+            Inner::XskMap(c) => c.lookup_user(key, out),
             Inner::RingBuf(_) => Err(MapError::NoElements { map: self.name() }),
             Inner::Perf(_) => Err(MapError::PerfSlotUnreadable { map: self.name() }),
             Inner::Outer(o) => o.lookup_user(key, out),

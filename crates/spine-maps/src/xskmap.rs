@@ -14,13 +14,32 @@
 //! program written for AF_XDP (`bpf_redirect_map(&xsks_map, ctx->rx_queue_index,
 //! XDP_PASS)`) feeds a spine endpoint unchanged.
 //!
+//! **What a program's lookup returns.** The kernel's lookup gives a `struct xdp_sock *`,
+//! which its verifier types `PTR_TO_XDP_SOCK`: the program may test it for NULL, compare
+//! it, and read one field, `struct bpf_xdp_sock`'s `queue_id` (a `u32` at offset 0: the
+//! queue the socket is bound to). An entry here is an 8-byte record, written whole:
+//!
+//! | offset | field |
+//! |---|---|
+//! | 0 | `queue_id`: the entry's **index** |
+//! | 4 | the port's ifindex, or the endpoint's id marked with [`XSK_ENDPOINT`] |
+//!
+//! and a lookup returns a pointer to it, which the verifier lets a program read at offset
+//! 0 with 4 bytes only (the kernel's `bpf_xdp_sock_is_valid_access`). The queue is the
+//! index because that is the queue the entry serves in spine: an endpoint bound to slot
+//! `k` receives what the program redirects to `k`, as libxdp binds the socket of queue
+//! `q` at `xsks_map[q]` (so there the kernel's `queue_id` is the index too). An entry
+//! that user space pointed at a spine port keeps the index as well: the map knows only
+//! the port's ifindex, not the kernel queue an AF_XDP port is bound to, so an AF_XDP port
+//! bound to queue 3 stored at index 0 reads `queue_id` 0 where the kernel's socket would
+//! read 3.
+//!
 //! Differences from the kernel:
 //! - The value is an ifindex, never a socket fd (0 and values with the endpoint bit are
 //!   refused with `EINVAL`, as an fd that is no socket is refused).
-//! - User space may read an entry back (the kernel answers `EOPNOTSUPP`).
-//! - A program's lookup returns a pointer to the 4-byte entry, read-only (the kernel's
-//!   verifier types it as `struct xdp_sock *`; programs in the wild only test it for
-//!   NULL).
+//! - User space may read an entry back (the kernel answers `EOPNOTSUPP`): it reads the
+//!   ifindex (or the marked endpoint id), not the record.
+//! - `queue_id` is the entry's index (above).
 //!
 //! The same storage serves spine's **endpoint map** (`SPINE_ENDPOINT`, declared as
 //! `SPINE_MAP_TYPE_ENDPOINT` in `include/spine_helpers.h`): a slot holds the id of the
@@ -89,18 +108,14 @@ impl XskMap {
         if id == 0 || id & XSK_ENDPOINT != 0 || e.lookup(&index.to_ne_bytes()).is_some() {
             return Err(MapError::Exists { map: e.name() });
         }
-        e.set(index, self.slot_value(id));
+        e.set_pair(index, index, self.slot_value(id));
         Ok(())
     }
 
     /// Empties slot `index` if it still holds endpoint `id`.
     pub(crate) fn unbind(&self, index: u32, id: u32) -> bool {
         let e = &self.entries;
-        let mut v = [0u8; 4];
-        if index < e.max_entries()
-            && e.lookup_user(&index.to_ne_bytes(), &mut v).is_ok()
-            && u32::from_ne_bytes(v) == self.slot_value(id)
-        {
+        if index < e.max_entries() && e.second(index) == Some(self.slot_value(id)) {
             e.clear(index);
             return true;
         }
@@ -134,7 +149,16 @@ impl XskMap {
         if !present && flags == EXIST {
             return Err(MapError::NotFound { map: e.name() });
         }
-        e.set(i, ifindex);
+        e.set_pair(i, i, ifindex);
+        Ok(())
+    }
+
+    /// `BPF_MAP_LOOKUP_ELEM` (the kernel answers `EOPNOTSUPP`): the ifindex or marked
+    /// endpoint id the entry holds, `ENOENT` out of range or empty.
+    pub(crate) fn lookup_user(&self, key: &[u8], out: &mut [u8]) -> Result<(), MapError> {
+        let e = &self.entries;
+        let v = e.second(EntryArray::index(key)).ok_or(MapError::NotFound { map: e.name() })?;
+        out[..4].copy_from_slice(&v.to_ne_bytes());
         Ok(())
     }
 

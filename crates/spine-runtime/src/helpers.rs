@@ -478,12 +478,19 @@ impl<'a> XdpEnv<'a> {
             return Ok(flags & REDIRECT_ACTION_MASK);
         };
         self.redirect = match map.def().map_type {
-            mt::DEVMAP | mt::DEVMAP_HASH | mt::XSKMAP => {
-                // An XSKMAP entry holds the ifindex of the port bound for the socket, or
-                // the id of the endpoint bound to it (marked).
+            mt::DEVMAP | mt::DEVMAP_HASH => {
                 // SAFETY: devmap values are at least 4 bytes (the ifindex first), 8-aligned.
                 let v = unsafe { value.as_ptr().cast::<u32>().read() };
-                if v & spine_maps::XSK_ENDPOINT != 0 && map.def().map_type == mt::XSKMAP {
+                Some(Redirect::Port { ifindex: v })
+            }
+            mt::XSKMAP => {
+                // An XSKMAP entry is the record `{ queue_id, target }`: the target is the
+                // ifindex of the port bound for the socket, or the id of the endpoint
+                // bound to it (marked).
+                // SAFETY: xskmap entries are 8-byte words, 8-aligned; the target is the
+                // second u32.
+                let v = unsafe { value.as_ptr().cast::<u32>().add(1).read() };
+                if v & spine_maps::XSK_ENDPOINT != 0 {
                     Some(Redirect::Endpoint { id: v & !spine_maps::XSK_ENDPOINT })
                 } else {
                     Some(Redirect::Port { ifindex: v })
@@ -491,8 +498,9 @@ impl<'a> XdpEnv<'a> {
             }
             mt::CPUMAP => Some(Redirect::Cpu { cpu: key }),
             mt::SPINE_ENDPOINT => {
-                // SAFETY: endpoint map values are 4 bytes in 8-aligned words, as xskmap's.
-                let id = unsafe { value.as_ptr().cast::<u32>().read() };
+                // SAFETY: endpoint map entries are xskmap records, 8-byte words, 8-aligned:
+                // the endpoint id is the second u32.
+                let id = unsafe { value.as_ptr().cast::<u32>().add(1).read() };
                 Some(Redirect::Endpoint { id })
             }
             _ => {

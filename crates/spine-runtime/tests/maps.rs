@@ -308,3 +308,49 @@ fn one_invocation_holds_at_most_eight_inner_maps() {
         assert_eq!(run(&mut count, &[0]), Ok(8), "{engine:?}");
     }
 }
+
+/// An XSKMAP lookup reads the entry's `queue_id` as the kernel's `struct bpf_xdp_sock`
+/// gives it (spine: the entry's index) and redirects into the entry: to the port whose
+/// ifindex user space stored, or to the endpoint bound to the slot; a missing entry
+/// passes, and a `queue_id` that differed from the key would abort (`xsk_queue.c`).
+/// The kernel's side (the program loads there and agrees on an empty map) is in
+/// `spine-difftest/tests/xsk_queue.rs`; a kernel XSKMAP entry needs an AF_XDP socket,
+/// so the bound entries are checked against spine's own expectations here.
+#[test]
+fn xskmap_lookup_reads_queue_id_and_redirects_into_the_entry() {
+    let obj = compile("xsk_queue");
+    for engine in ENGINES {
+        let l = load(&obj, engine);
+        let mut r = runner(&l, "xsk_queue");
+        let ext = r.extension().clone();
+        let (xsks, seen) = (map(&ext, "xsks_map"), map(&ext, "seen"));
+        xsks.update_user(&1u32.to_ne_bytes(), &42u32.to_ne_bytes(), 0).unwrap();
+        xsks.bind_endpoint(2, 5).unwrap();
+        xsks.update_user(&0u32.to_ne_bytes(), &43u32.to_ne_bytes(), 0).unwrap();
+        assert_eq!(run(&mut r, &[1]), Ok(xdp_action::REDIRECT), "{engine:?}");
+        assert_eq!(r.redirect(), Some(Redirect::Port { ifindex: 42 }), "{engine:?}");
+        assert_eq!(u64_at(seen, 1), Some(101), "{engine:?}: queue_id 1 read");
+        assert_eq!(run(&mut r, &[2]), Ok(xdp_action::REDIRECT), "{engine:?}");
+        assert_eq!(r.redirect(), Some(Redirect::Endpoint { id: 5 }), "{engine:?}");
+        assert_eq!(u64_at(seen, 2), Some(102), "{engine:?}");
+        assert_eq!(run(&mut r, &[0]), Ok(xdp_action::REDIRECT), "{engine:?}");
+        assert_eq!(r.redirect(), Some(Redirect::Port { ifindex: 43 }), "{engine:?}");
+        assert_eq!(u64_at(seen, 0), Some(100), "{engine:?}: queue 0 reads 0");
+        assert_eq!(run(&mut r, &[3]), Ok(xdp_action::PASS), "{engine:?}: empty entry");
+        assert_eq!(r.redirect(), None);
+        assert_eq!(u64_at(seen, 3), Some(0), "{engine:?}: nothing read");
+        assert_eq!(run(&mut r, &[6]), Ok(xdp_action::PASS), "{engine:?}: past the end");
+        xsks.delete_user(&1u32.to_ne_bytes()).unwrap();
+        assert_eq!(run(&mut r, &[1]), Ok(xdp_action::PASS), "{engine:?}: deleted");
+
+        // libxdp's default program: the entry of the receive queue.
+        let mut d = runner(&l, "xsk_default");
+        let mut f = packet(&[0]);
+        let rx = |q| RxInfo { rx_queue_index: q, ..RxInfo::default() };
+        let host = &mut FixedHost::new(1);
+        assert_eq!(d.run(&mut f, rx(2), host).map_err(|f| *f), Ok(xdp_action::REDIRECT));
+        assert_eq!(d.redirect(), Some(Redirect::Endpoint { id: 5 }), "{engine:?}");
+        assert_eq!(d.run(&mut f, rx(1), host).map_err(|f| *f), Ok(xdp_action::PASS));
+        assert_eq!(d.redirect(), None, "{engine:?}");
+    }
+}

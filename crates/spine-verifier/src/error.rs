@@ -117,6 +117,13 @@ pub enum VerifyErrorKind {
     NullableDeref { reg: u8, kind: &'static str },
     #[error("write into read-only map '{name}'")]
     ReadOnlyMap { map: u32, name: String },
+    /// A load through an XSKMAP lookup's pointer (the kernel's `PTR_TO_XDP_SOCK`) other
+    /// than `struct bpf_xdp_sock`'s `queue_id`, a `u32` at offset 0.
+    #[error("R{reg} invalid xdp_sock access off={off} size={size} (map '{name}': only queue_id, 4 bytes at offset 0)")]
+    XdpSockAccess { reg: u8, name: String, off: i32, size: u8 },
+    /// A store or atomic through an XSKMAP lookup's pointer.
+    #[error("R{reg} cannot write into xdp_sock (map '{name}')")]
+    XdpSockWrite { reg: u8, name: String },
     #[error("misaligned access off={off} size={size} (atomic operations need natural alignment)")]
     MisalignedAccess { reg: u8, off: i64, size: u64 },
     #[error("BPF_ATOMIC stores into R{reg} {kind} are not allowed")]
@@ -251,6 +258,8 @@ impl VerifyErrorKind {
             InvalidMemAccess { .. } => "InvalidMemAccess",
             NullableDeref { .. } => "NullableDeref",
             ReadOnlyMap { .. } => "ReadOnlyMap",
+            XdpSockAccess { .. } => "XdpSockAccess",
+            XdpSockWrite { .. } => "XdpSockWrite",
             MisalignedAccess { .. } => "MisalignedAccess",
             AtomicNotAllowed { .. } => "AtomicNotAllowed",
             MixedCtxAccess => "MixedCtxAccess",

@@ -192,6 +192,62 @@ fn a_value_equal_to_a_checked_one_is_not_null() {
     }
 }
 
+/// An XSKMAP lookup is the kernel's `PTR_TO_XDP_SOCK`: once tested for NULL (or found
+/// equal to a tested lookup, `verifier_jeq_infer_not_null.c`), a program reads
+/// `queue_id`, a `u32` at offset 0, and redirects into the entry, the AF_XDP idiom
+/// `if (xs && xs->queue_id == q) return bpf_redirect_map(&xsks_map, q, 0)`. What else the
+/// pointer may not do: `attacks/xsk_*.s`.
+#[test]
+fn an_xskmap_lookup_reads_queue_id() {
+    for (test, read) in [
+        ("", "ldxw %r0, [%r6+0]"),
+        ("jne %r6, %r7, out", "ldxw %r0, [%r7+0]"),
+        ("jeq %r6, %r7, same\n ja out", "same: ldxw %r0, [%r7+0]"),
+    ] {
+        accept(&format!(
+            "ldxw %r8, [%r1+16]
+             stw [%r10-4], 0
+             stxw [%r10-4], %r8
+             mov %r2, %r10
+             add %r2, -4
+             lddw %r1, map[16]
+             call 1
+             mov %r6, %r0
+             mov %r2, %r10
+             add %r2, -4
+             lddw %r1, map[16]
+             call 1
+             mov %r7, %r0
+             jeq %r6, 0, out
+             {test}
+             {read}
+             jne %r0, %r8, out
+             lddw %r1, map[16]
+             mov %r2, %r8
+             mov %r3, 0
+             call 51
+             exit
+             out: mov %r0, 2
+             exit"
+        ));
+    }
+    // Spilled and filled, the pointer keeps its type.
+    accept(
+        "stw [%r10-4], 0
+         mov %r2, %r10
+         add %r2, -4
+         lddw %r1, map[16]
+         call 1
+         jeq %r0, 0, out
+         stxdw [%r10-16], %r0
+         ldxdw %r6, [%r10-16]
+         ldxw %r0, [%r6+0]
+         exit
+         out: mov %r0, 2
+         exit",
+    );
+}
+
 /// The largest fixed offset a packet check proves a range from is the kernel's
 /// `MAX_PACKET_OFF`, 65535 (one past it: `attacks/meta_checked_past_max_packet_offset.s`).
 #[test]

@@ -340,3 +340,34 @@ fn endpoint_map_slots_are_bound_by_the_adapter_only() {
     let arr = map(spine_abi::map_type::ARRAY, 4, 4, 4, 0, 1);
     assert!(matches!(arr.bind_endpoint(0, 1), Err(MapError::Unsupported { .. })));
 }
+
+/// What a program's lookup of an XSKMAP or endpoint-map entry points at: the record
+/// `{ queue_id, target }`, whose `queue_id` (a `u32` at offset 0, the kernel's
+/// `struct bpf_xdp_sock`) is the entry's index, and whose target (offset 4) is the port's
+/// ifindex or the marked endpoint id; user space reads the target back.
+#[test]
+fn xskmap_lookup_points_at_a_queue_id_record() {
+    use spine_abi::map_type::{SPINE_ENDPOINT, XSKMAP};
+    let record = |m: &crate::Map, k: u32| {
+        let p = m.lookup(&k32(k), 0).expect("bound");
+        let (arena, off) = m.resolve(p, 8);
+        let mut w = [0u8; 8];
+        arena.read(off, &mut w);
+        let half = |i: usize| u32::from_ne_bytes(w[i..i + 4].try_into().unwrap());
+        (half(0), half(4))
+    };
+    let x = map(XSKMAP, 4, 4, 4, 0, 1);
+    x.update_user(&k32(3), &7u32.to_ne_bytes(), 0).unwrap();
+    x.bind_endpoint(2, 5).unwrap();
+    x.update_user(&k32(0), &9u32.to_ne_bytes(), 0).unwrap();
+    assert_eq!(record(&x, 3), (3, 7), "a port at index 3: queue 3");
+    assert_eq!(record(&x, 2), (2, 5 | crate::XSK_ENDPOINT), "an endpoint at slot 2: queue 2");
+    assert_eq!(record(&x, 0), (0, 9));
+    assert_eq!(get(&x, &k32(3)), Ok(7u32.to_ne_bytes().to_vec()), "user space reads the port");
+    x.update_user(&k32(3), &8u32.to_ne_bytes(), 2).unwrap();
+    assert_eq!(record(&x, 3), (3, 8), "an update keeps the queue");
+    let e = map(SPINE_ENDPOINT, 4, 4, 4, 0, 1);
+    e.bind_endpoint(1, 6).unwrap();
+    assert_eq!(record(&e, 1), (1, 6));
+    assert_eq!(get(&e, &k32(1)), Ok(6u32.to_ne_bytes().to_vec()));
+}

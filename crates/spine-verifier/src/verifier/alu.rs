@@ -231,20 +231,28 @@ impl Verifier<'_> {
             return Err(K::PointerOpProhibited { reg: preg, op: "subtraction from a scalar" });
         }
         let c = off_reg.v.const_value().map(|c| c as i64);
-        let movable = matches!(
-            ptr.kind,
+        let movable = match ptr.kind {
+            // An XSKMAP entry is the kernel's `PTR_TO_XDP_SOCK`: no arithmetic.
+            Kind::MapValue { map } => {
+                !super::mem::is_socket_map(self.maps[usize::from(map)].map_type)
+            }
             Kind::Packet
-                | Kind::PacketMeta
-                | Kind::Stack { .. }
-                | Kind::MapValue { .. }
-                | Kind::Mem { .. }
-                | Kind::MapKey { .. }
-        );
+            | Kind::PacketMeta
+            | Kind::Stack { .. }
+            | Kind::Mem { .. }
+            | Kind::MapKey { .. } => true,
+            _ => false,
+        };
         if !movable {
             if c == Some(0) {
                 return Ok(ptr);
             }
-            return Err(K::PointerArithProhibited { reg: preg, kind: ptr.kind.name() });
+            let kind = if matches!(ptr.kind, Kind::MapValue { .. }) {
+                "xdp_sock"
+            } else {
+                ptr.kind.name()
+            };
+            return Err(K::PointerArithProhibited { reg: preg, kind });
         }
         let unbounded = K::PointerOffsetUnbounded { reg: preg, kind: ptr.kind.name() };
         let mut out = ptr;

@@ -340,7 +340,7 @@ impl Verifier<'_> {
                 let Some(m) = meta.map else { return Err(wrong("map_ptr first")) };
                 let info = &self.maps[m];
                 let size = if arg == ArgType::MapKey { info.key_size } else { info.value_size };
-                if !is_mem_kind(r.kind) {
+                if !self.is_mem_kind(r.kind) {
                     return Err(wrong(if arg == ArgType::MapKey {
                         "map_key"
                     } else {
@@ -360,7 +360,7 @@ impl Verifier<'_> {
                 let Some(m) = meta.map else { return Err(wrong("map_ptr first")) };
                 // No packet either: the kernel's pop and peek prototypes lack
                 // `pkt_access` ("helper access to the packet is not allowed").
-                if !is_mem_kind(r.kind)
+                if !self.is_mem_kind(r.kind)
                     || matches!(r.kind, Kind::MapKey { .. } | Kind::Packet | Kind::PacketMeta)
                 {
                     return Err(wrong("stack, map_value or mem (the packet is not allowed)"));
@@ -378,7 +378,7 @@ impl Verifier<'_> {
                 self.helper_mem(st, helper, reg, r, &Scalar::constant(size.into()), access)?;
             }
             ArgType::Mem { rdonly, maybe_null } => {
-                if !(is_mem_kind(r.kind) || (maybe_null && r.is_null())) {
+                if !(self.is_mem_kind(r.kind) || (maybe_null && r.is_null())) {
                     return Err(wrong("mem"));
                 }
                 if matches!(r.kind, Kind::MapKey { .. }) && !rdonly {
@@ -388,13 +388,13 @@ impl Verifier<'_> {
                 meta.mem = Some((reg, r, access, maybe_null));
             }
             ArgType::UninitMem => {
-                if !is_mem_kind(r.kind) || matches!(r.kind, Kind::MapKey { .. }) {
+                if !self.is_mem_kind(r.kind) || matches!(r.kind, Kind::MapKey { .. }) {
                     return Err(wrong("mem"));
                 }
                 meta.mem = Some((reg, r, HelperAccess::Uninit, false));
             }
             ArgType::FixedUninitMem { size } => {
-                if !is_mem_kind(r.kind) || matches!(r.kind, Kind::MapKey { .. }) {
+                if !self.is_mem_kind(r.kind) || matches!(r.kind, Kind::MapKey { .. }) {
                     return Err(wrong("mem"));
                 }
                 let total = i64::from(r.off);
@@ -543,7 +543,7 @@ impl Verifier<'_> {
             }
             ArgType::SliceBuffer => {
                 let ok = r.is_null()
-                    || (is_mem_kind(r.kind)
+                    || (self.is_mem_kind(r.kind)
                         && !matches!(r.kind, Kind::MapKey { .. })
                         && !matches!(r.kind, Kind::Mem { slice, .. } if slice.is_rdonly()));
                 if !ok {
@@ -580,6 +580,22 @@ impl Verifier<'_> {
 
     /// Where a dynptr argument points: its frame and (constant, 8-aligned) offset,
     /// with 16 bytes of the frame there, as the kernel's `dynptr_get_spi` demands.
+    /// Pointer kinds a helper may read or write through: not an XSKMAP entry (the
+    /// kernel's `PTR_TO_XDP_SOCK` is no memory argument of any helper).
+    fn is_mem_kind(&self, k: Kind) -> bool {
+        match k {
+            Kind::MapValue { map } => {
+                !super::mem::is_socket_map(self.maps[usize::from(map)].map_type)
+            }
+            Kind::Stack { .. }
+            | Kind::Packet
+            | Kind::PacketMeta
+            | Kind::Mem { .. }
+            | Kind::MapKey { .. } => true,
+            _ => false,
+        }
+    }
+
     fn dynptr_at(&mut self, st: &State, helper: u32, reg: u8, r: Reg) -> Result<(usize, i64), K> {
         let Kind::Stack { frame } = r.kind else {
             return Err(K::HelperArgType {
@@ -604,19 +620,6 @@ impl Verifier<'_> {
 fn dynptr_slots(off: i64) -> (usize, usize) {
     let first = (-off / 8 - 1) as usize;
     (first, first - 1)
-}
-
-/// Pointer kinds a helper may read or write through.
-fn is_mem_kind(k: Kind) -> bool {
-    matches!(
-        k,
-        Kind::Stack { .. }
-            | Kind::Packet
-            | Kind::PacketMeta
-            | Kind::MapValue { .. }
-            | Kind::Mem { .. }
-            | Kind::MapKey { .. }
-    )
 }
 
 /// Slices whose buffer lies in frame `frame` or deeper become unusable: that stack is

@@ -220,10 +220,26 @@ impl Verifier<'_> {
             Kind::PacketMeta => {
                 Self::packet_bounds(&ptr, reg, off, size).map(|()| Region::PacketMeta)
             }
+            Kind::MapValue { map } if is_socket_map(self.maps[usize::from(map)].map_type) => {
+                // The kernel's `PTR_TO_XDP_SOCK` (`check_sock_access`,
+                // `bpf_xdp_sock_is_valid_access`): no write, and the one read of
+                // `queue_id`, 4 bytes at offset 0 of the entry's record.
+                let m = usize::from(map);
+                let name = self.maps[m].name.clone();
+                if write {
+                    return Err(K::XdpSockWrite { reg, name });
+                }
+                let o = i64::from(ptr.off) + off;
+                if ptr.v.const_value() != Some(0) || o != 0 || size != 4 {
+                    let o = o.saturating_add(ptr.v.smin).clamp(i32::MIN.into(), i32::MAX.into());
+                    return Err(K::XdpSockAccess { reg, name, off: o as i32, size: size as u8 });
+                }
+                Ok(Region::MapValue { map: m })
+            }
             Kind::MapValue { map } => {
                 let m = usize::from(map);
                 let info = &self.maps[m];
-                let vs = if is_socket_map(info.map_type) { 0 } else { info.value_size };
+                let vs = info.value_size;
                 Self::bounded(&ptr, reg, off, size, vs, |o| K::MapValueOutOfBounds {
                     reg,
                     map: m as u32,
@@ -320,6 +336,13 @@ impl Verifier<'_> {
                     CtxFieldKind::Scalar => Reg::scalar(Scalar::unknown_bytes(size as u32)),
                     CtxFieldKind::ScalarMax(max) => Reg::scalar(Scalar::urange(0, u64::from(max))),
                 }
+            }
+            Region::MapValue { map } if sx && is_socket_map(self.maps[map].map_type) => {
+                // The kernel rewrites the load into a zero-extending one; a sign-extending
+                // load of `queue_id` is refused here rather than given another meaning.
+                let name = self.maps[map].name.clone();
+                let off = ptr.off.saturating_add(i32::from(i.off));
+                return Err(K::XdpSockAccess { reg: i.src, name, off, size: size as u8 });
             }
             Region::MapValue { map } => match self.frozen_read(map, &ptr, i.off, size) {
                 Some(v) => Reg::scalar(ext(Scalar::constant(v))),
@@ -651,10 +674,16 @@ impl Verifier<'_> {
                 }
                 Self::packet_bounds(&ptr, reg, 0, max)
             }
+            Kind::MapValue { map } if is_socket_map(self.maps[usize::from(map)].map_type) => {
+                // The callers refuse these pointers as helper memory already
+                // (`Verifier::is_mem_kind`); the kernel passes a `PTR_TO_XDP_SOCK` to no
+                // helper that reads or writes memory through it.
+                Err(K::InvalidMemAccess { reg, kind: "xdp_sock (an XSKMAP entry)" })
+            }
             Kind::MapValue { map } => {
                 let m = usize::from(map);
                 let info = &self.maps[m];
-                let vs = if is_socket_map(info.map_type) { 0 } else { info.value_size };
+                let vs = info.value_size;
                 Self::bounded(&ptr, reg, 0, max, vs, |o| K::MapValueOutOfBounds {
                     reg,
                     map: m as u32,
@@ -737,9 +766,10 @@ impl Reg {
     }
 }
 
-/// An xskmap or spine's endpoint map: a lookup gives a pointer the program may only test
-/// for NULL (the kernel types it `struct xdp_sock *`), no readable value.
-fn is_socket_map(t: u32) -> bool {
+/// An xskmap or spine's endpoint map: a lookup gives a pointer the kernel types
+/// `PTR_TO_XDP_SOCK`: the program may test it for NULL, compare it, and read `queue_id`
+/// (a `u32` at offset 0 of the entry's record) through it, nothing else.
+pub(super) fn is_socket_map(t: u32) -> bool {
     matches!(t, spine_abi::map_type::XSKMAP | spine_abi::map_type::SPINE_ENDPOINT)
 }
 

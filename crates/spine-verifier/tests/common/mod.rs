@@ -25,6 +25,7 @@ pub const RO_STACK: usize = 12; // stack, value 8, BPF_F_RDONLY_PROG
 pub const TIMERS: usize = 13; // array key 4 value 32, a bpf_timer at offset 8
 pub const TIMER_HASH: usize = 14; // hash key 4 value 24, a bpf_timer at offset 0
 pub const BLOOM: usize = 15; // bloom filter, value 8
+pub const XSKS: usize = 16; // xskmap, 4 entries: a lookup reads `queue_id` only
 
 pub fn maps() -> Vec<MapInfo> {
     let mut rodata = MapInfo::new(".rodata", mt::ARRAY, 4, 32, 1);
@@ -58,6 +59,7 @@ pub fn maps() -> Vec<MapInfo> {
         timers,
         timer_hash,
         MapInfo::new("bloom", mt::BLOOM_FILTER, 0, 8, 16),
+        MapInfo::new("xsks_map", mt::XSKMAP, 4, 4, 4),
     ]
 }
 
